@@ -1,0 +1,250 @@
+"""The six communication actions and the round graph they induce (SPEC §2.2).
+
+Edge convention everywhere in this project: an edge ``src -> dst`` means *dst reads
+src's answer of this round*. As a PyG ``edge_index`` it is ``[[src...], [dst...]]``.
+
+Cycle rule (deterministic, documented in docs/actions.md):
+
+1. Every live agent gets a *rank* from its action: producers first
+   (``broadcast_all`` 0), then agents that neither send nor ask (``solo_process``,
+   ``execute_verify`` 1), then agents that ask one peer (``selective_query``,
+   ``debate_check`` 2), then consumers (``aggregate_refine`` 3). Ties go by agent index.
+   This gives a strict total order over the agents.
+2. Edges that go *forward* in that order are all kept: they cannot form a cycle.
+3. The remaining (*backward*) edges are tried one by one, in the order
+   (rank of dst, dst, rank of src, src); each is kept unless it would close a
+   cycle with the edges kept so far, in which case it is dropped and recorded.
+
+So an aggregator reads every producer; two agents who both broadcast reach each
+other in one direction only (the lower index is read by the higher one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import torch
+
+
+class Action(IntEnum):
+    """A communication action an agent chooses for one round."""
+
+    SOLO_PROCESS = 0
+    BROADCAST_ALL = 1
+    SELECTIVE_QUERY = 2
+    AGGREGATE_REFINE = 3
+    EXECUTE_VERIFY = 4
+    DEBATE_CHECK = 5
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+N_ACTIONS = len(Action)
+ACTION_NAMES: tuple[str, ...] = tuple(a.label for a in Action)
+
+_RANK = {
+    Action.BROADCAST_ALL: 0,
+    Action.SOLO_PROCESS: 1,
+    Action.EXECUTE_VERIFY: 1,
+    Action.SELECTIVE_QUERY: 2,
+    Action.DEBATE_CHECK: 2,
+    Action.AGGREGATE_REFINE: 3,
+}
+
+
+@dataclass(frozen=True)
+class RoundGraph:
+    """The communication graph of one round.
+
+    Attributes:
+        edge_index: ``(2, |E|)`` long tensor, row 0 = src, row 1 = dst (dst reads src).
+        dropped: edges ``(src, dst)`` that were asked for but dropped to break a cycle.
+        layers: agents grouped by topological layer; agents of a layer run together.
+        order: the total order used by the cycle rule (agent indices).
+    """
+
+    edge_index: torch.Tensor
+    dropped: tuple[tuple[int, int], ...] = ()
+    layers: tuple[tuple[int, ...], ...] = ()
+    order: tuple[int, ...] = field(default=())
+
+    @property
+    def edges(self) -> list[tuple[int, int]]:
+        return [(int(s), int(d)) for s, d in self.edge_index.t().tolist()]
+
+    def readers_of(self, n_agents: int) -> list[list[int]]:
+        """``sources[i]`` = the agents whose answer agent ``i`` reads this round, sorted."""
+        sources: list[list[int]] = [[] for _ in range(n_agents)]
+        for s, d in self.edges:
+            sources[d].append(s)
+        return [sorted(x) for x in sources]
+
+    def adjacency(self, n_agents: int) -> torch.Tensor:
+        """``(N, N)`` float 0/1 matrix with ``adj[src, dst] = 1``."""
+        adj = torch.zeros(n_agents, n_agents)
+        if self.edge_index.numel():
+            adj[self.edge_index[0], self.edge_index[1]] = 1.0
+        return adj
+
+
+def trusted_peer(agent: int, alive: Sequence[bool], confidence: Sequence[float] | None) -> int | None:
+    """The peer ``agent`` asks under ``selective_query``.
+
+    The live peer with the highest confidence last round (ties: lowest index);
+    in the first round (``confidence is None``) the next live agent after it, cyclically.
+    """
+    n = len(alive)
+    peers = [j for j in range(n) if j != agent and alive[j]]
+    if not peers:
+        return None
+    if confidence is None:
+        return min(peers, key=lambda j: (j - agent) % n)
+    return max(peers, key=lambda j: (confidence[j], -j))
+
+
+def debate_partner(agent: int, alive: Sequence[bool]) -> int | None:
+    """The partner of ``agent`` under ``debate_check``: pairs (0,1), (2,3), ...
+
+    When that partner is failed or missing, the next live agent after ``agent``.
+    """
+    n = len(alive)
+    partner = agent ^ 1
+    if partner < n and alive[partner]:
+        return partner
+    peers = [j for j in range(n) if j != agent and alive[j]]
+    if not peers:
+        return None
+    return min(peers, key=lambda j: (j - agent) % n)
+
+
+def requested_edges(
+    actions: Sequence[int], alive: Sequence[bool], confidence: Sequence[float] | None = None
+) -> list[tuple[int, int]]:
+    """The edges ``(src, dst)`` the actions ask for, before cycles are broken."""
+    n = len(actions)
+    edges: set[tuple[int, int]] = set()
+    for i, a in enumerate(actions):
+        if not alive[i]:
+            continue
+        a = Action(a)
+        others = [j for j in range(n) if j != i and alive[j]]
+        if a is Action.BROADCAST_ALL:
+            edges.update((i, j) for j in others)
+        elif a is Action.AGGREGATE_REFINE:
+            edges.update((j, i) for j in others)
+        elif a is Action.SELECTIVE_QUERY:
+            peer = trusted_peer(i, alive, confidence)
+            if peer is not None:
+                edges.add((peer, i))
+        elif a is Action.DEBATE_CHECK:
+            peer = debate_partner(i, alive)
+            if peer is not None:
+                edges.add((peer, i))
+                edges.add((i, peer))
+    return sorted(edges)
+
+
+def _reaches(adj: list[set[int]], start: int, goal: int) -> bool:
+    stack, seen = [start], {start}
+    while stack:
+        u = stack.pop()
+        if u == goal:
+            return True
+        for v in adj[u]:
+            if v not in seen:
+                seen.add(v)
+                stack.append(v)
+    return False
+
+
+def _layers(n: int, alive: Sequence[bool], kept: list[tuple[int, int]]) -> tuple[tuple[int, ...], ...]:
+    depth = [0] * n
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for s, d in kept:
+        preds[d].append(s)
+    # Longest path from a source; graph is a DAG so memoised DFS terminates.
+    memo: dict[int, int] = {}
+
+    def level(v: int) -> int:
+        if v not in memo:
+            memo[v] = 0 if not preds[v] else 1 + max(level(p) for p in preds[v])
+        return memo[v]
+
+    for v in range(n):
+        depth[v] = level(v)
+    live = [v for v in range(n) if alive[v]]
+    if not live:
+        return ()
+    return tuple(
+        tuple(v for v in live if depth[v] == k) for k in range(max(depth[v] for v in live) + 1)
+    )
+
+
+def resolve_edges(
+    edges: Sequence[tuple[int, int]], actions: Sequence[int], alive: Sequence[bool]
+) -> RoundGraph:
+    """Break the cycles of ``edges`` by the documented rule and lay the agents out in layers."""
+    n = len(actions)
+    order = sorted(range(n), key=lambda i: (_RANK[Action(actions[i])], i))
+    pos = {agent: k for k, agent in enumerate(order)}
+    live_edges = sorted({(s, d) for s, d in edges if alive[s] and alive[d] and s != d})
+    forward = [(s, d) for s, d in live_edges if pos[s] < pos[d]]
+    backward = sorted(
+        (e for e in live_edges if pos[e[0]] > pos[e[1]]),
+        key=lambda e: (_RANK[Action(actions[e[1]])], e[1], _RANK[Action(actions[e[0]])], e[0]),
+    )
+    succ: list[set[int]] = [set() for _ in range(n)]
+    for s, d in forward:
+        succ[s].add(d)
+    kept = list(forward)
+    dropped: list[tuple[int, int]] = []
+    for s, d in backward:
+        if _reaches(succ, d, s):
+            dropped.append((s, d))
+        else:
+            succ[s].add(d)
+            kept.append((s, d))
+    kept.sort()
+    edge_index = (
+        torch.tensor(kept, dtype=torch.long).t().contiguous()
+        if kept
+        else torch.empty(2, 0, dtype=torch.long)
+    )
+    return RoundGraph(
+        edge_index=edge_index,
+        dropped=tuple(dropped),
+        layers=_layers(n, alive, kept),
+        order=tuple(order),
+    )
+
+
+def induce_graph(
+    actions: Sequence[int],
+    alive: Sequence[bool] | None = None,
+    confidence: Sequence[float] | None = None,
+) -> RoundGraph:
+    """Induce a round's directed communication graph from the agents' actions.
+
+    Args:
+        actions: ``(N,)`` action ids, one per agent (a failed agent's action is ignored).
+        alive: ``(N,)`` which agents are live; failed agents send and receive nothing.
+        confidence: ``(N,)`` last round's confidences, ``None`` in the first round;
+            decides whom ``selective_query`` asks.
+
+    Returns:
+        The :class:`RoundGraph`: ``edge_index (2, |E|)``, dropped edges, layers.
+    """
+    n = len(actions)
+    for a in actions:
+        if not 0 <= int(a) < N_ACTIONS:
+            raise ValueError(f"action {a} is not one of 0..{N_ACTIONS - 1}")
+    alive = [True] * n if alive is None else [bool(x) for x in alive]
+    if len(alive) != n:
+        raise ValueError(f"alive has {len(alive)} entries for {n} agents")
+    if confidence is not None and len(confidence) != n:
+        raise ValueError(f"confidence has {len(confidence)} entries for {n} agents")
+    return resolve_edges(requested_edges(actions, alive, confidence), actions, alive)

@@ -1,0 +1,75 @@
+"""The contract between the team runtime and whatever plays the agents (SPEC §2.5).
+
+The runtime decides *who* talks to *whom*; a back-end decides *what* an agent says.
+Two back-ends implement it: the synthetic society (``sim``) and any
+OpenAI-compatible endpoint (``openai``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from core.actions import Action
+from core.records import AgentStep, LLMCall, Message
+from core.tasks.base import Task
+
+
+@dataclass
+class AgentTurn:
+    """Everything an agent sees when it acts in one round."""
+
+    task: Task
+    agent: int
+    role: str
+    round: int
+    n_rounds: int
+    action: Action
+    previous: AgentStep | None
+    """Its own step of the previous round (temporal edge), ``None`` in round 0."""
+    inbox: list[Message] = field(default_factory=list)
+    """Answers of this round read along in-edges, in source order."""
+    fault: str | None = None
+    """``byzantine`` when the agent is injected to answer confidently wrong."""
+    episode_seed: int = 0
+
+
+@dataclass
+class DecisionTurn:
+    """The decision agent's view after the last round: the live agents' final answers."""
+
+    task: Task
+    finals: list[AgentStep]
+    episode_seed: int = 0
+    n_rounds: int = 3
+
+
+@dataclass
+class TurnResult:
+    """What one back-end call produced."""
+
+    text: str
+    answer: str | None
+    confidence: float
+    call: LLMCall
+    verified: bool = False
+    """True when execute_verify ran a tool check (tests, re-derivation) this turn."""
+    failed: bool = False
+    """True when the call failed for good (timeouts, retries exhausted, malformed)."""
+
+
+class Backend(Protocol):
+    """Plays the agents. Must be safe to call concurrently from one event loop."""
+
+    name: str
+    model: str
+
+    async def agent_turn(self, turn: AgentTurn) -> TurnResult: ...
+
+    async def decide(self, turn: DecisionTurn) -> TurnResult: ...
+
+    def score(self, task: Task, answer: str | None) -> float:
+        """1.0 when ``answer`` solves ``task``, else 0.0 (partial credit allowed)."""
+        ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,5 @@
+"""Errors a user can cause. The CLI turns them into one sentence and exit code 2."""
+
+
+class UserError(Exception):
+    """A mistake in the user's input (flag, file, database): one clear sentence, exit 2."""
