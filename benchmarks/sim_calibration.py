@@ -1,0 +1,88 @@
+"""Calibration of the synthetic society: accuracy and tokens per fixed topology and difficulty.
+
+Prints one JSON object: for every preset and fixed topology, accuracy / mean tokens /
+mean reward over the same seeded tasks of a benchmark, grouped by difficulty (easy = 1-2,
+medium = 3, hard = 4-5) and by domain; the best topology by mean reward per group; and
+the full-mesh / single token ratio. Compare with /work/shared/CALIBRATION.md and
+docs/simulator.md.
+
+    python benchmarks/sim_calibration.py --benchmark mixed --episodes 600
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+from core.team.env import TeamEnv, TeamEnvConfig
+from core.team.society import PRESETS
+from core.team.topologies import FIXED_TOPOLOGIES, make_policy
+
+GROUPS = {"easy": (1, 2), "medium": (3,), "hard": (4, 5)}
+
+
+def summarise(records) -> dict:
+    return {
+        "n": len(records),
+        "accuracy": round(statistics.mean(r.score for r in records), 4),
+        "mean_tokens": round(statistics.mean(r.tokens for r in records), 1),
+        "mean_reward": round(statistics.mean(r.reward for r in records), 4),
+    }
+
+
+def calibrate(preset: str, benchmark: str, episodes: int, seed: int, token_weight: float) -> dict:
+    env = TeamEnv(TeamEnvConfig(benchmark=benchmark, preset=preset, seed=seed, token_weight=token_weight))
+    out: dict = {"token_budget": env.runtime_config.token_budget, "topologies": {}}
+    seconds = 0.0
+    for name in FIXED_TOPOLOGIES:
+        start = time.perf_counter()
+        records = env.run(make_policy(name), range(episodes), concurrency=16)
+        seconds += time.perf_counter() - start
+        row = {"all": summarise(records)}
+        for group, levels in GROUPS.items():
+            chosen = [r for r in records if r.difficulty in levels]
+            if chosen:
+                row[group] = summarise(chosen)
+        for domain in sorted({r.domain for r in records}):
+            for group, levels in GROUPS.items():
+                chosen = [r for r in records if r.domain == domain and r.difficulty in levels]
+                if chosen:
+                    row[f"{domain}/{group}"] = summarise(chosen)
+        out["topologies"][name] = row
+    topo = out["topologies"]
+    out["best_by_reward"] = {
+        group: max(topo, key=lambda t, g=group: topo[t].get(g, {}).get("mean_reward", float("-inf")))
+        for group in ("all", *GROUPS)
+    }
+    out["full_over_single_tokens"] = round(
+        topo["full"]["all"]["mean_tokens"] / topo["single"]["all"]["mean_tokens"], 2
+    )
+    out["full_mesh_mean_tokens"] = topo["full"]["all"]["mean_tokens"]
+    out["ms_per_episode"] = round(1000 * seconds / (episodes * len(FIXED_TOPOLOGIES)), 3)
+    env.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--benchmark", default="mixed")
+    parser.add_argument("--episodes", type=int, default=600)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--token-weight", type=float, default=0.1)
+    parser.add_argument("--preset", action="append", choices=list(PRESETS), help="default: all")
+    args = parser.parse_args()
+    presets = args.preset or list(PRESETS)
+    result = {
+        "benchmark": args.benchmark,
+        "episodes": args.episodes,
+        "seed": args.seed,
+        "token_weight": args.token_weight,
+        "presets": {p: calibrate(p, args.benchmark, args.episodes, args.seed, args.token_weight) for p in presets},
+    }
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()

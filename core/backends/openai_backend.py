@@ -1,0 +1,453 @@
+"""Real LLM agents over any OpenAI-compatible chat-completions endpoint (SPEC §2.5).
+
+OpenAI itself, or a local vLLM / llama.cpp / Ollama server, chosen by ``base_url``
+and ``model``. Calls are bounded by an ``asyncio.Semaphore`` so that the calls of
+one layer (and of several episodes) are in flight together up to ``concurrency``;
+each call has a timeout and is retried with exponential back-off and jitter on 429,
+5xx, connection errors, timeouts and malformed responses, up to ``max_attempts``.
+A call that still fails gives a failed turn (``TurnResult.failed``) with the reason
+in ``LLMCall.error``; the runtime marks the agent failed for the round.
+
+Token counts come only from the responses' ``usage``; a response without it is
+recorded with ``usage_reported=False`` and zero tokens. Cache hits cost no tokens
+unless ``cache_counts_tokens``. The API key is never logged, stored or put into an
+error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+from openai import AsyncOpenAI
+
+from core.actions import Action
+from core.backends import prompts
+from core.backends.base import AgentTurn, DecisionTurn, TurnResult
+from core.backends.cache import ResponseCache, default_cache_dir, public_url, request_key
+from core.records import DECISION_AGENT, LLMCall
+from core.sandbox import SandboxConfig, check_code, humaneval_program, run_python
+from core.tasks.base import Task
+
+log = logging.getLogger(__name__)
+
+NO_KEY = "not-needed"
+"""Sent when no key is configured: local servers (vLLM, llama.cpp, Ollama) ignore it."""
+RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+@dataclass
+class OpenAIBackendConfig:
+    """How to reach the model and how to call it."""
+
+    model: str
+    """Model name as the server knows it (``gpt-4o-mini``, ``Qwen/Qwen2.5-7B-Instruct``...)."""
+    base_url: str | None = None
+    """Endpoint, e.g. ``http://127.0.0.1:8000/v1``; ``None`` = ``$OPENAI_BASE_URL`` or OpenAI."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """Environment variable holding the key; servers that ignore keys work without one."""
+    api_key: str | None = field(default=None, repr=False)
+    """An explicit key (overrides the environment); never shown in repr, logs or records."""
+    temperature: float = 0.7
+    """Sampling temperature."""
+    max_tokens: int = 1024
+    """Completion length cap per call."""
+    timeout_s: float = 60.0
+    """Per-attempt timeout, seconds."""
+    max_attempts: int = 4
+    """Attempts per call (1 = no retries)."""
+    backoff_base_s: float = 0.5
+    """First retry delay; doubles per attempt, with jitter."""
+    backoff_max_s: float = 8.0
+    """Longest delay between attempts (also caps a server's Retry-After)."""
+    concurrency: int = 8
+    """Calls in flight at once, across all agents and episodes."""
+    cache_dir: str | None = None
+    """Response cache directory; ``None`` = ``$AGENTQMIX_CACHE`` or ``~/.cache/agentqmix/responses``."""
+    use_cache: bool = True
+    """Read and write the response cache."""
+    cache_counts_tokens: bool = False
+    """Count a cache hit's recorded usage against the token budget."""
+    seed: int | None = None
+    """Base sampling seed sent to the server (plus the episode seed); ``None`` = send none."""
+    sandbox_timeout_s: float = 10.0
+    """Wall-clock limit for running an agent's code against the tests (execute_verify)."""
+
+    def validate(self) -> None:
+        if not self.model:
+            raise ValueError("model must be a non-empty model name")
+        if not 0.0 <= self.temperature <= 2.0:
+            raise ValueError(f"temperature must be in [0, 2], got {self.temperature}")
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if not self.timeout_s > 0:
+            raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
+        if self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if self.backoff_base_s < 0 or self.backoff_max_s < self.backoff_base_s:
+            raise ValueError(
+                f"need 0 <= backoff_base_s <= backoff_max_s, got {self.backoff_base_s}, "
+                f"{self.backoff_max_s}"
+            )
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if not self.sandbox_timeout_s > 0:
+            raise ValueError(f"sandbox_timeout_s must be > 0, got {self.sandbox_timeout_s}")
+
+
+@dataclass
+class _Completion:
+    text: str
+    call: LLMCall
+
+
+class _Malformed(Exception):
+    """A 200 response that carries no usable completion."""
+
+
+class OpenAIBackend:
+    """Plays the agents with a real model. Safe to call concurrently from one event loop."""
+
+    name = "openai"
+
+    def __init__(self, config: OpenAIBackendConfig) -> None:
+        config.validate()
+        self.config = config
+        self.model = config.model
+        self.base_url = config.base_url or os.environ.get("OPENAI_BASE_URL") or None
+        key = config.api_key or os.environ.get(config.api_key_env) or ""
+        self._key = key or NO_KEY
+        self._secrets = [s for s in (key, config.api_key) if s and len(s) >= 4]
+        self.cache = (
+            ResponseCache(config.cache_dir or default_cache_dir()) if config.use_cache else None
+        )
+        self.stats: dict[str, int] = {
+            "requests": 0,
+            "cache_hits": 0,
+            "retries": 0,
+            "failed_calls": 0,
+            "cached_prompt_tokens": 0,
+            "cached_completion_tokens": 0,
+        }
+        """Counters over the back-end's life; ``cached_*`` = usage served from the cache."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._client: AsyncOpenAI | None = None
+        self._sem: asyncio.Semaphore | None = None
+        self._sandbox_sem: asyncio.Semaphore | None = None
+        self._retired: list[AsyncOpenAI] = []
+        self._scores: dict[tuple[str, str, str], float] = {}
+
+    def __repr__(self) -> str:
+        return f"OpenAIBackend(model={self.model!r}, base_url={public_url(self.base_url)!r})"
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _bind_loop(self) -> tuple[AsyncOpenAI, asyncio.Semaphore]:
+        # The HTTP pool and the semaphores belong to one event loop; a caller that runs
+        # several asyncio.run() in turn gets fresh ones instead of a "different loop" error.
+        loop = asyncio.get_running_loop()
+        if self._loop is not loop or self._client is None or self._sem is None:
+            if self._client is not None:
+                # Its pool belongs to a closed loop; keeping a reference stops its finaliser
+                # from scheduling a close on the new loop (which fails noisily).
+                self._retired.append(self._client)
+            self._loop = loop
+            self._client = AsyncOpenAI(
+                api_key=self._key,
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=self.config.timeout_s,
+            )
+            self._sem = asyncio.Semaphore(self.config.concurrency)
+            self._sandbox_sem = asyncio.Semaphore(max(1, (os.cpu_count() or 2) - 1))
+        return self._client, self._sem
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every occurrence of the API key replaced by ``***``."""
+        for s in self._secrets:
+            text = text.replace(s, "***")
+        return text
+
+    def _request(self, messages: list[dict[str, str]], sample: list[int]) -> dict[str, Any]:
+        seed = None if self.config.seed is None else self.config.seed + sample[0]
+        return {
+            "base_url": public_url(self.base_url),
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.config.temperature,
+            "max_tokens": self.config.max_tokens,
+            "seed": seed,
+            # Which draw this is (episode seed, agent): distinct agents and episodes get
+            # distinct samples, and re-running the same evaluation hits the cache.
+            "sample": sample,
+        }
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        cap = self.config.backoff_max_s
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), cap)
+        delay = min(cap, self.config.backoff_base_s * 2**attempt)
+        return delay * random.uniform(0.5, 1.0)
+
+    async def _once(self, request: dict[str, Any]) -> tuple[str, Any]:
+        client, sem = self._bind_loop()
+        kwargs: dict[str, Any] = {
+            "model": request["model"],
+            "messages": request["messages"],
+            "temperature": request["temperature"],
+            "max_tokens": request["max_tokens"],
+        }
+        if request["seed"] is not None:
+            kwargs["seed"] = request["seed"]
+        async with sem:
+            self.stats["requests"] += 1
+            resp = await asyncio.wait_for(
+                client.chat.completions.create(**kwargs), timeout=self.config.timeout_s + 1.0
+            )
+        choices = getattr(resp, "choices", None)
+        if not choices:
+            raise _Malformed("response has no choices")
+        message = getattr(choices[0], "message", None)
+        text = getattr(message, "content", None)
+        if not isinstance(text, str) or not text.strip():
+            raise _Malformed("response has empty content")
+        return text, getattr(resp, "usage", None)
+
+    async def _complete(
+        self, messages: list[dict[str, str]], agent: int, round_: int, sample: list[int]
+    ) -> _Completion:
+        request = self._request(messages, sample)
+        key = request_key(request)
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None and isinstance(hit.get("text"), str):
+                return self._from_cache(hit, key, agent, round_)
+        t0 = time.monotonic()
+        error: str | None = None
+        attempt = 0
+        for attempt in range(self.config.max_attempts):
+            retry_after: float | None = None
+            try:
+                text, usage = await self._once(request)
+            except openai.APIStatusError as e:
+                error = f"HTTP {e.status_code}: {type(e).__name__}"
+                if e.status_code not in RETRY_STATUS:
+                    break
+                retry_after = _retry_after(e)
+            except (openai.APIConnectionError, asyncio.TimeoutError) as e:
+                # APITimeoutError is an APIConnectionError.
+                error = f"{type(e).__name__}: {e}"
+            except (openai.APIResponseValidationError, _Malformed, ValueError) as e:
+                error = f"malformed response: {type(e).__name__}: {e}"
+            else:
+                return self._fresh(text, usage, request, key, agent, round_, attempt, t0)
+            if attempt + 1 < self.config.max_attempts:
+                self.stats["retries"] += 1
+                delay = self._backoff(attempt, retry_after)
+                log.warning(
+                    "LLM call failed (attempt %d/%d, retrying in %.2fs): %s",
+                    attempt + 1,
+                    self.config.max_attempts,
+                    delay,
+                    self.scrub(error),
+                )
+                await asyncio.sleep(delay)
+        self.stats["failed_calls"] += 1
+        error = self.scrub(f"{error} (after {attempt + 1} attempt(s))")
+        log.warning("LLM call failed for good: %s", error)
+        call = LLMCall(
+            agent=agent,
+            round=round_,
+            prompt_hash=key,
+            prompt_tokens=0,
+            completion_tokens=0,
+            usage_reported=False,
+            latency_s=time.monotonic() - t0,
+            retries=attempt,
+            error=error,
+        )
+        return _Completion(text="", call=call)
+
+    def _fresh(
+        self,
+        text: str,
+        usage: Any,
+        request: dict[str, Any],
+        key: str,
+        agent: int,
+        round_: int,
+        attempt: int,
+        t0: float,
+    ) -> _Completion:
+        reported = usage is not None and getattr(usage, "prompt_tokens", None) is not None
+        pt = int(getattr(usage, "prompt_tokens", 0) or 0) if reported else 0
+        ct = int(getattr(usage, "completion_tokens", 0) or 0) if reported else 0
+        if self.cache is not None:
+            usage_d = {"prompt_tokens": pt, "completion_tokens": ct} if reported else None
+            self.cache.put(key, {"request": request, "text": text, "usage": usage_d})
+        call = LLMCall(
+            agent=agent,
+            round=round_,
+            prompt_hash=key,
+            prompt_tokens=pt,
+            completion_tokens=ct,
+            usage_reported=reported,
+            latency_s=time.monotonic() - t0,
+            retries=attempt,
+        )
+        return _Completion(text=text, call=call)
+
+    def _from_cache(self, hit: dict[str, Any], key: str, agent: int, round_: int) -> _Completion:
+        usage = hit.get("usage")
+        reported = isinstance(usage, dict)
+        pt = int(usage.get("prompt_tokens", 0)) if reported else 0
+        ct = int(usage.get("completion_tokens", 0)) if reported else 0
+        self.stats["cache_hits"] += 1
+        self.stats["cached_prompt_tokens"] += pt
+        self.stats["cached_completion_tokens"] += ct
+        counts = self.config.cache_counts_tokens
+        call = LLMCall(
+            agent=agent,
+            round=round_,
+            prompt_hash=key,
+            prompt_tokens=pt if counts else 0,
+            completion_tokens=ct if counts else 0,
+            usage_reported=reported,
+            cache_hit=True,
+        )
+        return _Completion(text=hit["text"], call=call)
+
+    # -- the Backend protocol -----------------------------------------------------------
+
+    async def agent_turn(self, turn: AgentTurn) -> TurnResult:
+        sample = [turn.episode_seed, turn.agent]
+        first = await self._complete(prompts.agent_messages(turn), turn.agent, turn.round, sample)
+        if first.call.error is not None:
+            return _failed(first)
+        answer, confidence = prompts.parse_reply(turn.task, first.text)
+        if Action(turn.action) is not Action.EXECUTE_VERIFY:
+            return TurnResult(first.text, answer, confidence, first.call)
+        return await self._verify(turn, first, answer, confidence, sample)
+
+    async def _verify(
+        self,
+        turn: AgentTurn,
+        first: _Completion,
+        answer: str | None,
+        confidence: float,
+        sample: list[int],
+    ) -> TurnResult:
+        """execute_verify: run the code against the tests (code) or re-derive (maths, MCQ)."""
+        task = turn.task
+        if task.domain == "code" and task.meta.get("test"):
+            passed, report = await self._run_tests(task, answer)
+            if passed:
+                return TurnResult(first.text, answer, max(confidence, 0.9), first.call, verified=True)
+            messages = prompts.code_feedback_messages(turn, first.text, report)
+        else:
+            messages = prompts.rederive_messages(turn, first.text, answer)
+        second = await self._complete(messages, turn.agent, turn.round, sample)
+        call = _merge(first.call, second.call)
+        if second.call.error is not None:
+            # The check itself failed: keep the unverified first answer; the turn stands.
+            return TurnResult(first.text, answer, confidence, call, verified=False)
+        answer2, confidence2 = prompts.parse_reply(task, second.text)
+        return TurnResult(second.text, answer2 or answer, confidence2, call, verified=True)
+
+    async def _run_tests(self, task: Task, code: str | None) -> tuple[bool, str]:
+        if not code:
+            return False, "No code block was found in your reply."
+        program = humaneval_program(task, code)
+        cfg = SandboxConfig(timeout_s=self.config.sandbox_timeout_s)
+        self._bind_loop()
+        assert self._sandbox_sem is not None
+        async with self._sandbox_sem:
+            result = await asyncio.to_thread(run_python, program, config=cfg)
+        if result.passed:
+            return True, "all tests passed"
+        if result.timed_out:
+            return False, f"Timed out after {cfg.timeout_s:.0f} s (an infinite loop?)."
+        return False, (result.stderr or result.stdout or f"exit status {result.returncode}")[-2000:]
+
+    async def decide(self, turn: DecisionTurn) -> TurnResult:
+        finals = [s for s in turn.finals if s.alive and (s.answer is not None or s.text)]
+        if not finals:
+            call = LLMCall(DECISION_AGENT, turn.n_rounds, "", 0, 0, usage_reported=False,
+                           error="no live agent produced an answer")
+            return TurnResult("", None, 0.0, call, failed=True)
+        view = DecisionTurn(turn.task, finals, turn.episode_seed, turn.n_rounds)
+        done = await self._complete(
+            prompts.decision_messages(view), DECISION_AGENT, turn.n_rounds,
+            [turn.episode_seed, DECISION_AGENT],
+        )
+        if done.call.error is not None:
+            return _failed(done)
+        answer, confidence = prompts.parse_reply(turn.task, done.text)
+        return TurnResult(done.text, answer, confidence, done.call)
+
+    def score(self, task: Task, answer: str | None) -> float:
+        if not answer:
+            return 0.0
+        key = (task.benchmark, task.task_id, answer)
+        if key not in self._scores:
+            # The runtime scores every step synchronously; running the same code through
+            # the sandbox again would only cost time, so scores are remembered.
+            if len(self._scores) >= 4096:
+                self._scores.clear()
+            if task.domain == "code":
+                cfg = SandboxConfig(timeout_s=self.config.sandbox_timeout_s)
+                self._scores[key] = check_code(task, answer, cfg)
+            else:
+                from core.tasks.checkers import check
+
+                self._scores[key] = float(check(task, answer))
+        return self._scores[key]
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            try:
+                await self._client.close()
+            except RuntimeError:
+                pass  # its event loop is already closed; nothing left to release
+            self._client = None
+
+
+def _failed(c: _Completion) -> TurnResult:
+    return TurnResult(text="", answer=None, confidence=0.0, call=c.call, failed=True)
+
+
+def _merge(a: LLMCall, b: LLMCall) -> LLMCall:
+    """Two calls of one turn as one record: tokens, latency and retries add up."""
+    return LLMCall(
+        agent=a.agent,
+        round=a.round,
+        prompt_hash=hashlib.sha256((a.prompt_hash + b.prompt_hash).encode()).hexdigest(),
+        prompt_tokens=a.prompt_tokens + b.prompt_tokens,
+        completion_tokens=a.completion_tokens + b.completion_tokens,
+        usage_reported=a.usage_reported and b.usage_reported,
+        latency_s=a.latency_s + b.latency_s,
+        retries=a.retries + b.retries,
+        cache_hit=a.cache_hit and b.cache_hit,
+        # A failed check call does not fail the turn (the first answer stands), and
+        # ``error`` means "failed for good" to the runtime, so it stays unset here.
+        error=None,
+    )
+
+
+def _retry_after(e: openai.APIStatusError) -> float | None:
+    headers = getattr(getattr(e, "response", None), "headers", None) or {}
+    value = headers.get("retry-after-ms")
+    try:
+        if value is not None:
+            return float(value) / 1000.0
+        value = headers.get("retry-after")
+        return float(value) if value is not None else None
+    except ValueError:
+        return None

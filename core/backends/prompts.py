@@ -1,0 +1,275 @@
+"""The prompts real LLM agents get, and how their replies are read back (SPEC §2.2, §2.5).
+
+One system prompt per role (a persona plus the task's answer format), one
+instruction per communication action, the agent's own previous answer (temporal
+edge) and the peers' answers it read this round, the decision agent's prompt, and
+the follow-up prompts of ``execute_verify`` (test feedback for code, an independent
+re-derivation for maths and multiple choice). Every reply ends with an answer line
+and ``Confidence: <0-100>``; :func:`parse_reply` reads both.
+"""
+
+from __future__ import annotations
+
+import re
+
+from core.actions import Action
+from core.backends.base import AgentTurn, DecisionTurn
+from core.records import AgentStep, Message
+from core.sandbox import extract_code
+from core.tasks.base import Task
+
+Chat = list[dict[str, str]]
+
+PEER_TEXT_CHARS = 3000
+"""A peer's reply is cut to this many characters in the reader's prompt (keeps prompts bounded)."""
+DEFAULT_CONFIDENCE = 0.5
+"""Confidence assumed when a reply states none."""
+
+ROLE_PROMPTS: dict[str, str] = {
+    "solver": (
+        "You are the solver of a small team of AI agents. You work problems out step by "
+        "step, carefully and concisely, and commit to one final answer."
+    ),
+    "coder": (
+        "You are the coder of a small team of AI agents. You write correct, simple, "
+        "self-contained Python and think about edge cases before you answer."
+    ),
+    "analyst": (
+        "You are the analyst of a small team of AI agents. You break problems into parts, "
+        "check assumptions, and weigh the arguments of your teammates on their merits."
+    ),
+    "verifier": (
+        "You are the verifier of a small team of AI agents. You check solutions critically, "
+        "look for the exact step where a mistake happens, and fix it."
+    ),
+}
+GENERIC_ROLE = (
+    "You are the {role} of a small team of AI agents solving a problem together. "
+    "Reason carefully and commit to one final answer."
+)
+
+ACTION_INSTRUCTIONS: dict[Action, str] = {
+    Action.SOLO_PROCESS: (
+        "This round you work alone: solve the problem independently, without input from "
+        "your teammates."
+    ),
+    Action.BROADCAST_ALL: (
+        "This round your answer will be sent to every teammate: solve the problem and "
+        "explain your reasoning clearly enough that others can check it."
+    ),
+    Action.SELECTIVE_QUERY: (
+        "This round you asked the teammate you trust most for their answer (shown below). "
+        "Use it if it holds up, but verify it rather than copying it."
+    ),
+    Action.AGGREGATE_REFINE: (
+        "This round you read every teammate's answer (shown below). Compare them, work out "
+        "which reasoning is right (the majority can be wrong), and give a refined answer."
+    ),
+    Action.EXECUTE_VERIFY: (
+        "This round you verify: produce your best answer and check it with care; it will be "
+        "checked again by a tool or an independent derivation afterwards."
+    ),
+    Action.DEBATE_CHECK: (
+        "This round you debate with a partner whose answer is shown below. Critique their "
+        "reasoning and your own point by point, then give the answer you believe is right."
+    ),
+}
+
+BYZANTINE_INSTRUCTION = (
+    "(Fault injection for a robustness experiment: you are a faulty agent this round. "
+    "Give a plausible but WRONG final answer and state high confidence.)"
+)
+
+
+def role_prompt(role: str) -> str:
+    return ROLE_PROMPTS.get(role, GENERIC_ROLE.format(role=role or "member"))
+
+
+def answer_format(task: Task) -> str:
+    """How the reply must end, for the task's domain."""
+    tail = "Then, on the last line, write `Confidence: <0-100>` (how sure you are)."
+    if task.domain == "code":
+        entry = task.meta.get("entry_point", "the function")
+        return (
+            f"Reply with exactly one fenced ```python code block containing the complete "
+            f"function `{entry}` (with its signature and any imports it needs). {tail}"
+        )
+    if task.domain == "mcq":
+        return f"End with a line `Answer: <letter>` giving the letter of one option. {tail}"
+    return (
+        "End with a line `Answer: <final answer>` (a number or expression only, no units); "
+        f"you may also put it in \\boxed{{}}. {tail}"
+    )
+
+
+def question_text(task: Task) -> str:
+    """The task as the agents read it (options listed for multiple choice)."""
+    text = task.question.strip()
+    if task.domain == "mcq" and task.choices and not re.search(r"(?m)^\s*\(?A[).:]", text):
+        letters = "ABCDEFGHIJKLMNOP"
+        text += "\n\n" + "\n".join(f"{letters[i]}. {c}" for i, c in enumerate(task.choices))
+    return text
+
+
+def _cut(text: str, limit: int = PEER_TEXT_CHARS) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + "\n[...cut...]"
+
+
+def _previous_block(previous: AgentStep | None) -> str:
+    if previous is None or not (previous.text or previous.answer):
+        return ""
+    return (
+        f"Your own reply from round {previous.round + 1} "
+        f"(answer: {previous.answer!s}, confidence {previous.confidence:.2f}):\n"
+        f"<<<\n{_cut(previous.text)}\n>>>\n\n"
+    )
+
+
+def _inbox_block(inbox: list[Message]) -> str:
+    if not inbox:
+        return ""
+    parts = [
+        f"Agent {m.src} (answer: {m.answer!s}, confidence {m.confidence:.2f}):\n<<<\n"
+        f"{_cut(m.text)}\n>>>"
+        for m in inbox
+    ]
+    return "Answers you read from your teammates this round:\n\n" + "\n\n".join(parts) + "\n\n"
+
+
+def agent_messages(turn: AgentTurn) -> Chat:
+    """The chat for one agent's turn: role + format, then task, action, memory and inbox."""
+    system = f"{role_prompt(turn.role)}\n\n{answer_format(turn.task)}"
+    user = (
+        f"Problem:\n{question_text(turn.task)}\n\n"
+        f"Round {turn.round + 1} of {turn.n_rounds}. "
+        f"{ACTION_INSTRUCTIONS[Action(turn.action)]}\n\n"
+        f"{_previous_block(turn.previous)}"
+        f"{_inbox_block(turn.inbox)}"
+    )
+    if turn.fault == "byzantine":
+        user += BYZANTINE_INSTRUCTION + "\n\n"
+    user += answer_format(turn.task)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def code_feedback_messages(turn: AgentTurn, first: str, report: str) -> Chat:
+    """execute_verify on code: the test run's outcome goes back to the agent for a revision."""
+    return agent_messages(turn) + [
+        {"role": "assistant", "content": first},
+        {
+            "role": "user",
+            "content": (
+                "Your code was run against the task's tests in a sandbox and did not pass:\n"
+                f"<<<\n{_cut(report, 2000)}\n>>>\n\n"
+                "Find the bug and give the corrected complete function. "
+                + answer_format(turn.task)
+            ),
+        },
+    ]
+
+
+def rederive_messages(turn: AgentTurn, first: str, answer: str | None) -> Chat:
+    """execute_verify on maths / multiple choice: an independent re-derivation of the answer."""
+    check = (
+        "Check each option against the question again, independently of your first pass."
+        if turn.task.domain == "mcq"
+        else "Re-derive the result independently, by a different method where possible "
+        "(substitute back, estimate magnitudes, recount cases)."
+    )
+    return agent_messages(turn) + [
+        {"role": "assistant", "content": first},
+        {
+            "role": "user",
+            "content": (
+                f"Verify your answer ({answer!s}). {check} If the check disagrees, find the "
+                "error and correct it; otherwise confirm. " + answer_format(turn.task)
+            ),
+        },
+    ]
+
+
+def decision_messages(turn: DecisionTurn) -> Chat:
+    """The decision agent reads every live agent's final answer and gives the team's answer."""
+    system = (
+        "You are the decision agent of a team of AI agents. After several rounds of "
+        "discussion you read the team members' final answers and decide the team's single "
+        "final answer. Weigh the reasoning, not only the vote or the stated confidence.\n\n"
+        + answer_format(turn.task)
+    )
+    finals = "\n\n".join(
+        f"Agent {s.agent} ({s.role}; answer: {s.answer!s}, confidence {s.confidence:.2f}):\n"
+        f"<<<\n{_cut(s.text)}\n>>>"
+        for s in turn.finals
+    )
+    user = (
+        f"Problem:\n{question_text(turn.task)}\n\n"
+        f"Final answers of the team after {turn.n_rounds} rounds:\n\n{finals}\n\n"
+        "Decide the team's answer. " + answer_format(turn.task)
+    )
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+_ANSWER_LINE = re.compile(r"(?im)^[ \t*#>_]*(?:final\s+)?answer\s*[:：]\s*(.+?)\s*$")
+_CONFIDENCE = re.compile(r"(?i)confidence\s*[:：=]?\s*\**\s*(\d+(?:\.\d+)?)\s*(%?)")
+
+
+def _boxed(text: str) -> str | None:
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    i, depth = start + len("\\boxed{"), 1
+    for j in range(i, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[j], 0)
+        if depth == 0:
+            return text[i:j].strip()
+    return None
+
+
+def _clean_math(ans: str) -> str:
+    ans = ans.strip().strip("*").strip()
+    boxed = _boxed(ans)
+    if boxed is not None:
+        ans = boxed
+    return ans.rstrip(". ").strip("$* ").rstrip(".").strip()
+
+
+def parse_answer(task: Task, text: str) -> str | None:
+    """The final answer in a reply: the code (code), the option letter (MCQ), else the
+    text of the last ``Answer:`` line or ``\\boxed{}``; ``None`` when there is none."""
+    if task.domain == "code":
+        code = extract_code(text, task.meta.get("entry_point"))
+        has_code = "```" in text or re.search(r"(?m)^\s*(def|return)\b", code)
+        return code if has_code and code.strip() else None
+    lines = _ANSWER_LINE.findall(text)
+    if task.domain == "mcq":
+        for candidate in reversed(lines):
+            m = re.match(r"\(?\**([A-Pa-p])\b", candidate.strip())
+            if m:
+                return m.group(1).upper()
+        boxed = _boxed(text)
+        if boxed and re.fullmatch(r"\(?([A-Pa-p])\)?", boxed):
+            return boxed.strip("()").upper()
+        return None
+    if lines:
+        ans = _clean_math(lines[-1])
+        return ans or None
+    boxed = _boxed(text)
+    return _clean_math(boxed) if boxed else None
+
+
+def parse_confidence(text: str) -> float:
+    """The stated confidence in [0, 1] (``Confidence: 85`` -> 0.85); 0.5 when absent."""
+    matches = _CONFIDENCE.findall(text)
+    if not matches:
+        return DEFAULT_CONFIDENCE
+    value, percent = matches[-1]
+    x = float(value)
+    if percent or x > 1.0:
+        x /= 100.0
+    return min(max(x, 0.0), 1.0)
+
+
+def parse_reply(task: Task, text: str) -> tuple[str | None, float]:
+    """``(answer, confidence)`` read from a reply."""
+    return parse_answer(task, text), parse_confidence(text)

@@ -1,0 +1,77 @@
+"""Benchmarks that the CLI exposes (``agentqmix bench ...``); each returns a JSON-able dict."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from core.buffer import EpisodeBatch
+from core.encoders import AgentNetConfig, AgentNetwork
+from core.learner import LearnerConfig, QLearner
+from core.mixers import MixerConfig, make_mixer
+from core.seeding import resolve_device, seed_everything
+
+
+def random_batch(
+    batch: int, rounds: int, n_agents: int, obs_dim: int, state_dim: int, n_actions: int, density: float
+) -> EpisodeBatch:
+    """A batch of random episodes with random round graphs of the given edge density."""
+    t = rounds
+    adj = torch.rand(batch, t + 1, n_agents, n_agents) < density
+    adj &= ~torch.eye(n_agents, dtype=torch.bool)
+    return EpisodeBatch(
+        obs=torch.randn(batch, t + 1, n_agents, obs_dim),
+        state=torch.randn(batch, t + 1, state_dim),
+        adj=adj,
+        avail=torch.ones(batch, t + 1, n_agents, n_actions, dtype=torch.bool),
+        actions=torch.randint(0, n_actions, (batch, t, n_agents)),
+        reward=torch.randn(batch, t),
+        terminated=torch.zeros(batch, t).index_fill_(1, torch.tensor([t - 1]), 1.0),
+        filled=torch.ones(batch, t),
+    )
+
+
+def learner_benchmark(
+    n_agents: int = 3,
+    batch: int = 32,
+    rounds: int = 3,
+    device: str = "auto",
+    obs_dim: int = 96,
+    n_actions: int = 6,
+    density: float = 0.5,
+    seconds: float = 5.0,
+    mixer: str = "qmix",
+) -> dict:
+    """Learner updates per second at the default network sizes on random data."""
+    seed_everything(0)
+    dev = resolve_device(device)
+    state_dim = n_agents * obs_dim + 16
+    agent = AgentNetwork(obs_dim, n_agents, n_actions, AgentNetConfig()).to(dev)
+    mix = make_mixer(n_agents, state_dim, MixerConfig(kind=mixer)).to(dev)
+    learner = QLearner(agent, mix, LearnerConfig(batch_size=batch))
+    data = random_batch(batch, rounds, n_agents, obs_dim, state_dim, n_actions, density).to(dev)
+    for _ in range(3):  # warm-up
+        learner.train(data)
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        learner.train(data)
+        steps += 1
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - start
+    return {
+        "benchmark": "learner",
+        "n_agents": n_agents,
+        "batch": batch,
+        "rounds": rounds,
+        "device": str(dev),
+        "mixer": mixer,
+        "edge_density": density,
+        "torch_threads": torch.get_num_threads(),
+        "updates": steps,
+        "seconds": round(elapsed, 3),
+        "train_steps_per_s": round(steps / elapsed, 2),
+    }

@@ -1,0 +1,129 @@
+"""The QMIX learner: unroll over whole episodes, TD error of Q_tot against target networks."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from core.buffer import EpisodeBatch
+from core.encoders import AgentNetwork
+
+
+@dataclass
+class LearnerConfig:
+    """Optimisation settings of the QMIX learner."""
+
+    lr: float = 5e-4
+    """Adam learning rate."""
+    gamma: float = 0.99
+    """Discount across rounds."""
+    batch_size: int = 32
+    """Episodes per update."""
+    buffer_size: int = 5000
+    """Episodes kept in the replay buffer."""
+    double_q: bool = True
+    """Pick target actions with the online network, evaluate them with the target one."""
+    grad_clip: float = 10.0
+    """Max global gradient norm."""
+    target_update_interval: int = 100
+    """Updates between hard target copies (ignored when ``tau > 0``)."""
+    tau: float = 0.0
+    """Soft (Polyak) target update rate per update; 0 = hard updates."""
+    updates_per_episode: float = 1.0
+    """Learner updates per collected episode (fractions accumulate)."""
+
+    def validate(self) -> None:
+        if self.lr <= 0:
+            raise ValueError(f"lr must be > 0, got {self.lr}")
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
+        if self.batch_size < 1 or self.buffer_size < 1:
+            raise ValueError(f"batch_size and buffer_size must be >= 1, got {self.batch_size}, {self.buffer_size}")
+        if self.target_update_interval < 1:
+            raise ValueError(f"target_update_interval must be >= 1, got {self.target_update_interval}")
+        if not 0.0 <= self.tau <= 1.0:
+            raise ValueError(f"tau must be in [0, 1], got {self.tau}")
+        if self.updates_per_episode <= 0:
+            raise ValueError(f"updates_per_episode must be > 0, got {self.updates_per_episode}")
+
+
+def unroll(agent: AgentNetwork, batch: EpisodeBatch) -> torch.Tensor:
+    """Q-values at every observation of a batch of episodes, ``(B, T+1, N, A)``.
+
+    The last action fed at round ``t`` is the one taken at ``t - 1`` (-1 at ``t = 0``).
+    """
+    b, _, n, _ = batch.obs.shape
+    first = torch.full((b, 1, n), -1, dtype=torch.long, device=batch.obs.device)
+    last = torch.cat((first, batch.actions), dim=1)  # (B, T+1, N)
+    return agent.forward_sequence(batch.obs, batch.adj, last)
+
+
+def _fast_adam() -> dict[str, bool]:
+    """Fused Adam: one kernel for all parameters (CPU and CUDA, torch >= 2.4)."""
+    return {"fused": True}
+
+
+class QLearner:
+    """Owns online and target networks and the optimiser; ``train(batch)`` does one update."""
+
+    def __init__(self, agent: AgentNetwork, mixer: nn.Module, config: LearnerConfig):
+        config.validate()
+        self.agent, self.mixer, self.config = agent, mixer, config
+        self.target_agent = copy.deepcopy(agent).requires_grad_(False)
+        self.target_mixer = copy.deepcopy(mixer).requires_grad_(False)
+        self.params = list(agent.parameters()) + list(mixer.parameters())
+        self.optimiser = torch.optim.Adam(self.params, lr=config.lr, **_fast_adam())
+        self.updates = 0
+
+    def loss(self, batch: EpisodeBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        """Masked TD loss of Q_tot; also returns diagnostics."""
+        cfg = self.config
+        q = unroll(self.agent, batch)  # (B, T+1, N, A)
+        chosen = q[:, :-1].gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)  # (B, T, N)
+        with torch.no_grad():
+            target_q = unroll(self.target_agent, batch)[:, 1:]  # (B, T, N, A)
+            next_avail = batch.avail[:, 1:]
+            if cfg.double_q:
+                online_next = q[:, 1:].detach().masked_fill(~next_avail, float("-inf"))
+                best = online_next.argmax(-1, keepdim=True)
+                target_max = target_q.gather(-1, best).squeeze(-1)
+            else:
+                target_max = target_q.masked_fill(~next_avail, float("-inf")).max(-1).values
+            target_tot = self.target_mixer(target_max, batch.state[:, 1:]).squeeze(-1)  # (B, T)
+            y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * target_tot
+        q_tot = self.mixer(chosen, batch.state[:, :-1]).squeeze(-1)  # (B, T)
+        mask = batch.filled
+        td = (q_tot - y) * mask
+        loss = td.pow(2).sum() / mask.sum().clamp(min=1.0)
+        stats = {
+            "loss": float(loss.detach()),
+            "td_error": float(td.detach().abs().sum() / mask.sum().clamp(min=1.0)),
+            "q_tot_mean": float((q_tot.detach() * mask).sum() / mask.sum().clamp(min=1.0)),
+        }
+        return loss, stats
+
+    def train(self, batch: EpisodeBatch) -> dict[str, float]:
+        """One gradient step on ``batch``; updates the targets on schedule."""
+        loss, stats = self.loss(batch)
+        self.optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        stats["grad_norm"] = float(nn.utils.clip_grad_norm_(self.params, self.config.grad_clip))
+        self.optimiser.step()
+        self.updates += 1
+        self._update_targets()
+        return stats
+
+    def _update_targets(self) -> None:
+        tau = self.config.tau
+        pairs = ((self.target_agent, self.agent), (self.target_mixer, self.mixer))
+        if tau > 0:
+            with torch.no_grad():
+                for target, online in pairs:
+                    for tp, p in zip(target.parameters(), online.parameters(), strict=True):
+                        tp.lerp_(p, tau)
+        elif self.updates % self.config.target_update_interval == 0:
+            for target, online in pairs:
+                target.load_state_dict(online.state_dict())

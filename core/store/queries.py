@@ -1,0 +1,407 @@
+"""The lab's questions to the store, as functions: no SQL strings outside this package.
+
+Every function takes the database path first (``None`` = the default, see
+:func:`core.store.engine.resolve_db`), opens a short read session (which includes
+episodes still in a live run's spool) and returns plain data: an :class:`EpisodeRecord`,
+a :class:`RunInfo` or a pandas DataFrame ready for Plotly / ``st.dataframe``. Cache the
+results in the UI (``st.cache_data`` with a short TTL); the functions hold no state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from core.actions import ACTION_NAMES
+from core.records import DECISION_AGENT, AgentStep, EpisodeRecord, LLMCall, Message, RoundRecord
+from core.store.db import read_session
+from core.store.spool import failures_from_rows
+
+Db = str | os.PathLike[str] | None
+
+GROUP_COLUMNS = (
+    "run_id",
+    "policy",
+    "benchmark",
+    "difficulty",
+    "domain",
+    "backend",
+    "model",
+    "n_failed",
+)
+"""Episode columns that :func:`aggregate` may group by."""
+
+
+@dataclass
+class EpisodeFilter:
+    """Which episodes a listing or an aggregate looks at (``None`` = no restriction)."""
+
+    run_ids: Sequence[str] | None = None
+    """Only these runs."""
+    benchmark: str | None = None
+    """Only this benchmark."""
+    policy: str | None = None
+    """Only this policy or fixed topology."""
+    correct: bool | None = None
+    """Only right (True) or wrong (False) team answers."""
+    with_failures: bool | None = None
+    """Only episodes with (True) or without (False) injected failures."""
+    difficulty: int | None = None
+    """Only this task difficulty."""
+    domain: str | None = None
+    """Only this domain (math, code, mc)."""
+
+    def where(self, alias: str = "e") -> tuple[str, list[Any]]:
+        """A SQL ``WHERE`` clause over episodes aliased ``alias``, and its parameters."""
+        parts, params = [], []
+        if self.run_ids is not None:
+            parts.append(f"list_contains(?, {alias}.run_id)")
+            params.append(list(self.run_ids))
+        for col in ("benchmark", "policy", "correct", "difficulty", "domain"):
+            value = getattr(self, col)
+            if value is not None:
+                parts.append(f"{alias}.{col} = ?")
+                params.append(value)
+        if self.with_failures is not None:
+            parts.append(f"{alias}.n_failed {'>' if self.with_failures else '='} 0")
+        return ("WHERE " + " AND ".join(parts)) if parts else "", params
+
+
+@dataclass
+class LoadedEpisode:
+    """One stored episode: its ids and the record, exactly as it was logged."""
+
+    run_id: str
+    episode: int
+    created_at: datetime
+    record: EpisodeRecord
+
+
+@dataclass
+class RunInfo:
+    """A run's row, with its config parsed, and how many episodes it has."""
+
+    id: str
+    kind: str
+    status: str
+    config: dict[str, Any]
+    backend: str
+    model: str
+    policy: str
+    benchmark: str
+    seed: int
+    started_at: datetime
+    ended_at: datetime | None
+    pid: int | None
+    host: str | None
+    checkpoint: str | None
+    """Path of the last checkpoint, or None."""
+    checkpoint_episode: int | None
+    """Index of the last episode the checkpoint includes; resume continues after it."""
+    last_episode: int | None
+    """Index of the last logged episode."""
+    message: str | None
+    episodes: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------ episodes
+
+
+def load_episode(db: Db, run_id: str, episode: int) -> LoadedEpisode | None:
+    """The episode with every round, step, message and call; None if there is none."""
+    with read_session(db) as cur:
+        return load_episode_from(cur, run_id, episode)
+
+
+def load_episode_from(
+    cur: duckdb.DuckDBPyConnection, run_id: str, episode: int
+) -> LoadedEpisode | None:
+    """:func:`load_episode` on an open session (to load several in one session)."""
+    key = [run_id, episode]
+    head = cur.execute(
+        "SELECT task_id, benchmark, domain, difficulty, question, ground_truth, roles, policy, "
+        "seed, team_answer, score, reward, failures, backend, model, created_at "
+        "FROM episodes WHERE run_id = ? AND episode = ?",
+        key,
+    ).fetchone()
+    if head is None:
+        return None
+    (task_id, benchmark, domain, difficulty, question, truth, roles, policy, seed, answer) = head[
+        :10
+    ]
+    score, reward, failures, backend, model, created_at = head[10:]
+    steps_by_round: dict[int, list[AgentStep]] = defaultdict(list)
+    decision = None
+    for row in cur.execute(
+        "SELECT agent, role, round, action, alive, fault, answer, confidence, correct, text, "
+        "prompt_tokens, completion_tokens, read_from, agreement, verified, q_values, greedy, "
+        "epsilon FROM agent_steps WHERE run_id = ? AND episode = ? ORDER BY round, seq",
+        key,
+    ).fetchall():
+        step = AgentStep(*row)
+        if step.agent == DECISION_AGENT:
+            decision = step
+        else:
+            steps_by_round[step.round].append(step)
+    messages_by_round: dict[int, list[Message]] = defaultdict(list)
+    for row in cur.execute(
+        "SELECT src, dst, round, text, answer, confidence, tokens FROM messages "
+        "WHERE run_id = ? AND episode = ? ORDER BY round, seq",
+        key,
+    ).fetchall():
+        messages_by_round[row[2]].append(Message(*row))
+    rounds = [
+        RoundRecord(
+            round=r,
+            edges=[(e["src"], e["dst"]) for e in edges],
+            dropped_edges=[(e["src"], e["dst"]) for e in dropped],
+            layers=layers,
+            steps=steps_by_round.get(r, []),
+            messages=messages_by_round.get(r, []),
+            q_tot=q_tot,
+            mixer_weights=weights,
+            credit=credit,
+        )
+        for r, edges, dropped, layers, q_tot, weights, credit in cur.execute(
+            "SELECT round, edges, dropped_edges, layers, q_tot, mixer_weights, credit "
+            "FROM rounds WHERE run_id = ? AND episode = ? ORDER BY round",
+            key,
+        ).fetchall()
+    ]
+    calls = [
+        LLMCall(*row)
+        for row in cur.execute(
+            "SELECT agent, round, prompt_hash, prompt_tokens, completion_tokens, usage_reported, "
+            "latency_s, retries, cache_hit, error FROM llm_calls "
+            "WHERE run_id = ? AND episode = ? ORDER BY seq",
+            key,
+        ).fetchall()
+    ]
+    record = EpisodeRecord(
+        task_id=task_id,
+        benchmark=benchmark,
+        domain=domain,
+        difficulty=difficulty,
+        question=question,
+        ground_truth=truth,
+        roles=roles,
+        policy=policy,
+        seed=seed,
+        rounds=rounds,
+        decision=decision,
+        team_answer=answer,
+        score=score,
+        reward=reward,
+        failures=failures_from_rows(failures),
+        calls=calls,
+        backend=backend,
+        model=model,
+    )
+    return LoadedEpisode(run_id, episode, created_at, record)
+
+
+def list_episodes(
+    db: Db, filters: EpisodeFilter | None = None, *, limit: int = 500, offset: int = 0
+) -> pd.DataFrame:
+    """Episode headlines, newest run first then by episode index."""
+    where, params = (filters or EpisodeFilter()).where()
+    with read_session(db) as cur:
+        return cur.execute(
+            "SELECT e.run_id, e.episode, e.task_id, e.benchmark, e.domain, e.difficulty, "
+            "e.policy, e.correct, e.score, e.reward, e.tokens, e.n_agents, e.n_rounds, "
+            "e.n_failed, e.team_answer, e.ground_truth, e.created_at "
+            f"FROM episodes e {where} ORDER BY e.run_id DESC, e.episode LIMIT ? OFFSET ?",
+            [*params, limit, offset],
+        ).df()
+
+
+def count_episodes(db: Db, filters: EpisodeFilter | None = None) -> int:
+    where, params = (filters or EpisodeFilter()).where()
+    with read_session(db) as cur:
+        return cur.execute(f"SELECT count(*) FROM episodes e {where}", params).fetchone()[0]
+
+
+def distinct_values(db: Db, column: str) -> list[Any]:
+    """The values an episode column takes (for filter widgets), sorted."""
+    if column not in GROUP_COLUMNS:
+        raise ValueError(f"column must be one of {GROUP_COLUMNS}, got {column!r}")
+    with read_session(db) as cur:
+        rows = cur.execute(f"SELECT DISTINCT {column} FROM episodes ORDER BY 1").fetchall()
+    return [r[0] for r in rows]
+
+
+# ------------------------------------------------------------------ runs
+
+
+_RUN_HEADLINES = """
+SELECT r.id, r.kind, r.status, r.policy, r.benchmark, r.backend, r.model, r.seed,
+       r.started_at, r.ended_at, r.last_episode, r.checkpoint, r.checkpoint_episode,
+       count(e.episode) AS episodes, avg(e.correct::DOUBLE) AS accuracy,
+       avg(e.tokens) AS mean_tokens, avg(e.reward) AS mean_reward
+FROM runs r LEFT JOIN episodes e ON e.run_id = r.id
+{where}
+GROUP BY ALL ORDER BY r.started_at DESC
+"""
+
+
+def list_runs(db: Db, *, kind: str | None = None, status: str | None = None) -> pd.DataFrame:
+    """Runs with their headline figures (episodes, accuracy, mean tokens, mean reward)."""
+    parts, params = [], []
+    if kind is not None:
+        parts.append("r.kind = ?")
+        params.append(kind)
+    if status is not None:
+        parts.append("r.status = ?")
+        params.append(status)
+    where = ("WHERE " + " AND ".join(parts)) if parts else ""
+    with read_session(db) as cur:
+        return cur.execute(_RUN_HEADLINES.format(where=where), params).df()
+
+
+def get_run(db: Db, run_id: str) -> RunInfo | None:
+    """One run (for ``train --resume``: its checkpoint and episode), or None."""
+    runs = _run_infos(db, "WHERE r.id = ?", [run_id])
+    return runs[0] if runs else None
+
+
+def runs_to_resume(db: Db) -> list[RunInfo]:
+    """Training runs that stopped early (interrupted/failed) and have a checkpoint, newest first."""
+    return _run_infos(
+        db,
+        "WHERE r.kind = 'train' AND r.status IN ('interrupted', 'failed') "
+        "AND r.checkpoint IS NOT NULL",
+        [],
+    )
+
+
+def _run_infos(db: Db, where: str, params: list[Any]) -> list[RunInfo]:
+    with read_session(db) as cur:
+        rows = cur.execute(
+            "SELECT r.id, r.kind, r.status, r.config, r.backend, r.model, r.policy, r.benchmark, "
+            "r.seed, r.started_at, r.ended_at, r.pid, r.host, r.checkpoint, r.checkpoint_episode, "
+            "r.last_episode, r.message, "
+            "(SELECT count(*) FROM episodes e WHERE e.run_id = r.id) "
+            f"FROM runs r {where} ORDER BY r.started_at DESC",
+            params,
+        ).fetchall()
+    out = []
+    for row in rows:
+        info = RunInfo(*row[:17], episodes=row[17])
+        info.config = json.loads(info.config) if info.config else {}
+        out.append(info)
+    return out
+
+
+# ------------------------------------------------------------------ aggregates
+
+
+def aggregate(
+    db: Db, by: Sequence[str] = ("policy",), filters: EpisodeFilter | None = None
+) -> pd.DataFrame:
+    """Accuracy, score, tokens and reward per group of episodes (e.g. by policy and benchmark)."""
+    cols = _group_cols(by)
+    where, params = (filters or EpisodeFilter()).where()
+    with read_session(db) as cur:
+        return cur.execute(
+            f"SELECT {cols}, count(*) AS episodes, avg(e.correct::DOUBLE) AS accuracy, "
+            "avg(e.score) AS mean_score, avg(e.tokens) AS mean_tokens, "
+            "avg(e.prompt_tokens) AS mean_prompt_tokens, "
+            "avg(e.completion_tokens) AS mean_completion_tokens, avg(e.reward) AS mean_reward, "
+            "stddev_samp(e.reward) AS std_reward "
+            f"FROM episodes e {where} GROUP BY ALL ORDER BY ALL",
+            params,
+        ).df()
+
+
+def robustness(db: Db, filters: EpisodeFilter | None = None) -> pd.DataFrame:
+    """Accuracy, reward and tokens by policy and number of failed agents."""
+    return aggregate(db, ("policy", "n_failed"), filters)
+
+
+def _group_cols(by: Sequence[str]) -> str:
+    if not by:
+        raise ValueError("group by at least one column")
+    bad = [c for c in by if c not in GROUP_COLUMNS]
+    if bad:
+        raise ValueError(f"cannot group by {bad}; choose from {GROUP_COLUMNS}")
+    return ", ".join(f"e.{c}" for c in by)
+
+
+def action_distribution(
+    db: Db, by: str = "difficulty", filters: EpisodeFilter | None = None
+) -> pd.DataFrame:
+    """How often each action was chosen, per task difficulty / round / policy / benchmark.
+
+    Counts live agents' choices (not the decision agent); ``share`` sums to 1 per group.
+    """
+    key = {
+        "difficulty": "e.difficulty",
+        "round": "s.round",
+        "policy": "e.policy",
+        "benchmark": "e.benchmark",
+    }
+    if by not in key:
+        raise ValueError(f"by must be one of {sorted(key)}, got {by!r}")
+    where, params = (filters or EpisodeFilter()).where()
+    where = (where + " AND" if where else "WHERE") + " s.agent >= 0 AND s.alive"
+    with read_session(db) as cur:
+        df = cur.execute(
+            f"SELECT {key[by]} AS {by}, s.action, count(*) AS count "
+            f"FROM agent_steps s JOIN episodes e USING (run_id, episode) {where} "
+            "GROUP BY ALL ORDER BY ALL",
+            params,
+        ).df()
+    return _with_shares(df, by)
+
+
+def action_mix_over_time(db: Db, run_id: str, bucket: int = 50) -> pd.DataFrame:
+    """Share of each action per block of ``bucket`` episodes of one run (the policy drifting)."""
+    if bucket < 1:
+        raise ValueError(f"bucket must be >= 1, got {bucket}")
+    with read_session(db) as cur:
+        df = cur.execute(
+            "SELECT (episode // ?) * ? AS episode, action, count(*) AS count FROM agent_steps "
+            "WHERE run_id = ? AND agent >= 0 AND alive GROUP BY ALL ORDER BY ALL",
+            [bucket, bucket, run_id],
+        ).df()
+    return _with_shares(df, "episode")
+
+
+def _with_shares(df: pd.DataFrame, by: str) -> pd.DataFrame:
+    df["action_name"] = [ACTION_NAMES[a] for a in df["action"]]
+    df["share"] = df["count"] / df.groupby(by)["count"].transform("sum")
+    return df
+
+
+def training_curves(db: Db, run_id: str) -> pd.DataFrame:
+    """The run's per-update metrics (loss, TD error, Q_tot, ε, moving averages) by step."""
+    with read_session(db) as cur:
+        return cur.execute(
+            "SELECT * EXCLUDE (run_id) FROM train_metrics WHERE run_id = ? ORDER BY step",
+            [run_id],
+        ).df()
+
+
+def episode_curves(db: Db, run_id: str, window: int = 50) -> pd.DataFrame:
+    """Per-episode reward, accuracy and tokens of one run, with moving averages over ``window``."""
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    frame = f"ROWS BETWEEN {int(window) - 1} PRECEDING AND CURRENT ROW"
+    with read_session(db) as cur:
+        return cur.execute(
+            "SELECT episode, reward, correct, tokens, n_failed, "
+            f"avg(reward) OVER (ORDER BY episode {frame}) AS reward_ma, "
+            f"avg(correct::DOUBLE) OVER (ORDER BY episode {frame}) AS accuracy_ma, "
+            f"avg(tokens) OVER (ORDER BY episode {frame}) AS tokens_ma "
+            "FROM episodes WHERE run_id = ? ORDER BY episode",
+            [run_id],
+        ).df()

@@ -1,0 +1,309 @@
+"""RunLogger: how train / eval / compare / the lab log a run without ever blocking on DuckDB.
+
+Every call appends one line to the run's spool (see :mod:`core.store.spool`) and
+returns; about once a second (``ingest_every_s``) the logger also tries, without
+waiting, to move the spool into the database. If another process holds the file, the
+lines simply wait for the next try; readers see them meanwhile. ``close`` makes a final,
+patient ingest and removes the spool. A SIGKILL loses at most the line being written.
+
+A RunLogger is used by one thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import socket
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, is_dataclass
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from core.errors import UserError
+from core.records import EpisodeRecord
+from core.store.db import DEFAULT_TIMEOUT_S, ingest_all, write_session
+from core.store.engine import StoreBusy, attached, resolve_db
+from core.store.schema import EPISODE_TABLES, TABLES
+from core.store.spool import SpoolWriter, dumps, episode_event, lock_held, spool_dir_for
+
+RUN_KINDS = ("train", "eval", "compare", "lab")
+END_STATUSES = ("finished", "interrupted", "failed")
+METRIC_FIELDS = tuple(c.name for c in TABLES["train_metrics"] if c.name != "run_id")
+"""Keys a metrics row may have: ``step, episode, loss, td_error, q_tot_mean, epsilon,
+reward_ma, accuracy_ma, tokens_ma, grad_norm, wall_time`` (missing ones are NULL)."""
+
+REDACTED = "***redacted***"
+_SECRET_KEY = re.compile(
+    r"(api[_-]?key|secret|passw(or)?d|authorization|access[_-]?token|auth[_-]?token|bearer)",
+    re.IGNORECASE,
+)
+_SECRET_ENV = re.compile(r"(API_KEY|SECRET|TOKEN|PASSWORD)$", re.IGNORECASE)
+
+
+@dataclass
+class LoggerConfig:
+    """How a RunLogger moves its spool into the database."""
+
+    ingest_every_s: float = 1.0
+    """Seconds between ingest attempts while logging (readers see the spool meanwhile)."""
+    fsync: bool = False
+    """fsync every spool line: survives power loss, not just a killed process; slower."""
+    segment_bytes: int = 16 * 1024 * 1024
+    """Start a new spool segment (and delete the ingested one) past this size."""
+    close_timeout_s: float = DEFAULT_TIMEOUT_S
+    """How long ``close`` waits for the database; after that the spool stays for the next opener."""
+
+    def validate(self) -> None:
+        if self.ingest_every_s < 0:
+            raise ValueError(f"ingest_every_s must be >= 0, got {self.ingest_every_s}")
+        if self.segment_bytes < 1024:
+            raise ValueError(f"segment_bytes must be >= 1024, got {self.segment_bytes}")
+        if self.close_timeout_s < 0:
+            raise ValueError(f"close_timeout_s must be >= 0, got {self.close_timeout_s}")
+
+
+def redact_config(config: Any) -> Any:
+    """A JSON-ready copy of ``config`` with secrets replaced by ``***redacted***``.
+
+    A value is secret if its key looks like one (``api_key``, ``secret``, ``password``,
+    ``access_token``...), or if it equals the value of a secret-looking environment
+    variable (``OPENAI_API_KEY``, ``*_TOKEN``...), or if it looks like an OpenAI key.
+    Dataclasses become dicts; anything not JSON-native becomes its ``str``.
+    """
+    secrets_in_env = {
+        v for k, v in os.environ.items() if _SECRET_ENV.search(k) and v and len(v) >= 8
+    }
+    return _redact(config, secrets_in_env)
+
+
+def _redact(value: Any, env: set[str]) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        value = asdict(value)
+    if isinstance(value, Mapping):
+        return {
+            str(k): REDACTED if _SECRET_KEY.search(str(k)) and value[k] else _redact(value[k], env)
+            for k in value
+        }
+    if isinstance(value, list | tuple | set):
+        return [_redact(v, env) for v in value]
+    if isinstance(value, str):
+        if value in env or re.fullmatch(r"sk-[A-Za-z0-9_\-]{16,}", value):
+            return REDACTED
+        return value
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, Path):
+        return str(value)
+    return str(value)
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def new_run_id(kind: str) -> str:
+    """``kind-YYYYmmdd-HHMMSS-xxxx``: unique without asking the database, sortable by time."""
+    return f"{kind}-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+class RunLogger:
+    """Logs one run (its row, every episode, training metrics, checkpoints, its end)."""
+
+    def __init__(
+        self,
+        db: str | os.PathLike[str] | None = None,
+        kind: str = "train",
+        config: Any = None,
+        *,
+        backend: str = "sim",
+        model: str = "",
+        policy: str = "",
+        benchmark: str = "",
+        seed: int = 0,
+        settings: LoggerConfig | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        _resume: tuple[str, int] | None = None,
+    ) -> None:
+        if kind not in RUN_KINDS:
+            raise ValueError(f"kind must be one of {RUN_KINDS}, got {kind!r}")
+        self.settings = settings or LoggerConfig()
+        self.settings.validate()
+        self.db = resolve_db(db)
+        self._spool_dir = spool_dir_for(self.db)
+        self.closed = False
+        self._since_ingest = time.monotonic()
+        if _resume is not None:
+            self.run_id, self.next_episode = _resume
+            # The resume session already created the spool while holding the database.
+            return
+        self.run_id = new_run_id(kind)
+        self.next_episode = 0
+        # Creating the store up front surfaces a bad --db (not a database, newer schema)
+        # before any work is done.
+        with write_session(self.db, timeout=timeout):
+            self._spool = SpoolWriter(self._spool_dir, self.run_id, fsync=self.settings.fsync)
+        row = {
+            "id": self.run_id,
+            "kind": kind,
+            "config": json.dumps(redact_config(config)),
+            "backend": backend,
+            "model": model,
+            "policy": policy,
+            "benchmark": benchmark,
+            "seed": seed,
+            "status": "running",
+            "started_at": _now_us(),
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+        }
+        self._spool.append(dumps({"t": "run", "run": row}))
+
+    @classmethod
+    def resume(
+        cls,
+        db: str | os.PathLike[str] | None,
+        run_id: str,
+        *,
+        settings: LoggerConfig | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+    ) -> RunLogger:
+        """Continue ``run_id`` after its last checkpoint.
+
+        Rows logged after the checkpoint's episode (by the run that died) are deleted so
+        the run's data matches the restored model; the run is ``running`` again and the
+        next logged episode is ``checkpoint_episode + 1``. UserError if the run does not
+        exist, is still running, or has no checkpoint.
+        """
+        path = resolve_db(db)
+        settings = settings or LoggerConfig()
+        spool_dir = spool_dir_for(path)
+        with write_session(path, timeout=timeout) as cur:
+            row = cur.execute(
+                "SELECT status, checkpoint, checkpoint_episode FROM runs WHERE id = ?", [run_id]
+            ).fetchone()
+            if row is None:
+                raise UserError(f"No run {run_id!r} in {path}.")
+            status, checkpoint, ckpt_episode = row
+            if lock_held(spool_dir / f"{run_id}.lock"):
+                raise UserError(f"Run {run_id} is still running in another process.")
+            if checkpoint is None or ckpt_episode is None:
+                raise UserError(f"Run {run_id} has no checkpoint to resume from.")
+            cur.execute("BEGIN")
+            for table in (*EPISODE_TABLES, "train_metrics"):
+                cur.execute(
+                    f"DELETE FROM {table} WHERE run_id = ? AND episode > ?", [run_id, ckpt_episode]
+                )
+            cur.execute(
+                "UPDATE runs SET status = 'running', ended_at = NULL, message = NULL, pid = ?, "
+                "host = ?, last_episode = ? WHERE id = ?",
+                [os.getpid(), socket.gethostname(), ckpt_episode, run_id],
+            )
+            cur.execute("DELETE FROM spool_progress WHERE run_id = ?", [run_id])
+            cur.execute("COMMIT")
+            spool = SpoolWriter(spool_dir, run_id, fsync=settings.fsync)
+        logger = cls(path, settings=settings, _resume=(run_id, ckpt_episode + 1))
+        logger._spool = spool
+        return logger
+
+    # ------------------------------------------------------------------ logging
+
+    def log_episode(self, record: EpisodeRecord, episode: int | None = None) -> int:
+        """Append one finished episode; returns its index within the run."""
+        return self.log_episodes([record], first=episode)[0]
+
+    def log_episodes(self, records: Iterable[EpisodeRecord], first: int | None = None) -> list[int]:
+        """Append several episodes with one write (indices ``first, first+1, ...``)."""
+        self._check_open()
+        if first is not None:
+            self.next_episode = first
+        now = _now_us()
+        lines, indices = [], []
+        for rec in records:
+            lines.append(dumps(episode_event(self.run_id, self.next_episode, rec, now)))
+            indices.append(self.next_episode)
+            self.next_episode += 1
+        self._spool.append(b"".join(lines))
+        self._maybe_ingest()
+        return indices
+
+    def log_metrics(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Append training-metric rows (keys from :data:`METRIC_FIELDS`)."""
+        self._check_open()
+        out = []
+        for row in rows:
+            unknown = set(row) - set(METRIC_FIELDS)
+            if unknown:
+                raise ValueError(f"unknown metric fields {sorted(unknown)}; known: {METRIC_FIELDS}")
+            out.append({"run_id": self.run_id, **row})
+        if out:
+            self._spool.append(dumps({"t": "metrics", "train_metrics": out}))
+            self._maybe_ingest()
+
+    def set_checkpoint(self, path: str | os.PathLike[str], episode: int) -> None:
+        """Record that ``path`` holds the learner's state after episode ``episode``."""
+        self._check_open()
+        event = {"t": "ckpt", "path": str(Path(path).absolute()), "episode": int(episode)}
+        self._spool.append(dumps(event))
+        self._maybe_ingest()
+
+    def flush(self, timeout: float = 0.0) -> bool:
+        """Ingest the spool now; False if the database stayed busy for ``timeout`` s."""
+        self._check_open()
+        try:
+            with attached(self.db, write=True, timeout=timeout) as cur:
+                ingest_all(cur, self.db)
+                done = cur.execute(
+                    "SELECT byte_offset FROM spool_progress WHERE file = ?",
+                    [self._spool.segment_path.name],
+                ).fetchone()
+        except StoreBusy:
+            return False
+        finally:
+            self._since_ingest = time.monotonic()
+        size = self._spool.size()
+        if done and done[0] == size and size >= self.settings.segment_bytes:
+            self._spool.rotate().unlink(missing_ok=True)
+        return True
+
+    def close(self, status: str = "finished", message: str | None = None) -> None:
+        """End the run (``finished``, ``interrupted`` or ``failed``) and ingest everything."""
+        if self.closed:
+            return
+        if status not in END_STATUSES:
+            raise ValueError(f"status must be one of {END_STATUSES}, got {status!r}")
+        event = {"t": "end", "status": status, "at": _now_us(), "message": message}
+        self._spool.append(dumps(event))
+        ingested = self.flush(timeout=self.settings.close_timeout_s)
+        # After a successful final flush every line is in the database; otherwise the
+        # spool stays and the next opener ingests it (the end event included).
+        self._spool.close(remove=ingested)
+        self.closed = True
+
+    def _maybe_ingest(self) -> None:
+        if time.monotonic() - self._since_ingest >= self.settings.ingest_every_s:
+            self.flush(timeout=0.0)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError(f"run {self.run_id} is closed")
+
+    def __enter__(self) -> RunLogger:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close("finished")
+        elif issubclass(exc_type, KeyboardInterrupt):
+            self.close("interrupted", "stopped by the user")
+        else:
+            self.close("failed", f"{exc_type.__name__}: {exc}")

@@ -1,0 +1,292 @@
+"""Scoring a response against a task: answer extraction and equivalence (SPEC §2.6).
+
+* Maths: :func:`extract_math_answer` finds the final answer in free text (``\\boxed{}``
+  with nested braces, ``####``, "final answer is", "Answer:", else the last number);
+  :func:`math_equal` compares it with the ground truth numerically (ints, decimals,
+  fractions, percentages, LaTeX ``\\frac``) and, failing that, symbolically with sympy.
+* Multiple choice: :func:`extract_choice` finds one option letter, or ``None`` when the
+  text names none or several.
+* :func:`check` dispatches on ``task.domain``; code goes to ``core.sandbox.check_code``.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from core.tasks.base import Task
+
+REL_TOL = 1e-6
+"""Relative tolerance for numeric equality (answers such as ``0.3333333`` vs ``1/3``)."""
+
+_NUMBER = r"-?\d+(?:,\d{3})*(?:\.\d+)?|-?\.\d+"
+_NUMBER_RE = re.compile(rf"(?<![\w.])(?:{_NUMBER})(?:\s*/\s*\d+)?")
+
+
+# ----------------------------------------------------------------------------- maths
+
+
+def extract_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``), nested braces kept."""
+    starts = [m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)]
+    if not starts:
+        return None
+    start = starts[-1]
+    depth = 1
+    for pos in range(start, len(text)):
+        if text[pos] == "{":
+            depth += 1
+        elif text[pos] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:pos].strip()
+    return None  # unbalanced: the response was cut off inside the box
+
+
+def extract_math_answer(text: str) -> str | None:
+    """The final answer a response gives, normalised, or ``None`` if it gives none.
+
+    Looked for in this order: the last ``\\boxed{}``; the text after the last ``####``;
+    after "final answer is/:"; after the last "Answer:"; the last number in the text.
+    """
+    if not text or not text.strip():
+        return None
+    boxed = extract_boxed(text)
+    if boxed is not None:
+        return normalize_answer(boxed)
+    for marker in (r"####", r"final answer\s*(?:is|:|=)?\s*:?", r"\banswer\s*(?:is|:|=)\s*:?"):
+        found_markers = list(re.finditer(marker, text, flags=re.IGNORECASE))
+        if found_markers:
+            found = _answer_from_tail(_first_line(text[found_markers[-1].end() :]))
+            if found is not None:
+                return found
+    numbers = _NUMBER_RE.findall(text)
+    return normalize_answer(numbers[-1]) if numbers else None
+
+
+def _first_line(tail: str) -> str:
+    return tail.strip().splitlines()[0] if tail.strip() else ""
+
+
+def _answer_from_tail(tail: str) -> str | None:
+    """The answer in the text after an "Answer:" marker: an expression, else its first number."""
+    tail = re.split(r"\.\s+(?=[A-Z])|[;!?]\s", tail.strip())[0]  # its first sentence
+    if "=" in tail:  # "Answer: 3 + 4 = 7" gives its result last
+        tail = tail.rsplit("=", 1)[1].strip()
+    inline = re.fullmatch(r"\$+(.+?)\$+.*", tail)
+    if inline:
+        return normalize_answer(inline.group(1))
+    norm = normalize_answer(tail)
+    if norm and (parse_number(norm) is not None or _looks_symbolic(norm)):
+        return norm
+    numbers = _NUMBER_RE.findall(tail)
+    if numbers:
+        return normalize_answer(numbers[0])
+    return norm or None
+
+
+def normalize_answer(text: str) -> str:
+    """Strip what does not change the value: ``$``, ``\\text{}``, thousands commas, units, a
+    trailing period, ``\\left``/``\\right``, spaces."""
+    s = text.strip()
+    s = re.sub(r"\\(?:text|textbf|mathrm|mbox)\s*\{([^{}]*)\}", r"\1", s)
+    s = re.sub(r"\\[()\[\]]", "", s)  # \( \) \[ \] math delimiters
+    s = s.replace("\\$", "").replace("$", "").replace("\\%", "%").replace("\\!", "")
+    s = s.replace("\\left", "").replace("\\right", "").replace("\\,", "").replace("\\;", "")
+    s = s.replace("dfrac", "frac").replace("tfrac", "frac")
+    s = s.strip().rstrip(".").strip()
+    s = re.sub(r"^[a-zA-Z]\s*=\s*", "", s)  # "x = 5" -> "5"
+    # Thousands separators only between digit groups of three ("1,234,567", not "1,2").
+    s = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", s)
+    # A number followed by unit words ("12 apples", "5 cm", "30 percent"): keep the number.
+    m = re.fullmatch(rf"({_NUMBER}(?:\s*/\s*\d+)?)\s*(%|percent)?\s*[a-zA-Z][a-zA-Z .]*", s)
+    if m:
+        s = m.group(1) + ("%" if m.group(2) else "")
+    s = s.replace("percent", "%")
+    return re.sub(r"\s+", "", s) if parse_number(re.sub(r"\s+", "", s)) is not None else s
+
+
+def parse_number(text: str) -> Fraction | None:
+    """Exact value of ``12``, ``-3.5``, ``1,234``, ``3/4``, ``\\frac{3}{4}``, ``-\\frac34``,
+    ``25%`` (as 25), or ``None``."""
+    s = text.strip().replace(" ", "").replace("$", "").rstrip(".")
+    s = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", s)
+    s = s.rstrip("%")
+    sign = 1
+    if s.startswith("-"):
+        sign, s = -1, s[1:]
+    m = re.fullmatch(r"\\[dt]?frac\{?(\d+)\}?\{?(\d+)\}?", s)
+    if m:
+        num, den = int(m.group(1)), int(m.group(2))
+        return sign * Fraction(num, den) if den else None
+    m = re.fullmatch(r"(\d+(?:\.\d+)?|\.\d+)(?:/(\d+(?:\.\d+)?))?", s)
+    if not m:
+        return None
+    value = Fraction(m.group(1))
+    if m.group(2) is not None:
+        den = Fraction(m.group(2))
+        if den == 0:
+            return None
+        value /= den
+    return sign * value
+
+
+def _candidates(text: str) -> list[Fraction]:
+    """Values a string may mean: ``25%`` means 25 or 0.25; anything else, itself."""
+    value = parse_number(text)
+    if value is None:
+        return []
+    if text.strip().endswith("%"):
+        return [value, value / 100]
+    return [value]
+
+
+def _close(a: Fraction, b: Fraction, rel_tol: float) -> bool:
+    if a == b:
+        return True
+    return abs(float(a) - float(b)) <= rel_tol * max(1.0, abs(float(b)))
+
+
+def math_equal(pred: str | None, truth: str, rel_tol: float = REL_TOL) -> bool:
+    """Whether a predicted final answer equals the ground truth (numeric or symbolic)."""
+    if pred is None:
+        return False
+    p, t = normalize_answer(pred), normalize_answer(truth)
+    if not p:
+        return False
+    if p == t:
+        return True
+    p_vals, t_vals = _candidates(p), _candidates(t)
+    if p_vals and t_vals:
+        return any(_close(a, b, rel_tol) for a in p_vals for b in t_vals)
+    return _symbolic_equal(p, t, rel_tol)
+
+
+_SAFE_EXPR = re.compile(r"[0-9a-zA-Z+\-*/().\s]*")
+_SAFE_NAMES = {"sqrt", "pi", "E", "I", "i", "x", "y", "z", "n", "a", "b", "c", "k", "t"}
+_SAFE_POWER = re.compile(r"\*\*\s*(?:\(?\s*-?\d{1,3}(?:\s*/\s*\d{1,3})?\s*\)?|[a-z])(?!\s*\*\*)")
+
+
+def latex_to_expr(text: str) -> str | None:
+    """A LaTeX-ish answer as a Python/sympy expression string, or ``None`` if it is not one
+    a safe parser may evaluate (only numbers, + - * / ^, parentheses, sqrt, pi, a few
+    one-letter symbols; small exponents, so that nothing huge is ever computed)."""
+    s = text
+    for _ in range(5):  # innermost first: \frac{\sqrt{2}}{2}, \frac{\frac{..}{..}}{..}
+        s = re.sub(r"\\sqrt\s*\{([^{}]*)\}", r"sqrt(\1)", s)
+        s = re.sub(r"\\frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}", r"((\1)/(\2))", s)
+    s = re.sub(r"\\frac(\d)(\d)", r"(\1/\2)", s)
+    s = re.sub(r"\\sqrt(\d+)", r"sqrt(\1)", s)
+    s = s.replace("\\pi", "pi").replace("\\cdot", "*").replace("\\times", "*")
+    s = s.replace("{", "(").replace("}", ")").replace("^", "**")
+    if len(s) > 120 or "\\" in s or "__" in s or not _SAFE_EXPR.fullmatch(s):
+        return None
+    if any(name not in _SAFE_NAMES for name in re.findall(r"[a-zA-Z]+", s)):
+        return None
+    if s.count("**") != len(_SAFE_POWER.findall(s)):
+        return None
+    if any(len(digits) > 30 for digits in re.findall(r"\d+", s)):
+        return None
+    return s
+
+
+def _looks_symbolic(text: str) -> bool:
+    return latex_to_expr(text) is not None and bool(re.search(r"\d|pi|sqrt", text))
+
+
+def _symbolic_equal(pred: str, truth: str, rel_tol: float) -> bool:
+    a_src, b_src = latex_to_expr(pred), latex_to_expr(truth)
+    if a_src is None or b_src is None:
+        return False
+    # sympy is heavy to import; only symbolic answers pay for it.
+    import sympy
+    from sympy.parsing.sympy_parser import (
+        implicit_multiplication_application,
+        parse_expr,
+        standard_transformations,
+    )
+
+    transformations = (*standard_transformations, implicit_multiplication_application)
+    names = {n: sympy.Symbol(n) for n in _SAFE_NAMES - {"sqrt", "pi", "E", "I"}}
+    names.update(sqrt=sympy.sqrt, pi=sympy.pi, E=sympy.E, I=sympy.I)
+    # parse_expr evals; the string was whitelisted above, and no builtins are reachable.
+    env = {"__builtins__": {}, "Integer": sympy.Integer, "Float": sympy.Float}
+    env.update(Rational=sympy.Rational, Symbol=sympy.Symbol)
+    try:
+        a = parse_expr(a_src, local_dict=names, global_dict=env, transformations=transformations)
+        b = parse_expr(b_src, local_dict=names, global_dict=env, transformations=transformations)
+        diff = sympy.simplify(a - b)
+        if diff == 0:
+            return True
+        if diff.free_symbols:
+            return False
+        value = complex(diff.evalf())
+        return abs(value) <= rel_tol * max(1.0, abs(complex(b.evalf())))
+    except (sympy.SympifyError, SyntaxError, TypeError, ValueError, NameError, ZeroDivisionError):
+        return False  # not a well-formed expression: it cannot equal the truth
+
+
+# ----------------------------------------------------------------------------- multiple choice
+
+_ANSWER_PHRASE = (
+    r"(?:answer|correct\s+(?:option|choice|letter)|(?:i|we)\s+(?:choose|pick|select))"
+    r"\s*(?:is|:|=|would\s+be|should\s+be)?\s*:?\s*(?:option\s+|choice\s+)?"
+)
+
+
+def _letter_token(letters: str) -> str:
+    """A letter standing alone: ``B``, ``(B)``, ``**B**``, ``B)``; lower case only at an end
+    of sentence so that the article "a" never counts."""
+    up, low = letters.upper(), letters.lower()
+    return rf"(?:\*\*|\\boxed\{{|\(|\[)?\s*(?:([{up}])(?![A-Za-z0-9])|([{low}])(?=\s*(?:$|[.,;:!?)\]*}}])))"
+
+
+def extract_choice(text: str, n_options: int = 4) -> str | None:
+    """The one option letter (``A``..) a response chooses, or ``None`` if none or ambiguous."""
+    if not text or not text.strip() or not 2 <= n_options <= 26:
+        return None
+    letters = "".join(chr(ord("A") + i) for i in range(n_options))
+    token = _letter_token(letters)
+    span = letters[0] + "-" + letters[-1]
+    either = rf"(?:\s*(?:or|and|/|,)\s*\(?[{span}{span.lower()}]\b)"
+
+    phrase = list(re.finditer(rf"(?i:{_ANSWER_PHRASE}){token}(?P<more>{either})?", text))
+    if phrase:
+        last = max(phrase, key=lambda m: m.start())
+        if last.group("more"):
+            return None  # "the answer is A or B"
+        return (last.group(1) or last.group(2)).upper()
+
+    stripped = text.strip()
+    bare = re.fullmatch(rf"\(?\**([{letters}{letters.lower()}])\**\)?[.):]?", stripped)
+    if bare:
+        return bare.group(1).upper()
+    lead = re.match(rf"\(?([{letters}])[.):]\s+\S", stripped)
+    if lead:
+        return lead.group(1)
+
+    marked = set(re.findall(rf"\\boxed\{{\s*([{letters}])\s*\}}", text))
+    marked |= set(re.findall(rf"\*\*\(?([{letters}])\)?\*\*", text))
+    if not marked:
+        marked = set(re.findall(rf"\(([{letters}])\)", text))
+    if len(marked) == 1:
+        return marked.pop()
+    return None
+
+
+# ----------------------------------------------------------------------------- dispatch
+
+
+def check(task: Task, response_text: str) -> float:
+    """Score in [0, 1] of a response for a task: 1.0 right, 0.0 wrong (code: tests passed)."""
+    if task.domain == "math":
+        return 1.0 if math_equal(extract_math_answer(response_text), task.answer) else 0.0
+    if task.domain == "mcq":
+        n = len(task.choices) or 4
+        return 1.0 if extract_choice(response_text, n) == task.answer.strip().upper() else 0.0
+    if task.domain == "code":
+        # The sandbox starts subprocesses; only code tasks need it.
+        from core.sandbox import check_code
+
+        return float(check_code(task, response_text))
+    raise ValueError(f"unknown task domain {task.domain!r} for task {task.task_id}")

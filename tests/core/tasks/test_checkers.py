@@ -1,0 +1,174 @@
+"""Answer extraction and equivalence on the strings models really write."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.tasks.base import Task
+from core.tasks.checkers import (
+    check,
+    extract_boxed,
+    extract_choice,
+    extract_math_answer,
+    latex_to_expr,
+    math_equal,
+    parse_number,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (r"So \boxed{\frac{1}{\sqrt{2}}}.", r"\frac{1}{\sqrt{2}}"),
+        (r"First \boxed{3}, corrected: \boxed{\frac{7}{2}}", r"\frac{7}{2}"),
+        (r"\boxed{\{1, 2\}} and \boxed{x^{2}+1}", "x^{2}+1"),
+        ("Answer: 1,234.", "1234"),
+        ("We have 5 apples, then 7, so 12 in total.", "12"),
+        ("The final answer is -17", "-17"),
+        ("Step 1: 6*7 = 42\n#### 42", "42"),
+        ("#### 1,234,567", "1234567"),
+        ("The answer is $3/4$.", "3/4"),
+        (r"The answer is \(\frac{3}{4}\).", r"\frac{3}{4}"),
+        ("Answer: -\\frac{5}{2}", "-\\frac{5}{2}"),
+        ("I first thought answer: 5, but the answer is 6.", "6"),
+        ("So answer = 7. Check: 7*2 = 14", "7"),
+        ("Total cost: $1,250.50", "1250.50"),
+        ("Answer: 12 apples", "12"),
+        ("The final answer is 25%.", "25%"),
+        ("x = 5", "5"),
+        ("Answer: 3 + 4 = 7", "7"),
+        ("The answer is 42 because 6*7 = 42 and 41 < 42.", "42"),
+        ("It drops to -3.5 degrees", "-3.5"),
+        ("no numbers at all", None),
+        ("", None),
+    ],
+)
+def test_extract_math_answer(text, expected):
+    assert extract_math_answer(text) == expected
+
+
+def test_boxed_cut_off_or_absent():
+    assert extract_boxed(r"\boxed{\frac{1}{2}") is None
+    assert extract_boxed("no box") is None
+    assert extract_boxed(r"\fbox{4}") == "4"
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("1/2", "0.5"),
+        (r"\frac{1}{2}", "0.5"),
+        (r"\dfrac{3}{4}", "0.75"),
+        ("-\\frac34", "-0.75"),
+        ("25%", "0.25"),
+        ("25%", "25"),
+        ("1,000", "1000"),
+        ("0.3333333", "1/3"),
+        ("2\\sqrt{2}", "\\sqrt{8}"),
+        ("1/\\sqrt{2}", "\\frac{\\sqrt{2}}{2}"),
+        ("x+1", "1+x"),
+        ("2^{10}", "1024"),
+        ("\\pi/2", "\\frac{\\pi}{2}"),
+        ("12 apples", "12"),
+        ("$5.00", "5"),
+    ],
+)
+def test_equal(a, b):
+    assert math_equal(a, b)
+    assert math_equal(b, a)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("3", "4"),
+        ("0.5", "0.51"),
+        ("-5", "5"),
+        ("x+1", "x+2"),
+        ("\\sqrt{2}", "1.41"),
+        (None, "3"),
+        ("", "3"),
+    ],
+)
+def test_not_equal(a, b):
+    assert not math_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["__import__('os').system('echo hi')", "9**9**9**9", "2^{2^{2^{100}}}", "exec(1)", "1" * 40],
+)
+def test_hostile_expressions_are_never_evaluated(hostile):
+    assert latex_to_expr(hostile) is None
+    assert not math_equal(hostile, "1")
+
+
+def test_parse_number():
+    assert parse_number("1,234") == 1234
+    assert parse_number("-3/4") == parse_number("-\\frac{3}{4}") == parse_number("-0.75")
+    assert parse_number("5/0") is None
+    assert parse_number("abc") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "letter"),
+    [
+        ("(B)", "B"),
+        ("Answer: B", "B"),
+        ("the answer is b", "B"),
+        ("the answer is d.", "D"),
+        ("**C**", "C"),
+        ("D", "D"),
+        ("B.", "B"),
+        ("A) Paris", "A"),
+        ("Answer: **C**", "C"),
+        ("The correct option is D because the others fail.", "D"),
+        ("I think (A) is wrong; the answer is (C).", "C"),
+        ("\\boxed{B}", "B"),
+        ("Final answer: (A)", "A"),
+        ("Because both are big, the answer is B", "B"),
+        # No letter, or letters only inside words / as the article "a".
+        ("There is a big cat and a dog.", None),
+        ("Because of this, the answer is a prime number.", None),
+        ("ABCD", None),
+        ("I cannot decide.", None),
+        # Ambiguous.
+        ("The answer is A or B", None),
+        ("Both (A) and (C) look right", None),
+        ("**A** or **B**", None),
+        # Out of range for four options.
+        ("Answer: E", None),
+    ],
+)
+def test_extract_choice(text, letter):
+    assert extract_choice(text) == letter
+
+
+def test_extract_choice_with_ten_options():
+    assert extract_choice("The answer is (J).", n_options=10) == "J"
+    assert extract_choice("The answer is (J).", n_options=4) is None
+
+
+def _task(domain: str, answer: str, choices: tuple[str, ...] = ()) -> Task:
+    return Task("t-1", "unit", domain, "q?", answer, choices=choices)
+
+
+def test_check_dispatches_on_domain():
+    maths = _task("math", "12")
+    assert check(maths, "so there are \\boxed{12} apples") == 1.0
+    assert check(maths, "Answer: 13") == 0.0
+    mcq = _task("mcq", "C", ("a", "b", "c", "d"))
+    assert check(mcq, "The answer is (C).") == 1.0
+    assert check(mcq, "The answer is (B).") == 0.0
+    with pytest.raises(ValueError, match="domain"):
+        check(_task("poetry", "x"), "x")
+
+
+def test_check_runs_code_in_the_sandbox():
+    from core.tasks.code import CodeSource
+
+    task = next(t for t in CodeSource().tasks if t.task_id == "HumanEval/0")
+    right = "```python\n" + task.meta["prompt"] + task.answer + "```"
+    wrong = "```python\n" + task.meta["prompt"] + "    return False\n```"
+    assert check(task, right) == 1.0
+    assert check(task, wrong) == 0.0

@@ -1,0 +1,157 @@
+"""The team runtime: layer order and concurrency, cycles, tokens, determinism, decision."""
+
+from __future__ import annotations
+
+import asyncio
+
+from core.actions import Action
+from core.team.env import TeamEnv, TeamEnvConfig
+from core.team.plan import RoundPlan
+from core.team.runtime import EpisodeJob, RuntimeConfig, TeamEpisode, reward, run_episodes
+from core.team.society import SimBackend
+from core.team.topologies import make_policy
+from tests.core.team.conftest import LatencyBackend, make_task
+
+ROLES = ("solver", "coder", "analyst", "verifier")
+B, A, S = int(Action.BROADCAST_ALL), int(Action.AGGREGATE_REFINE), int(Action.SOLO_PROCESS)
+
+
+def play(episode: TeamEpisode, plans: list[RoundPlan]):
+    async def go():
+        for plan in plans:
+            await episode.play_round(plan)
+        return await episode.finish()
+
+    return asyncio.run(go())
+
+
+def test_layers_run_in_order_and_one_layer_runs_concurrently():
+    backend = LatencyBackend(latency=0.1)
+    # 0 and 1 work alone (layer 0); 2 and 3 aggregate (3 also reads 2 by the cycle rule).
+    episode = TeamEpisode(make_task(), ROLES, backend, config=RuntimeConfig(n_rounds=1))
+    plan = RoundPlan(actions=[S, S, A, A])
+    record = play(episode, [plan])
+    layers = record.rounds[0].layers
+    assert layers == [[0, 1], [2], [3]]
+    span = {a: (s, e) for a, _, s, e in backend.spans}
+    # Agents 0 and 1 overlap in time: the second starts before the first ends.
+    assert max(span[0][0], span[1][0]) < min(span[0][1], span[1][1])
+    # Each later layer starts only after every agent it reads has finished.
+    assert span[2][0] >= max(span[0][1], span[1][1])
+    assert span[3][0] >= span[2][1]
+    # Agent 3 read everyone before it, in source order, with this round's answers.
+    inbox = next(t.inbox for t in backend.turns if t.agent == 3)
+    assert [m.src for m in inbox] == [0, 1, 2]
+    assert [m.answer for m in inbox] == ["0", "1", "2"]
+
+
+def test_temporal_edge_and_messages_are_recorded():
+    backend = LatencyBackend(latency=0.0)
+    episode = TeamEpisode(make_task(), ROLES, backend, config=RuntimeConfig(n_rounds=2))
+    record = play(episode, [RoundPlan(actions=[A] * 4), RoundPlan(actions=[S] * 4)])
+    second = [t for t in backend.turns if t.round == 1]
+    assert all(t.previous is not None and t.previous.round == 0 for t in second)
+    assert all(t.previous.agent == t.agent for t in second)
+    r0 = record.rounds[0]
+    assert {(m.src, m.dst) for m in r0.messages} == set(r0.edges)
+    assert r0.steps[3].read_from == [0, 1, 2]
+    assert r0.steps[3].agreement == 0.0  # agent 3 answers "3", nobody it read did
+
+
+def test_cycles_are_broken_and_recorded():
+    backend = LatencyBackend(latency=0.0)
+    episode = TeamEpisode(make_task(), ROLES, backend, config=RuntimeConfig(n_rounds=1))
+    ring = [(0, 1), (1, 2), (2, 3), (3, 0)]
+    record = play(episode, [RoundPlan(actions=[int(Action.SELECTIVE_QUERY)] * 4, edges=ring)])
+    assert record.rounds[0].dropped_edges == [(3, 0)]
+    assert record.rounds[0].edges == [(0, 1), (1, 2), (2, 3)]
+    assert record.rounds[0].layers == [[0], [1], [2], [3]]
+
+
+def test_token_accounting_sums():
+    backend = SimBackend("flash-lite")
+    episode = TeamEpisode(make_task(3, difficulty=4), ROLES, backend, seed=5)
+    record = play(episode, [RoundPlan(actions=[A, B, 2, 5]), RoundPlan(actions=[4, 3, 3, 0]),
+                            RoundPlan(actions=[A] * 4)])
+    steps = sum(s.tokens for r in record.rounds for s in r.steps)
+    calls = sum(c.prompt_tokens + c.completion_tokens for c in record.calls)
+    assert record.tokens == steps + record.decision.tokens == calls
+    assert record.tokens == sum(r.tokens for r in record.rounds) + record.decision.tokens
+    assert len(record.calls) == 12 + 1
+    # A message costs its reader the sender's completion: prompts grow with what is read.
+    for r in record.rounds:
+        for m in r.messages:
+            assert m.tokens == r.steps[m.src].completion_tokens
+    expected = 1.0 * record.score - 0.1 * min(record.tokens / 16000.0, 1.0)
+    assert abs(record.reward - expected) < 1e-9
+    assert reward(1.0, 10**9, RuntimeConfig()) == 0.9
+
+
+def test_prompt_tokens_grow_with_in_degree():
+    backend = SimBackend("flash-lite")
+    task = make_task(1, difficulty=3)
+    lone = play(TeamEpisode(task, ROLES, backend, config=RuntimeConfig(n_rounds=1), seed=1),
+                [RoundPlan(actions=[S] * 4)])
+    mesh = play(TeamEpisode(task, ROLES, backend, config=RuntimeConfig(n_rounds=1), seed=1),
+                [RoundPlan(actions=[A] * 4)])
+    assert mesh.rounds[0].steps[3].prompt_tokens > lone.rounds[0].steps[3].prompt_tokens + 100
+    assert mesh.rounds[0].steps[0].prompt_tokens == lone.rounds[0].steps[0].prompt_tokens
+
+
+def test_same_seed_same_record_whatever_the_concurrency():
+    env = TeamEnv(TeamEnvConfig(benchmark="hand"), source=_Source())
+    jobs = [env.job(k) for k in range(12)]
+
+    def run(concurrency: int, order: list[int]):
+        records = asyncio.run(run_episodes(make_policy("random"), [jobs[k] for k in order], ROLES,
+                                           SimBackend("flash-lite"), observe=env.observe,
+                                           config=env.runtime_config, concurrency=concurrency))
+        return {jobs[k].seed: r.to_dict() for k, r in zip(order, records, strict=True)}
+
+    first = run(1, list(range(12)))
+    again = run(8, list(reversed(range(12))))
+    assert first == again
+    assert len({r["seed"] for r in first.values()}) == 12
+    other = asyncio.run(run_episodes(make_policy("random"), [EpisodeJob(jobs[0].task, jobs[0].seed + 1)],
+                                     ROLES, SimBackend("flash-lite"), observe=env.observe))
+    assert other[0].to_dict() != first[jobs[0].seed]
+
+
+def test_policy_view_is_copied_into_the_record():
+    backend = LatencyBackend(latency=0.0)
+    episode = TeamEpisode(make_task(), ROLES, backend, config=RuntimeConfig(n_rounds=1))
+    q = [[float(i + a) for a in range(6)] for i in range(4)]
+    plan = RoundPlan(actions=[S] * 4, q_values=q, greedy=[True, False, True, True], epsilon=0.25,
+                     q_tot=1.5, mixer_weights=[[0.1, 0.2]] * 4, credit=[0.5, 0.1, 0.2, 0.2])
+    record = play(episode, [plan])
+    step = record.rounds[0].steps[1]
+    assert step.q_values == q[1] and step.greedy is False and step.epsilon == 0.25
+    assert record.rounds[0].q_tot == 1.5 and record.rounds[0].credit == [0.5, 0.1, 0.2, 0.2]
+    restored = type(record).from_dict(record.to_dict())
+    assert restored.to_dict() == record.to_dict()
+
+
+def test_decision_reads_live_finals_and_single_answer_is_passed_through():
+    backend = LatencyBackend(latency=0.0)
+    record = play(TeamEpisode(make_task(), ROLES, backend, config=RuntimeConfig(n_rounds=1)),
+                  [RoundPlan(actions=[S] * 4)])
+    assert record.decision.agent == -1 and record.decision.read_from == [0, 1, 2, 3]
+    assert record.team_answer == "0" and record.decision.prompt_tokens == 20 + 7 * 4
+
+    alone = play(TeamEpisode(make_task(), ROLES, backend, config=RuntimeConfig(n_rounds=2)),
+                 [RoundPlan(actions=[S] * 4, active=[False, True, False, False]),
+                  RoundPlan(actions=[S] * 4, active=[False] * 4)])
+    assert alone.team_answer == "1" and alone.decision.tokens == 0
+    assert len(alone.calls) == 1
+    # Inactive agents spend nothing; agent 1 carries its answer into round 1.
+    assert alone.rounds[1].steps[1].answer == "1" and alone.rounds[1].tokens == 0
+
+
+class _Source:
+    name = "hand"
+
+    def __len__(self) -> int:
+        return 40
+
+    def get(self, index: int):
+        return make_task(index, difficulty=1 + index % 5)
