@@ -7,6 +7,7 @@ the full-mesh / single token ratio. Compare with /work/shared/CALIBRATION.md and
 docs/simulator.md.
 
     python benchmarks/sim_calibration.py --benchmark mixed --episodes 600
+    python benchmarks/sim_calibration.py --speed   # ms of Python per 4x3 sim episode
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ def summarise(records) -> dict:
 
 
 def calibrate(preset: str, benchmark: str, episodes: int, seed: int, token_weight: float) -> dict:
-    env = TeamEnv(TeamEnvConfig(benchmark=benchmark, preset=preset, seed=seed, token_weight=token_weight))
+    env = TeamEnv(
+        TeamEnvConfig(benchmark=benchmark, preset=preset, seed=seed, token_weight=token_weight)
+    )
     out: dict = {"token_budget": env.runtime_config.token_budget, "topologies": {}}
     seconds = 0.0
     for name in FIXED_TOPOLOGIES:
@@ -53,7 +56,9 @@ def calibrate(preset: str, benchmark: str, episodes: int, seed: int, token_weigh
         out["topologies"][name] = row
     topo = out["topologies"]
     out["best_by_reward"] = {
-        group: max(topo, key=lambda t, g=group: topo[t].get(g, {}).get("mean_reward", float("-inf")))
+        group: max(
+            topo, key=lambda t, g=group: topo[t].get(g, {}).get("mean_reward", float("-inf"))
+        )
         for group in ("all", *GROUPS)
     }
     out["full_over_single_tokens"] = round(
@@ -65,6 +70,26 @@ def calibrate(preset: str, benchmark: str, episodes: int, seed: int, token_weigh
     return out
 
 
+def speed(episodes: int) -> dict:
+    """Milliseconds per 4-agent x 3-round episode, one episode at a time."""
+    env = TeamEnv(TeamEnvConfig(benchmark="mixed"))
+    env.run(make_policy("full"), range(episodes))  # warm the task and embedding caches
+    out = {}
+    for name in ("single", "full", "random"):
+        start = time.perf_counter()
+        env.run(make_policy(name), range(episodes), concurrency=1)
+        out[f"run_episodes/{name}"] = round(1000 * (time.perf_counter() - start) / episodes, 3)
+    start = time.perf_counter()
+    for k in range(episodes):
+        env.reset(seed=k)
+        done = False
+        while not done:
+            _, _, done, _ = env.step([3, 1, 2, 4])
+    out["env_reset_step"] = round(1000 * (time.perf_counter() - start) / episodes, 3)
+    env.close()
+    return {"ms_per_episode": out, "episodes": episodes}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--benchmark", default="mixed")
@@ -72,14 +97,21 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--token-weight", type=float, default=0.1)
     parser.add_argument("--preset", action="append", choices=list(PRESETS), help="default: all")
+    parser.add_argument("--speed", action="store_true", help="time episodes instead")
     args = parser.parse_args()
+    if args.speed:
+        print(json.dumps(speed(args.episodes), indent=1))
+        return
     presets = args.preset or list(PRESETS)
     result = {
         "benchmark": args.benchmark,
         "episodes": args.episodes,
         "seed": args.seed,
         "token_weight": args.token_weight,
-        "presets": {p: calibrate(p, args.benchmark, args.episodes, args.seed, args.token_weight) for p in presets},
+        "presets": {
+            p: calibrate(p, args.benchmark, args.episodes, args.seed, args.token_weight)
+            for p in presets
+        },
     }
     print(json.dumps(result, indent=1))
 

@@ -38,6 +38,8 @@ class Checkpoint:
     """How to rebuild the environment: ``{"spec": ...}`` or the team config as a dict."""
     meta: dict[str, Any]
     """Training facts: episodes, seed, run id, final metrics."""
+    resume: dict[str, Any] | None = None
+    """Target networks, optimiser and progress, for ``train --resume`` (None if absent)."""
 
 
 def save_checkpoint(
@@ -49,6 +51,7 @@ def save_checkpoint(
     mixer_config: MixerConfig,
     env: dict[str, Any],
     meta: dict[str, Any] | None = None,
+    resume: dict[str, Any] | None = None,
 ) -> Path:
     """Write atomically (tmp file + rename), so a crash never leaves half a checkpoint."""
     path = Path(path)
@@ -63,6 +66,7 @@ def save_checkpoint(
         "meta": meta or {},
         "agent": {k: v.detach().cpu() for k, v in agent.state_dict().items()},
         "mixer": {k: v.detach().cpu() for k, v in mixer.state_dict().items()},
+        "resume": resume,
     }
     tmp = path.with_name(path.name + ".tmp")
     torch.save(payload, tmp)
@@ -79,12 +83,23 @@ def load_checkpoint(
         raise UserError(f"checkpoint {path} does not exist.")
     try:
         payload = torch.load(path, map_location=device, weights_only=True)
-    except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise UserError(f"checkpoint {path} is not a readable agentqmix checkpoint ({type(exc).__name__}).") from exc
+    except (
+        RuntimeError,
+        EOFError,
+        pickle.UnpicklingError,
+        zipfile.BadZipFile,
+        ValueError,
+        OSError,
+    ) as exc:
+        raise UserError(
+            f"checkpoint {path} is not a readable agentqmix checkpoint ({type(exc).__name__})."
+        ) from exc
     if not isinstance(payload, dict) or payload.get("format") != FORMAT:
         raise UserError(f"checkpoint {path} is not an agentqmix checkpoint.")
     if payload.get("version") != VERSION:
-        raise UserError(f"checkpoint {path} has format version {payload.get('version')}; this build reads {VERSION}.")
+        raise UserError(
+            f"checkpoint {path} has format version {payload.get('version')}; this build reads {VERSION}."
+        )
     shapes = EnvShapes(**payload["shapes"])
     if expect is not None and expect != shapes:
         diff = ", ".join(
@@ -102,7 +117,9 @@ def load_checkpoint(
         agent.load_state_dict(payload["agent"])
         mixer.load_state_dict(payload["mixer"])
     except (RuntimeError, KeyError) as exc:
-        raise UserError(f"checkpoint {path} holds weights that do not match its own configuration.") from exc
+        raise UserError(
+            f"checkpoint {path} holds weights that do not match its own configuration."
+        ) from exc
     return Checkpoint(
         agent=agent.to(device).eval(),
         mixer=mixer.to(device).eval(),
@@ -111,4 +128,5 @@ def load_checkpoint(
         mixer_config=mixer_config,
         env=payload["env"],
         meta=payload["meta"],
+        resume=payload.get("resume"),
     )

@@ -59,33 +59,161 @@ class ProgressBar:
         self.bar.update(self.task, completed=done, info=info)
 
 
-# --------------------------------------------------------------------------- generic env
+# --------------------------------------------------------------------------- shared options
+
+Benchmark = Annotated[
+    str | None, typer.Option(help="math, code, mcq, mixed or jsonl:PATH (the agent team).")
+]
+Env = Annotated[
+    str | None, typer.Option(help="package.module:factory or path/file.py:factory (any env).")
+]
+Backend = Annotated[str, typer.Option(help="sim (synthetic society, offline) or openai.")]
+Preset = Annotated[
+    str, typer.Option(help="Synthetic-society preset: flash-lite, oss-120b, balanced.")
+]
+Model = Annotated[str | None, typer.Option(help="Model name (openai back-end).")]
+BaseUrl = Annotated[
+    str | None, typer.Option(help="OpenAI-compatible endpoint; default $OPENAI_BASE_URL.")
+]
+Agents = Annotated[str, typer.Option(help="Comma-separated roles, one per agent.")]
+Rounds = Annotated[int, typer.Option(min=1, help="Communication rounds per episode.")]
+TokenWeight = Annotated[
+    float, typer.Option(min=0.0, help="w_tok: reward penalty per token budget.")
+]
+TokenBudget = Annotated[
+    float | None, typer.Option(min=1.0, help="Tokens at which the penalty saturates.")
+]
+Concurrency = Annotated[int, typer.Option(min=1, help="Episodes and LLM calls in flight at once.")]
+NoCache = Annotated[
+    bool, typer.Option("--no-cache", help="openai: do not read or write the response cache.")
+]
+CacheCounts = Annotated[
+    bool, typer.Option("--cache-counts-tokens", help="openai: cache hits count tokens.")
+]
+CacheDir = Annotated[str | None, typer.Option(help="openai: response cache directory.")]
+Timeout = Annotated[float, typer.Option(min=0.1, help="openai: per-attempt timeout in seconds.")]
+Attempts = Annotated[int, typer.Option(min=1, help="openai: attempts per call.")]
+Db = Annotated[
+    str | None, typer.Option(help="DuckDB file; default $AGENTQMIX_DB or ./agentqmix.duckdb.")
+]
+NoLog = Annotated[bool, typer.Option("--no-log", help="Do not log episodes to the database.")]
+Json = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+Device = Annotated[str, typer.Option(help="auto (CUDA when present), cpu or cuda.")]
+
+
+def team_options(
+    benchmark: str,
+    backend: str = "sim",
+    preset: str = "flash-lite",
+    model: str | None = None,
+    base_url: str | None = None,
+    agents: str = "solver,coder,analyst,verifier",
+    rounds: int = 3,
+    token_weight: float = 0.1,
+    token_budget: float | None = None,
+    fail_prob: float = 0.0,
+    fail: str = "",
+    seed: int = 0,
+    concurrency: int = 8,
+    no_cache: bool = False,
+    cache_counts_tokens: bool = False,
+    cache_dir: str | None = None,
+    timeout: float = 60.0,
+    max_attempts: int = 4,
+) -> Any:
+    from core.experiment import TeamOptions
+
+    roles = tuple(r.strip() for r in agents.split(",") if r.strip())
+    opts = TeamOptions(
+        benchmark=benchmark,
+        backend=backend,
+        preset=preset,
+        model=model,
+        base_url=base_url,
+        roles=roles,
+        rounds=rounds,
+        token_weight=token_weight,
+        token_budget=token_budget,
+        fail_prob=fail_prob,
+        failures=fail,
+        seed=seed,
+        concurrency=concurrency,
+        use_cache=not no_cache,
+        cache_counts_tokens=cache_counts_tokens,
+        cache_dir=cache_dir,
+        timeout_s=timeout,
+        max_attempts=max_attempts,
+    )
+    opts.validate()
+    opts.failure_specs()  # a bad --fail is reported before any work
+    return opts
+
+
+def print_table(rows: list[dict[str, Any]], columns: list[str], title: str) -> None:
+    from rich.table import Table
+
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(c, justify="left" if c in ("policy", "mode") else "right")
+    for row in rows:
+        table.add_row(
+            *(f"{row[c]:.3f}" if isinstance(row[c], float) else str(row[c]) for c in columns)
+        )
+    Console().print(table)
+
+
+# --------------------------------------------------------------------------- train / eval
 
 
 @app.command()
 def train(
-    out: Annotated[Path, typer.Option(help="Where to write the checkpoint.")],
-    env: Annotated[str | None, typer.Option(help="package.module:factory or path/file.py:factory")] = None,
-    episodes: Annotated[int, typer.Option(min=1, help="Episodes to train on.")] = 2000,
+    out: Annotated[Path | None, typer.Option(help="Where to write the checkpoint.")] = None,
+    env: Env = None,
+    benchmark: Benchmark = None,
+    episodes: Annotated[int, typer.Option(min=1, help="Episodes to train on.")] = 3000,
     mixer: Annotated[str, typer.Option(help="qmix or vdn.")] = "qmix",
     seed: Annotated[int, typer.Option(help="Seed for networks, exploration and episodes.")] = 0,
-    device: Annotated[str, typer.Option(help="auto (CUDA when present), cpu or cuda.")] = "auto",
-    n_envs: Annotated[int, typer.Option(min=1, help="Episodes collected in lockstep.")] = 8,
-    hidden: Annotated[int, typer.Option(min=1, help="Width of the GNN, GRU and Q-head layers.")] = 128,
+    device: Device = "auto",
+    n_envs: Annotated[int, typer.Option(min=1, help="Episodes collected in lockstep.")] = 16,
+    hidden: Annotated[
+        int, typer.Option(min=1, help="Width of the GNN, GRU and Q-head layers.")
+    ] = 128,
+    backend: Backend = "sim",
+    preset: Preset = "flash-lite",
+    model: Model = None,
+    base_url: BaseUrl = None,
+    agents: Agents = "solver,coder,analyst,verifier",
+    rounds: Rounds = 3,
+    token_weight: TokenWeight = 0.1,
+    token_budget: TokenBudget = None,
+    fail_prob: Annotated[
+        float, typer.Option(min=0.0, max=0.99, help="Random failure curriculum.")
+    ] = 0.0,
+    concurrency: Concurrency = 8,
+    no_cache: NoCache = False,
+    db: Db = None,
+    no_log: NoLog = False,
+    resume: Annotated[
+        str | None, typer.Option(help="Continue run RUN_ID from its last checkpoint.")
+    ] = None,
+    eval_episodes: Annotated[
+        int, typer.Option(min=0, help="Held-out episodes evaluated after training.")
+    ] = 100,
+    as_json: Json = False,
 ) -> None:
-    """Train a QMIX team and write a checkpoint; prints a summary."""
-    from core.checkpoint import save_checkpoint
+    """Train the QMIX team (--benchmark) or any protocol env (--env); writes a checkpoint."""
     from core.encoders import AgentNetConfig
-    from core.env import load_env
     from core.mixers import MIXERS, MixerConfig
-    from core.runner import rollout, summarize
     from core.training import TrainConfig
-    from core.training import train as run_training
 
     if mixer not in MIXERS:
         raise UserError(f"--mixer must be one of {', '.join(MIXERS)}, not {mixer!r}.")
-    if env is None:
-        raise UserError("train needs --env SPEC (or --benchmark NAME for the agent team).")
+    if resume:
+        return _resume_training(resume, db, device, as_json)
+    if (env is None) == (benchmark is None):
+        raise UserError("train needs exactly one of --env SPEC or --benchmark NAME.")
+    if out is None:
+        raise UserError("train needs --out CKPT (where to write the checkpoint).")
     config = TrainConfig(
         episodes=episodes,
         seed=seed,
@@ -94,40 +222,188 @@ def train(
         agent=AgentNetConfig(gnn_hidden=hidden, gru_hidden=hidden, q_hidden=hidden),
         mixer=MixerConfig(kind=mixer),
     )
-    load_env(env)  # fail fast on a bad spec, before any work
-    with ProgressBar(episodes) as bar:
-        state = run_training(lambda: load_env(env), config, progress=bar)
-    from core.policy import QMixPolicy
-    from core.runner import episode_seed
+    if env is not None:
+        return _train_env(env, config, out, as_json)
+    from core.experiment import train_team
 
+    opts = team_options(
+        benchmark,
+        backend,
+        preset,
+        model,
+        base_url,
+        agents,
+        rounds,
+        token_weight,
+        token_budget,
+        fail_prob,
+        "",
+        seed,
+        concurrency,
+        no_cache,
+    )
+    with ProgressBar(episodes) as bar:
+        outcome = train_team(
+            opts, config, out, db=db, log=not no_log, progress=bar, eval_episodes=eval_episodes
+        )
+    _report_training(outcome, as_json)
+
+
+def _report_training(outcome: Any, as_json: bool) -> None:
+    summary = {
+        "run_id": outcome.run_id,
+        "checkpoint": str(outcome.checkpoint),
+        "episodes": outcome.state.episodes_done,
+        "updates": outcome.state.learner.updates,
+        "held_out": outcome.evaluation,
+    }
+    if as_json:
+        emit_json(summary)
+        return
+    ev = outcome.evaluation
+    line = f"[green]trained[/green] {summary['episodes']} episodes, {summary['updates']} updates"
+    if ev:
+        line += (
+            f"; held-out accuracy {ev['accuracy']:.3f}, mean tokens {ev['mean_tokens']:.0f}, "
+            f"mean reward {ev['mean_reward']:.3f}"
+        )
+    console.print(line + f"; run {outcome.run_id}; checkpoint {outcome.checkpoint}", soft_wrap=True)
+
+
+def _resume_training(run_id: str, db: str | None, device: str, as_json: bool) -> None:
+    from core.experiment import options_from_dict, train_config_from_dict, train_team
+    from core.store.queries import get_run
+
+    info = get_run(db, run_id)
+    if info is None:
+        raise UserError(f"no run {run_id!r} in the database.")
+    if info.kind != "train" or "team" not in info.config or "train" not in info.config:
+        raise UserError(f"run {run_id} is not a team training run; only those can be resumed.")
+    if not info.checkpoint or not Path(info.checkpoint).is_file():
+        raise UserError(f"run {run_id} has no checkpoint file to resume from.")
+    opts = options_from_dict(info.config["team"])
+    config = train_config_from_dict(info.config["train"])
+    config.device = device
+    with ProgressBar(config.episodes, label="resuming") as bar:
+        outcome = train_team(
+            opts, config, Path(info.checkpoint), db=db, progress=bar, resume_run=run_id
+        )
+    _report_training(outcome, as_json)
+
+
+def _train_env(env: str, config: Any, out: Path, as_json: bool) -> None:
+    from core.env import load_env
+    from core.experiment import save_training_checkpoint
+    from core.policy import QMixPolicy
+    from core.runner import episode_seed, rollout, summarize
+    from core.training import train as run_training
+
+    load_env(env)  # fail fast on a bad spec, before any work
+    with ProgressBar(config.episodes) as bar:
+        state = run_training(lambda: load_env(env), config, progress=bar)
     policy = QMixPolicy(state.agent, state.mixer, state.device, epsilon=0.0)
     envs = [load_env(env) for _ in range(8)]
     results = []
     for start in range(0, 32, 8):
-        seeds = [episode_seed(seed, start + i, held_out=True) for i in range(8)]
-        results += rollout(envs, state.shapes, policy, seeds)
+        results += rollout(
+            envs,
+            state.shapes,
+            policy,
+            [episode_seed(config.seed, start + i, True) for i in range(8)],
+        )
     summary = summarize(results)
-    save_checkpoint(
-        out, state.agent, state.mixer, state.shapes, config.agent, config.mixer,
-        env={"spec": env}, meta={"episodes": state.episodes_done, "seed": seed, "greedy": summary},
-    )
-    console.print(
-        f"[green]trained[/green] {state.episodes_done} episodes, {state.learner.updates} updates; "
-        f"greedy mean return over {summary['episodes']} held-out episodes: {summary['mean_return']:.3f}; "
-        f"checkpoint: {out}"
-    )
+    save_training_checkpoint(out, state, config, None, env, {"greedy": summary})
+    if as_json:
+        emit_json({"checkpoint": str(out), "episodes": state.episodes_done, "held_out": summary})
+    else:
+        console.print(
+            f"[green]trained[/green] {state.episodes_done} episodes, {state.learner.updates} updates; "
+            f"greedy mean return over {summary['episodes']} held-out episodes: "
+            f"{summary['mean_return']:.3f}; checkpoint {out}",
+            soft_wrap=True,
+        )
 
 
 @app.command("eval")
 def evaluate(
-    checkpoint: Annotated[Path, typer.Option(help="Checkpoint written by train.")],
-    env: Annotated[str | None, typer.Option(help="package.module:factory or path/file.py:factory")] = None,
+    checkpoint: Annotated[Path | None, typer.Option(help="Checkpoint written by train.")] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(help="A fixed topology: single, chain, star, ring, full, debate, random."),
+    ] = None,
+    env: Env = None,
+    benchmark: Benchmark = None,
     episodes: Annotated[int, typer.Option(min=1, help="Held-out episodes to run.")] = 32,
     seed: Annotated[int, typer.Option(help="Seed of the held-out episode stream.")] = 0,
-    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+    device: Device = "auto",
+    fail: Annotated[
+        str,
+        typer.Option(
+            help="Inject failures: AGENT:MODE[@ROUND],... (crash, timeout, byzantine, garbled)."
+        ),
+    ] = "",
+    backend: Backend = "sim",
+    preset: Preset = "flash-lite",
+    model: Model = None,
+    base_url: BaseUrl = None,
+    agents: Agents = "solver,coder,analyst,verifier",
+    rounds: Rounds = 3,
+    token_weight: TokenWeight = 0.1,
+    token_budget: TokenBudget = None,
+    concurrency: Concurrency = 8,
+    no_cache: NoCache = False,
+    cache_counts_tokens: CacheCounts = False,
+    cache_dir: CacheDir = None,
+    timeout: Timeout = 60.0,
+    max_attempts: Attempts = 4,
+    db: Db = None,
+    no_log: NoLog = False,
+    as_json: Json = False,
 ) -> None:
-    """Run the greedy, decentralised policy (each agent on its own Q-values)."""
+    """Run a policy greedily and decentralised (each agent on its own Q-values), held out."""
+    if (env is None) == (benchmark is None):
+        raise UserError("eval needs exactly one of --env SPEC or --benchmark NAME.")
+    if env is not None:
+        if checkpoint is None:
+            raise UserError("eval --env needs --checkpoint CKPT.")
+        return _eval_env(env, checkpoint, episodes, seed, device, as_json)
+    from core.experiment import evaluate_team, resolve_policy
+
+    opts = team_options(
+        benchmark,
+        backend,
+        preset,
+        model,
+        base_url,
+        agents,
+        rounds,
+        token_weight,
+        token_budget,
+        0.0,
+        fail,
+        seed,
+        concurrency,
+        no_cache,
+        cache_counts_tokens,
+        cache_dir,
+        timeout,
+        max_attempts,
+    )
+    chosen = resolve_policy(policy, checkpoint, opts, device)
+    summary, _ = evaluate_team(opts, chosen, episodes, seed, db=db, log=not no_log)
+    if as_json:
+        emit_json(summary)
+    else:
+        console.print(
+            f"{summary['policy']}: {summary['episodes']} episodes, accuracy {summary['accuracy']:.3f}, "
+            f"mean tokens {summary['mean_tokens']:.0f}, mean reward {summary['mean_reward']:.3f}",
+            soft_wrap=True,
+        )
+
+
+def _eval_env(
+    env: str, checkpoint: Path, episodes: int, seed: int, device: str, as_json: bool
+) -> None:
     from core.checkpoint import load_checkpoint
     from core.env import EnvShapes, load_env
     from core.policy import QMixPolicy
@@ -135,8 +411,6 @@ def evaluate(
     from core.seeding import resolve_device, seed_everything
 
     dev = resolve_device(device)
-    if env is None:
-        raise UserError("eval needs --env SPEC (or --benchmark NAME for the agent team).")
     first = load_env(env)
     ckpt = load_checkpoint(checkpoint, dev, expect=EnvShapes.of(first))
     seed_everything(seed)
@@ -154,6 +428,115 @@ def evaluate(
         console.print(f"{summary['episodes']} episodes, mean return {summary['mean_return']:.3f}")
 
 
+@app.command()
+def compare(
+    benchmark: Annotated[str, typer.Option(help="math, code, mcq, mixed or jsonl:PATH.")],
+    checkpoint: Annotated[
+        Path | None, typer.Option(help="Learned policy to compare (optional).")
+    ] = None,
+    episodes: Annotated[int, typer.Option(min=1, help="Held-out episodes per policy.")] = 100,
+    seed: Annotated[int, typer.Option(help="Seed of the held-out episode stream.")] = 0,
+    device: Device = "auto",
+    fail: Annotated[
+        str, typer.Option(help="Inject failures in every episode: AGENT:MODE[@ROUND],...")
+    ] = "",
+    backend: Backend = "sim",
+    preset: Preset = "flash-lite",
+    model: Model = None,
+    base_url: BaseUrl = None,
+    agents: Agents = "solver,coder,analyst,verifier",
+    rounds: Rounds = 3,
+    token_weight: TokenWeight = 0.1,
+    token_budget: TokenBudget = None,
+    concurrency: Concurrency = 8,
+    no_cache: NoCache = False,
+    db: Db = None,
+    no_log: NoLog = False,
+    as_json: Json = False,
+) -> None:
+    """The learned policy and every fixed topology on the same seeded held-out tasks."""
+    from core.experiment import compare_team
+
+    opts = team_options(
+        benchmark,
+        backend,
+        preset,
+        model,
+        base_url,
+        agents,
+        rounds,
+        token_weight,
+        token_budget,
+        0.0,
+        fail,
+        seed,
+        concurrency,
+        no_cache,
+    )
+    rows = compare_team(opts, checkpoint, episodes, seed, db=db, log=not no_log, device=device)
+    rows.sort(key=lambda r: -r["mean_reward"])
+    if as_json:
+        emit_json({"benchmark": benchmark, "episodes": episodes, "seed": seed, "policies": rows})
+    else:
+        print_table(
+            rows,
+            ["policy", "accuracy", "mean_tokens", "mean_reward"],
+            f"{benchmark}, {episodes} held-out episodes",
+        )
+
+
+@app.command()
+def robustness(
+    benchmark: Annotated[str, typer.Option(help="math, code, mcq, mixed or jsonl:PATH.")],
+    checkpoint: Annotated[Path | None, typer.Option(help="Learned policy (optional).")] = None,
+    episodes: Annotated[int, typer.Option(min=1, help="Held-out episodes per point.")] = 100,
+    max_failed: Annotated[int, typer.Option(min=0, help="Largest number of failed agents.")] = 2,
+    mode: Annotated[str, typer.Option(help="crash, timeout, byzantine or garbled.")] = "crash",
+    seed: Annotated[int, typer.Option(help="Seed of the held-out episode stream.")] = 0,
+    device: Device = "auto",
+    preset: Preset = "flash-lite",
+    agents: Agents = "solver,coder,analyst,verifier",
+    rounds: Rounds = 3,
+    token_weight: TokenWeight = 0.1,
+    concurrency: Concurrency = 8,
+    db: Db = None,
+    no_log: NoLog = False,
+    as_json: Json = False,
+) -> None:
+    """Accuracy and reward vs number of failed agents: learned policy against fixed topologies."""
+    from core.experiment import robustness_team
+    from core.team.failures import FAILURE_MODES
+
+    if mode not in FAILURE_MODES:
+        raise UserError(f"--mode must be one of {', '.join(FAILURE_MODES)}, not {mode!r}.")
+    opts = team_options(
+        benchmark,
+        "sim",
+        preset,
+        None,
+        None,
+        agents,
+        rounds,
+        token_weight,
+        None,
+        0.0,
+        "",
+        seed,
+        concurrency,
+    )
+    rows = robustness_team(
+        opts, checkpoint, episodes, seed, max_failed, mode, db=db, log=not no_log, device=device
+    )
+    if as_json:
+        emit_json({"benchmark": benchmark, "mode": mode, "episodes": episodes, "points": rows})
+    else:
+        print_table(
+            rows,
+            ["policy", "failed_agents", "accuracy", "mean_tokens", "mean_reward"],
+            f"robustness ({mode})",
+        )
+
+
 # --------------------------------------------------------------------------- benchmarks
 
 
@@ -169,7 +552,9 @@ def bench_learner(
     """Time learner updates at the default network sizes on random data."""
     from core.bench import learner_benchmark
 
-    result = learner_benchmark(n_agents=agents, batch=batch, rounds=rounds, device=device, seconds=seconds)
+    result = learner_benchmark(
+        n_agents=agents, batch=batch, rounds=rounds, device=device, seconds=seconds
+    )
     if as_json:
         emit_json(result)
     else:
@@ -193,3 +578,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:
         sys.exit(return_code)
     return return_code
+
+
+if __name__ == "__main__":
+    main()

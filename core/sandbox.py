@@ -77,7 +77,9 @@ class SandboxConfig:
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
         if self.memory_mb < 64:
-            raise ValueError(f"memory_mb must be >= 64 (the interpreter needs it), got {self.memory_mb}")
+            raise ValueError(
+                f"memory_mb must be >= 64 (the interpreter needs it), got {self.memory_mb}"
+            )
         if self.cpu_s < 1:
             raise ValueError(f"cpu_s must be >= 1, got {self.cpu_s}")
         if self.max_processes < 1:
@@ -116,7 +118,7 @@ cfg = json.loads(sys.argv[1])
 del sys.argv[1]
 def fail(msg):
     os.write(2, ("sandbox: " + msg + "\n").encode())
-    os._exit(%(code)d)
+    os._exit(__CODE__)
 mb = 1 << 20
 for name, soft, hard in (
     ("RLIMIT_AS", cfg["memory_mb"] * mb, cfg["memory_mb"] * mb),
@@ -137,11 +139,11 @@ if cfg["uid"] is not None:
         os.setgid(cfg["gid"])
         os.setuid(cfg["uid"])
     except OSError as e:
-        fail("could not switch to uid %%d: %%s" %% (cfg["uid"], e))
+        fail("could not switch to uid %d: %s" % (cfg["uid"], e))
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)
     data = (ctypes.c_uint32 * 6)(1 << 2, 1 << 2, 0, 0, 0, 0)
     if libc.capset(header, data) != 0:
-        fail("capset failed: errno %%d" %% ctypes.get_errno())
+        fail("capset failed: errno %d" % ctypes.get_errno())
 if libc.prctl(38, 1, 0, 0, 0) != 0:
     fail("PR_SET_NO_NEW_PRIVS failed")
 abi = 0
@@ -158,7 +160,7 @@ if abi > 0:
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
     rfd = libc.syscall(444, attr, ctypes.c_size_t(size), ctypes.c_uint32(0))
     if rfd < 0:
-        fail("landlock_create_ruleset failed: errno %%d" %% ctypes.get_errno())
+        fail("landlock_create_ruleset failed: errno %d" % ctypes.get_errno())
     class Beneath(ctypes.Structure):
         _pack_ = 1
         _fields_ = [("allowed", ctypes.c_uint64), ("fd", ctypes.c_int32)]
@@ -167,15 +169,15 @@ if abi > 0:
         pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
         rule = Beneath(rights, pfd)
         if libc.syscall(445, rfd, 1, ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
-            fail("landlock_add_rule failed on %%s: errno %%d" %% (path, ctypes.get_errno()))
+            fail("landlock_add_rule failed on %s: errno %d" % (path, ctypes.get_errno()))
         os.close(pfd)
     if libc.syscall(446, rfd, ctypes.c_uint32(0)) != 0:
-        fail("landlock_restrict_self failed: errno %%d" %% ctypes.get_errno())
+        fail("landlock_restrict_self failed: errno %d" % ctypes.get_errno())
     os.close(rfd)
 del ctypes, json, libc, cfg, fail
 sys.path.insert(0, os.getcwd())
 runpy.run_path(sys.argv[1], run_name="__main__")
-""" % {"code": _FAILED_TO_CONFINE}
+""".replace("__CODE__", str(_FAILED_TO_CONFINE))
 
 
 def landlock_abi() -> int:
@@ -274,9 +276,7 @@ def _kill_group(pgid: int) -> None:
 def _user_process_count() -> int:
     uid = os.getuid()
     return sum(
-        1
-        for entry in os.listdir("/proc")
-        if entry.isdigit() and _owner(f"/proc/{entry}") == uid
+        1 for entry in os.listdir("/proc") if entry.isdigit() and _owner(f"/proc/{entry}") == uid
     )
 
 

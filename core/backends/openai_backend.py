@@ -241,7 +241,7 @@ class OpenAIBackend:
                 if e.status_code not in RETRY_STATUS:
                     break
                 retry_after = _retry_after(e)
-            except (openai.APIConnectionError, asyncio.TimeoutError) as e:
+            except (TimeoutError, openai.APIConnectionError) as e:
                 # APITimeoutError is an APIConnectionError.
                 error = f"{type(e).__name__}: {e}"
             except (openai.APIResponseValidationError, _Malformed, ValueError) as e:
@@ -349,7 +349,9 @@ class OpenAIBackend:
         if task.domain == "code" and task.meta.get("test"):
             passed, report = await self._run_tests(task, answer)
             if passed:
-                return TurnResult(first.text, answer, max(confidence, 0.9), first.call, verified=True)
+                return TurnResult(
+                    first.text, answer, max(confidence, 0.9), first.call, verified=True
+                )
             messages = prompts.code_feedback_messages(turn, first.text, report)
         else:
             messages = prompts.rederive_messages(turn, first.text, answer)
@@ -379,12 +381,21 @@ class OpenAIBackend:
     async def decide(self, turn: DecisionTurn) -> TurnResult:
         finals = [s for s in turn.finals if s.alive and (s.answer is not None or s.text)]
         if not finals:
-            call = LLMCall(DECISION_AGENT, turn.n_rounds, "", 0, 0, usage_reported=False,
-                           error="no live agent produced an answer")
+            call = LLMCall(
+                DECISION_AGENT,
+                turn.n_rounds,
+                "",
+                0,
+                0,
+                usage_reported=False,
+                error="no live agent produced an answer",
+            )
             return TurnResult("", None, 0.0, call, failed=True)
         view = DecisionTurn(turn.task, finals, turn.episode_seed, turn.n_rounds)
         done = await self._complete(
-            prompts.decision_messages(view), DECISION_AGENT, turn.n_rounds,
+            prompts.decision_messages(view),
+            DECISION_AGENT,
+            turn.n_rounds,
             [turn.episode_seed, DECISION_AGENT],
         )
         if done.call.error is not None:

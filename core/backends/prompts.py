@@ -162,8 +162,7 @@ def code_feedback_messages(turn: AgentTurn, first: str, report: str) -> Chat:
             "content": (
                 "Your code was run against the task's tests in a sandbox and did not pass:\n"
                 f"<<<\n{_cut(report, 2000)}\n>>>\n\n"
-                "Find the bug and give the corrected complete function. "
-                + answer_format(turn.task)
+                "Find the bug and give the corrected complete function. " + answer_format(turn.task)
             ),
         },
     ]

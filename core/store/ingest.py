@@ -99,23 +99,26 @@ def collect(spool_dir: Path, done: dict[str, int]) -> Pending:
 
 def parse_events(data: bytes, path: Path) -> pa.Table:
     """Complete spool lines -> one row per event (C++ JSON parsing, no per-row Python)."""
-    try:
-        return pj.read_json(
-            io.BytesIO(data),
-            read_options=pj.ReadOptions(block_size=max(len(data), 1 << 20)),
-            parse_options=pj.ParseOptions(
-                explicit_schema=EVENT_SCHEMA, unexpected_field_behavior="ignore"
-            ),
-        )
-    except pa.ArrowInvalid:
-        # Slow path for what Arrow refuses: NaN values, or a torn line after a power loss.
-        events = []
-        for line in data.splitlines():
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                log.warning("skipping a corrupt line in %s", path)
-        return pa.Table.from_pylist(events, schema=EVENT_SCHEMA)
+    options = pj.ParseOptions(explicit_schema=EVENT_SCHEMA, unexpected_field_behavior="ignore")
+    # 1 MiB blocks parse in parallel; a line longer than a block needs one big block.
+    for block in (1 << 20, len(data) + 1):
+        try:
+            return pj.read_json(
+                io.BytesIO(data),
+                read_options=pj.ReadOptions(block_size=block),
+                parse_options=options,
+            )
+        except pa.ArrowInvalid:
+            if block > len(data):
+                break
+    # Slow path for what Arrow refuses: NaN values, or a torn line after a power loss.
+    events = []
+    for line in data.splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            log.warning("skipping a corrupt line in %s", path)
+    return pa.Table.from_pylist(events, schema=EVENT_SCHEMA)
 
 
 def _add_events(pending: Pending, rid: str, events: pa.Table) -> None:

@@ -13,7 +13,7 @@ import json
 import os
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -110,7 +110,7 @@ class RunInfo:
     """Index of the last logged episode."""
     message: str | None
     episodes: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    """Episodes stored for the run."""
 
 
 # ------------------------------------------------------------------ episodes

@@ -47,9 +47,19 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"cannot store {type(obj).__name__} in the episode store")
 
 
-def dumps(event: dict[str, Any]) -> bytes:
-    """One spool line."""
-    return json.dumps(event, separators=(",", ":"), default=_json_default).encode() + b"\n"
+try:  # orjson writes a line ~6x faster than the standard library; optional.
+    import orjson
+
+    def dumps(event: dict[str, Any]) -> bytes:
+        """One spool line (NaN and infinities become null)."""
+        opts = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
+        return orjson.dumps(event, default=_json_default, option=opts)
+
+except ImportError:  # pragma: no cover - depends on the environment
+
+    def dumps(event: dict[str, Any]) -> bytes:
+        """One spool line."""
+        return json.dumps(event, separators=(",", ":"), default=_json_default).encode() + b"\n"
 
 
 # ----------------------------------------------------------------------------- flattening

@@ -1,12 +1,12 @@
 """RunLogger: how train / eval / compare / the lab log a run without ever blocking on DuckDB.
 
 Every call appends one line to the run's spool (see :mod:`core.store.spool`) and
-returns; about once a second (``ingest_every_s``) the logger also tries, without
+returns; about once a second (``ingest_every_s``) a background thread tries, without
 waiting, to move the spool into the database. If another process holds the file, the
 lines simply wait for the next try; readers see them meanwhile. ``close`` makes a final,
 patient ingest and removes the spool. A SIGKILL loses at most the line being written.
 
-A RunLogger is used by one thread.
+A RunLogger is used by one thread; by default a daemon thread of its own does the ingests.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import os
 import re
 import secrets
 import socket
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, is_dataclass
@@ -55,6 +56,8 @@ class LoggerConfig:
     """fsync every spool line: survives power loss, not just a killed process; slower."""
     segment_bytes: int = 16 * 1024 * 1024
     """Start a new spool segment (and delete the ingested one) past this size."""
+    background: bool = True
+    """Ingest in a background thread; False ingests inline from the logging calls."""
     close_timeout_s: float = DEFAULT_TIMEOUT_S
     """How long ``close`` waits for the database; after that the spool stays for the next opener."""
 
@@ -128,6 +131,7 @@ class RunLogger:
         settings: LoggerConfig | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         _resume: tuple[str, int] | None = None,
+        _resume_spool: SpoolWriter | None = None,
     ) -> None:
         if kind not in RUN_KINDS:
             raise ValueError(f"kind must be one of {RUN_KINDS}, got {kind!r}")
@@ -140,6 +144,8 @@ class RunLogger:
         if _resume is not None:
             self.run_id, self.next_episode = _resume
             # The resume session already created the spool while holding the database.
+            self._spool = _resume_spool
+            self._start_ingester()
             return
         self.run_id = new_run_id(kind)
         self.next_episode = 0
@@ -162,6 +168,7 @@ class RunLogger:
             "host": socket.gethostname(),
         }
         self._spool.append(dumps({"t": "run", "run": row}))
+        self._start_ingester()
 
     @classmethod
     def resume(
@@ -206,9 +213,7 @@ class RunLogger:
             cur.execute("DELETE FROM spool_progress WHERE run_id = ?", [run_id])
             cur.execute("COMMIT")
             spool = SpoolWriter(spool_dir, run_id, fsync=settings.fsync)
-        logger = cls(path, settings=settings, _resume=(run_id, ckpt_episode + 1))
-        logger._spool = spool
-        return logger
+        return cls(path, settings=settings, _resume=(run_id, ckpt_episode + 1), _resume_spool=spool)
 
     # ------------------------------------------------------------------ logging
 
@@ -254,21 +259,62 @@ class RunLogger:
     def flush(self, timeout: float = 0.0) -> bool:
         """Ingest the spool now; False if the database stayed busy for ``timeout`` s."""
         self._check_open()
+        done = self._ingest(timeout)
+        if done is None:
+            return False
+        self._maybe_rotate(*done)
+        return True
+
+    def _ingest(self, timeout: float) -> tuple[str, int] | None:
+        """One ingest of every spool; returns (current segment, its ingested offset)."""
+        segment = self._spool.segment_path.name
         try:
             with attached(self.db, write=True, timeout=timeout) as cur:
                 ingest_all(cur, self.db)
-                done = cur.execute(
-                    "SELECT byte_offset FROM spool_progress WHERE file = ?",
-                    [self._spool.segment_path.name],
-                ).fetchone()
+                row = cur.execute(
+                    "SELECT byte_offset FROM spool_progress WHERE file = ?", [segment]
+                ).fetchall()
         except StoreBusy:
-            return False
+            return None
         finally:
             self._since_ingest = time.monotonic()
+        return segment, row[0][0] if row else 0
+
+    def _maybe_rotate(self, segment: str, offset: int) -> None:
+        # Only the logging thread rotates, and only a segment that is wholly in the db.
         size = self._spool.size()
-        if done and done[0] == size and size >= self.settings.segment_bytes:
+        if (
+            segment == self._spool.segment_path.name
+            and offset == size
+            and size >= self.settings.segment_bytes
+        ):
             self._spool.rotate().unlink(missing_ok=True)
-        return True
+
+    def _start_ingester(self) -> None:
+        self._stop = threading.Event()
+        self._ingested: tuple[str, int] | None = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        if self.settings.background:
+            self._thread = threading.Thread(
+                target=self._ingest_loop, name=f"ingest-{self.run_id}", daemon=True
+            )
+            self._thread.start()
+
+    def _ingest_loop(self) -> None:
+        # Arrow's JSON parser and DuckDB release the GIL, so this mostly runs beside training.
+        while not self._stop.wait(self.settings.ingest_every_s):
+            try:
+                self._ingested = self._ingest(timeout=0.0) or self._ingested
+            except BaseException as err:  # handed to the logging thread, see _maybe_ingest
+                self._error = err
+                return
+
+    def _stop_ingester(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
 
     def close(self, status: str = "finished", message: str | None = None) -> None:
         """End the run (``finished``, ``interrupted`` or ``failed``) and ingest everything."""
@@ -276,6 +322,7 @@ class RunLogger:
             return
         if status not in END_STATUSES:
             raise ValueError(f"status must be one of {END_STATUSES}, got {status!r}")
+        self._stop_ingester()
         event = {"t": "end", "status": status, "at": _now_us(), "message": message}
         self._spool.append(dumps(event))
         ingested = self.flush(timeout=self.settings.close_timeout_s)
@@ -285,7 +332,14 @@ class RunLogger:
         self.closed = True
 
     def _maybe_ingest(self) -> None:
-        if time.monotonic() - self._since_ingest >= self.settings.ingest_every_s:
+        if self._thread is not None:
+            if self._error is not None:
+                err, self._error = self._error, None
+                raise RuntimeError(f"ingesting run {self.run_id} failed") from err
+            if self._ingested is not None:
+                done, self._ingested = self._ingested, None
+                self._maybe_rotate(*done)
+        elif time.monotonic() - self._since_ingest >= self.settings.ingest_every_s:
             self.flush(timeout=0.0)
 
     def _check_open(self) -> None:

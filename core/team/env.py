@@ -25,7 +25,7 @@ from core.actions import N_ACTIONS
 from core.backends.base import Backend
 from core.errors import UserError
 from core.records import EpisodeRecord
-from core.tasks.base import TaskSource
+from core.tasks.base import Task, TaskSource
 from core.team.embedding import EMBEDDERS, make_embedder
 from core.team.failures import FailureSpec, sample_failures
 from core.team.observations import ObservationBuilder
@@ -111,7 +111,9 @@ class TeamEnv:
         c = self.config
         if backend is None:
             if c.backend != "sim":
-                raise UserError(f"Back-end {c.backend!r} must be built by the caller; only 'sim' is built-in here.")
+                raise UserError(
+                    f"Back-end {c.backend!r} must be built by the caller; only 'sim' is built-in here."
+                )
             backend = SimBackend(get_preset(c.preset))
         self.backend = backend
         if source is None:
@@ -123,12 +125,20 @@ class TeamEnv:
         self.source = source
         budget = c.token_budget
         if budget is None:
-            budget = backend.config.token_budget if isinstance(backend, SimBackend) else FALLBACK_TOKEN_BUDGET
+            budget = (
+                backend.config.token_budget
+                if isinstance(backend, SimBackend)
+                else FALLBACK_TOKEN_BUDGET
+            )
         self.runtime_config = RuntimeConfig(
-            n_rounds=c.rounds, accuracy_weight=c.accuracy_weight, token_weight=c.token_weight,
+            n_rounds=c.rounds,
+            accuracy_weight=c.accuracy_weight,
+            token_weight=c.token_weight,
             token_budget=float(budget),
         )
-        self.observe = ObservationBuilder(c.roles, c.rounds, make_embedder(c.embedding, c.embedding_dim), budget)
+        self.observe = ObservationBuilder(
+            c.roles, c.rounds, make_embedder(c.embedding, c.embedding_dim), budget
+        )
         self.n_agents = len(c.roles)
         self.n_actions = N_ACTIONS
         self.obs_dim = self.observe.obs_dim
@@ -136,6 +146,7 @@ class TeamEnv:
         self.max_steps = c.rounds
         self._loop = asyncio.new_event_loop()
         self._next_index = 0
+        self._tasks: dict[int, Task] = {}
         self.episode: TeamEpisode | None = None
 
     # -- episodes ----------------------------------------------------------------------
@@ -147,19 +158,35 @@ class TeamEnv:
         failures = list(c.failures)
         if c.fail_prob > 0:
             taken = {f.agent for f in failures}
-            drawn = sample_failures(self.n_agents, c.rounds, c.fail_prob, random.Random(seed ^ 0xFA11))
+            drawn = sample_failures(
+                self.n_agents, c.rounds, c.fail_prob, random.Random(seed ^ 0xFA11)
+            )
             failures += [f for f in drawn if f.agent not in taken]
             if len({f.agent for f in failures}) == self.n_agents:
                 failures = failures[:-1]
-        return EpisodeJob(task=self.source.get(index % len(self.source)), seed=seed, failures=failures)
+        return EpisodeJob(task=self._task(index % len(self.source)), seed=seed, failures=failures)
+
+    def _task(self, index: int) -> Task:
+        # Generated sources rebuild a task on every get(); training revisits the same ones.
+        task = self._tasks.get(index)
+        if task is None:
+            if len(self._tasks) >= 50_000:
+                self._tasks.clear()
+            task = self._tasks[index] = self.source.get(index)
+        return task
 
     def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
         index = self._next_index if seed is None else int(seed)
         self._next_index = index + 1
         job = self.job(index)
         self.episode = TeamEpisode(
-            job.task, self.config.roles, self.backend, config=self.runtime_config,
-            failures=job.failures, seed=job.seed, policy_name="env",
+            job.task,
+            self.config.roles,
+            self.backend,
+            config=self.runtime_config,
+            failures=job.failures,
+            seed=job.seed,
+            policy_name="env",
         )
         return self.observe(self.episode)
 
@@ -180,7 +207,12 @@ class TeamEnv:
         if not self.episode.done:
             return obs, 0.0, False, {}
         record: EpisodeRecord = self._loop.run_until_complete(self.episode.finish())
-        return obs, float(record.reward), True, {"episode": record, "score": record.score, "tokens": record.tokens}
+        return (
+            obs,
+            float(record.reward),
+            True,
+            {"episode": record, "score": record.score, "tokens": record.tokens},
+        )
 
     def run(
         self,
@@ -198,8 +230,15 @@ class TeamEnv:
         if failures is not None:
             jobs = [EpisodeJob(j.task, j.seed, list(failures)) for j in jobs]
         return self._loop.run_until_complete(
-            run_episodes(policy, jobs, self.config.roles, self.backend, observe=self.observe,
-                         config=self.runtime_config, concurrency=concurrency)
+            run_episodes(
+                policy,
+                jobs,
+                self.config.roles,
+                self.backend,
+                observe=self.observe,
+                config=self.runtime_config,
+                concurrency=concurrency,
+            )
         )
 
     def close(self) -> None:

@@ -48,7 +48,9 @@ class FailureSpec:
         return asdict(self)
 
 
-def parse_failures(text: str, roles: Sequence[str], n_rounds: int | None = None) -> list[FailureSpec]:
+def parse_failures(
+    text: str, roles: Sequence[str], n_rounds: int | None = None
+) -> list[FailureSpec]:
     """Parse ``AGENT:MODE[@ROUND],...`` (AGENT = index or role name) into failures.
 
     >>> parse_failures("0:crash@1,verifier:byzantine", ["solver", "verifier"])
@@ -64,15 +66,21 @@ def parse_failures(text: str, roles: Sequence[str], n_rounds: int | None = None)
         mode, at, round_text = rest.strip().partition("@")
         mode = mode.strip().lower()
         if mode not in FAILURE_MODES:
-            raise UserError(f"Failure mode {mode!r} in {item!r} is not one of {', '.join(FAILURE_MODES)}.")
+            raise UserError(
+                f"Failure mode {mode!r} in {item!r} is not one of {', '.join(FAILURE_MODES)}."
+            )
         agent = _parse_agent(who.strip(), roles, item)
         from_round = 0
         if at:
             if not round_text.strip().isdigit():
-                raise UserError(f"Round {round_text!r} in failure {item!r} is not a non-negative integer.")
+                raise UserError(
+                    f"Round {round_text!r} in failure {item!r} is not a non-negative integer."
+                )
             from_round = int(round_text)
             if n_rounds is not None and from_round >= n_rounds:
-                raise UserError(f"Round {from_round} in failure {item!r} is past the last round {n_rounds - 1}.")
+                raise UserError(
+                    f"Round {from_round} in failure {item!r} is past the last round {n_rounds - 1}."
+                )
         specs.append(FailureSpec(agent, mode, from_round))
     agents = [s.agent for s in specs]
     if len(set(agents)) != len(agents):
@@ -88,7 +96,9 @@ def _parse_agent(who: str, roles: Sequence[str], item: str) -> int:
         return agent
     matches = [i for i, role in enumerate(roles) if role.lower() == who.lower()]
     if not matches:
-        raise UserError(f"Agent {who!r} in failure {item!r} is neither an index nor one of the roles {', '.join(roles)}.")
+        raise UserError(
+            f"Agent {who!r} in failure {item!r} is neither an index nor one of the roles {', '.join(roles)}."
+        )
     return matches[0]
 
 
@@ -112,7 +122,9 @@ def sample_failures(
     return specs
 
 
-def fault_table(failures: Sequence[FailureSpec], n_agents: int, n_rounds: int) -> list[list[str | None]]:
+def fault_table(
+    failures: Sequence[FailureSpec], n_agents: int, n_rounds: int
+) -> list[list[str | None]]:
     """``table[r][i]`` = the failure mode of agent ``i`` in round ``r`` (``None`` = healthy)."""
     table: list[list[str | None]] = [[None] * n_agents for _ in range(n_rounds)]
     for spec in failures:

@@ -43,7 +43,9 @@ _STATE_EXTRA = 3 + 5 + 1 + 1
 class ObservationBuilder:
     """Turns a :class:`TeamEpisode` into the protocol's ``obs/state/adj/avail`` arrays."""
 
-    def __init__(self, roles: Sequence[str], n_rounds: int, embedder: Embedder, token_budget: float):
+    def __init__(
+        self, roles: Sequence[str], n_rounds: int, embedder: Embedder, token_budget: float
+    ):
         self.roles = list(roles)
         self.n_agents = len(self.roles)
         self.n_rounds = n_rounds
@@ -110,29 +112,38 @@ class ObservationBuilder:
             row[col + 14] = float(silent[i] or unreadable)
             if step is not None and step.read_from:
                 row[col + 15] = float(
-                    any(silent[j] or last[j] is None or last[j].answer is None for j in step.read_from)
+                    any(
+                        silent[j] or last[j] is None or last[j].answer is None
+                        for j in step.read_from
+                    )
                 )
             row[col + 16] = sum(silent[j] for j in range(n) if j != i) / max(n - 1, 1)
 
         adj = np.zeros((n, n), dtype=np.float32)
         graph = episode.graphs[-1] if episode.graphs else None
-        if graph is not None:
-            for s, d in graph.edges:
-                adj[s, d] = 1.0
+        edges = episode.rounds[-1].edges if episode.rounds else []
+        for s, d in edges:
+            adj[s, d] = 1.0
         avail = np.ones((n, N_ACTIONS), dtype=bool)
         for i in range(n):
             if silent[i]:
                 avail[i, 1:] = False
-        return {"obs": obs, "state": self._state(episode, obs, graph, silent, team_tokens),
-                "adj": adj, "avail": avail}
+        return {
+            "obs": obs,
+            "state": self._state(episode, obs, graph, len(edges), silent, team_tokens),
+            "adj": adj,
+            "avail": avail,
+        }
 
-    def _state(self, episode: TeamEpisode, obs: np.ndarray, graph, silent, team_tokens: int) -> np.ndarray:
+    def _state(
+        self, episode: TeamEpisode, obs: np.ndarray, graph, n_edges: int, silent, team_tokens: int
+    ) -> np.ndarray:
         n = self.n_agents
         state = np.zeros(self.state_dim, dtype=np.float32)
         state[: n * self.obs_dim] = obs.reshape(-1)
         k = n * self.obs_dim
         if graph is not None and n > 1:
-            state[k] = len(graph.edges) / (n * (n - 1))
+            state[k] = n_edges / (n * (n - 1))
             state[k + 1] = len(graph.dropped) / n
             state[k + 2] = len(graph.layers) / n
         state[k + 3 + min(max(episode.task.difficulty, 1), 5) - 1] = 1.0

@@ -151,7 +151,11 @@ class TeamEpisode:
             graph = induce_graph(plan.actions, runs, confidence)
         else:
             graph = resolve_edges(plan.edges, plan.actions, runs)
-        sources = graph.readers_of(n)
+        edges = graph.edges  # a tensor-to-list conversion: do it once per round
+        sources: list[list[int]] = [[] for _ in range(n)]
+        for src, dst in edges:
+            sources[dst].append(src)
+        sources = [sorted(x) for x in sources]
 
         steps: list[AgentStep | None] = [None] * n
         messages: list[Message] = []
@@ -172,7 +176,7 @@ class TeamEpisode:
             self._fill_policy_view(steps[i], plan)
         record = RoundRecord(
             round=r,
-            edges=graph.edges,
+            edges=edges,
             dropped_edges=list(graph.dropped),
             layers=[list(layer) for layer in graph.layers],
             steps=list(steps),
@@ -237,7 +241,9 @@ class TeamEpisode:
         elif fault == "garbled":
             step.text = garble(result.text, self.seed * 7919 + r * 31 + i)
             step.answer, step.confidence = None, 0.0
-        step.correct = None if step.answer is None else self.backend.score(self.task, step.answer) >= 1.0
+        step.correct = (
+            None if step.answer is None else self.backend.score(self.task, step.answer) >= 1.0
+        )
         read = [m.answer for m in inbox if m.answer is not None]
         if read and step.answer is not None:
             step.agreement = sum(a == step.answer for a in read) / len(read)
@@ -282,8 +288,14 @@ class TeamEpisode:
     def _idle(self, i: int, r: int, plan: RoundPlan, fault: str | None) -> AgentStep:
         """A crashed agent (nothing), or an inactive one (its previous answer carried)."""
         if fault == "crash":
-            return AgentStep(agent=i, role=self.roles[i], round=r, action=int(plan.actions[i]),
-                             alive=False, fault="crash")
+            return AgentStep(
+                agent=i,
+                role=self.roles[i],
+                round=r,
+                action=int(plan.actions[i]),
+                alive=False,
+                fault="crash",
+            )
         prev = self.last[i]
         return AgentStep(
             agent=i,
@@ -296,7 +308,6 @@ class TeamEpisode:
             confidence=prev.confidence if prev else 0.0,
             correct=prev.correct if prev else None,
         )
-
 
     @staticmethod
     def _fill_policy_view(step: AgentStep, plan: RoundPlan) -> None:
@@ -326,21 +337,29 @@ class TeamEpisode:
     async def finish(self) -> EpisodeRecord:
         """Play the decision agent, score the team answer and return the episode record."""
         if not self.done:
-            raise RuntimeError(f"finish() after {len(self.rounds)} of {self.config.n_rounds} rounds")
+            raise RuntimeError(
+                f"finish() after {len(self.rounds)} of {self.config.n_rounds} rounds"
+            )
         if self.record is not None:
             return self.record
         finals = self.finals()
         decision = AgentStep(
-            agent=DECISION_AGENT, role="decision", round=self.config.n_rounds,
-            action=int(Action.AGGREGATE_REFINE), read_from=[s.agent for s in finals],
+            agent=DECISION_AGENT,
+            role="decision",
+            round=self.config.n_rounds,
+            action=int(Action.AGGREGATE_REFINE),
+            read_from=[s.agent for s in finals],
         )
         if len(finals) == 1:
             only = finals[0]
             decision.answer, decision.confidence = only.answer, only.confidence
-            decision.text = f"[decision] Only agent {only.agent} answered; its answer is passed through."
+            decision.text = (
+                f"[decision] Only agent {only.agent} answered; its answer is passed through."
+            )
         elif finals:
-            turn = DecisionTurn(task=self.task, finals=finals, episode_seed=self.seed,
-                                n_rounds=self.config.n_rounds)
+            turn = DecisionTurn(
+                task=self.task, finals=finals, episode_seed=self.seed, n_rounds=self.config.n_rounds
+            )
             result = await self.backend.decide(turn)
             self.calls.append(result.call)
             decision.text = result.text
@@ -352,7 +371,9 @@ class TeamEpisode:
                 decision.answer, decision.confidence = result.answer, float(result.confidence)
         else:
             decision.text = "[decision] No agent has a readable answer."
-        score = self.backend.score(self.task, decision.answer) if decision.answer is not None else 0.0
+        score = (
+            self.backend.score(self.task, decision.answer) if decision.answer is not None else 0.0
+        )
         decision.correct = None if decision.answer is None else score >= 1.0
         if decision.answer is not None:
             read = [s.answer for s in finals]
@@ -386,7 +407,9 @@ class TeamEpisode:
 
 def reward(score: float, tokens: int, config: RuntimeConfig) -> float:
     """SPEC §2.4: ``w_acc * score - w_tok * min(tokens / token_budget, 1)``."""
-    return config.accuracy_weight * score - config.token_weight * min(tokens / config.token_budget, 1.0)
+    return config.accuracy_weight * score - config.token_weight * min(
+        tokens / config.token_budget, 1.0
+    )
 
 
 async def _gather(jobs: list) -> list[AgentStep]:
@@ -413,8 +436,9 @@ async def run_episode(
     seed: int = 0,
 ) -> EpisodeRecord:
     """Play one episode with ``policy`` choosing each round's plan from ``observe(episode)``."""
-    episode = TeamEpisode(task, roles, backend, config=config, failures=failures, seed=seed,
-                          policy_name=policy.name)
+    episode = TeamEpisode(
+        task, roles, backend, config=config, failures=failures, seed=seed, policy_name=policy.name
+    )
     memory: Any = policy.begin(episode.n_agents, seed)
     while not episode.done:
         plan, memory = policy.plan(observe(episode), episode.round_index, memory)
@@ -448,7 +472,15 @@ async def run_episodes(
 
     async def one(job: EpisodeJob) -> EpisodeRecord:
         async with gate:
-            return await run_episode(policy, job.task, roles, backend, observe=observe,
-                                     config=config, failures=job.failures, seed=job.seed)
+            return await run_episode(
+                policy,
+                job.task,
+                roles,
+                backend,
+                observe=observe,
+                config=config,
+                failures=job.failures,
+                seed=job.seed,
+            )
 
     return list(await asyncio.gather(*(one(job) for job in jobs)))

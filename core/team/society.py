@@ -26,6 +26,7 @@ kind), so results do not depend on the order in which concurrent calls run.
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 import zlib
@@ -137,15 +138,22 @@ class SocietyConfig:
     """Softmax temperature of the decision agent over final-answer supports."""
     token_noise: float = 0.2
     """Std of the log-normal noise on completion tokens."""
-    token_budget: int = 15400
+    token_budget: int = 14900
     """Default reward token budget: about the mean full-mesh tokens on ``mixed``."""
 
     def validate(self) -> None:
         for d, table in self.solo_accuracy.items():
             if len(table) != 5 or not all(0.0 < p < 1.0 for p in table):
                 raise ValueError(f"solo_accuracy[{d}] = {table} needs 5 probabilities in (0, 1)")
-        for name in ("solo_accuracy", "recognise", "verify_catch", "verify_fix",
-                     "debate_settle", "completion_tokens", "verify_tokens"):
+        for name in (
+            "solo_accuracy",
+            "recognise",
+            "verify_catch",
+            "verify_fix",
+            "debate_settle",
+            "completion_tokens",
+            "verify_tokens",
+        ):
             table = getattr(self, name)
             missing = [d for d in DOMAINS if d not in table]
             if missing:
@@ -154,17 +162,31 @@ class SocietyConfig:
             for d, v in getattr(self, name).items():
                 if not 0.0 <= v <= 1.0:
                     raise ValueError(f"{name}[{d}] = {v} is not a probability")
-        for name in ("reconsider", "verify_false_alarm", "conf_right", "conf_wrong",
-                     "byzantine_confidence", "refine_fraction", "keep_fraction", "memory_fraction"):
+        for name in (
+            "reconsider",
+            "verify_false_alarm",
+            "conf_right",
+            "conf_wrong",
+            "byzantine_confidence",
+            "refine_fraction",
+            "keep_fraction",
+            "memory_fraction",
+        ):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"{name} = {v} is not in [0, 1]")
-        for name in ("aggregate_temperature", "query_temperature", "decision_temperature",
-                     "chars_per_token"):
+        for name in (
+            "aggregate_temperature",
+            "query_temperature",
+            "decision_temperature",
+            "chars_per_token",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} = {getattr(self, name)} must be positive")
         if len(self.action_verbosity) != len(Action):
-            raise ValueError(f"action_verbosity has {len(self.action_verbosity)} entries, not {len(Action)}")
+            raise ValueError(
+                f"action_verbosity has {len(self.action_verbosity)} entries, not {len(Action)}"
+            )
         if self.token_budget <= 0:
             raise ValueError(f"token_budget = {self.token_budget} must be positive")
 
@@ -187,7 +209,7 @@ def _oss_120b() -> SocietyConfig:
         completion_tokens=_per_domain(2000, 560, 380),
         verify_tokens=_per_domain(600, 400, 120),
         decision_completion_tokens=300,
-        token_budget=31800,
+        token_budget=30600,
     )
 
 
@@ -202,7 +224,7 @@ def _balanced() -> SocietyConfig:
             "mcq": (0.98, 0.96, 0.82, 0.70, 0.55),
         },
         completion_tokens=_per_domain(1300, 420, 250),
-        token_budget=21600,
+        token_budget=20900,
     )
 
 
@@ -252,7 +274,7 @@ def derive_distractors(task: Task) -> tuple[str, ...]:
         n = len(task.choices) or 4
         letters = [chr(ord("A") + i) for i in range(n)]
         truth = task.answer.strip().upper()
-        return tuple(x for x in letters if x != truth)[:MAX_DISTRACTORS]
+        return tuple(x for x in letters if x != truth)[:MAX_DISTRACTORS] or ("none of these",)
     if task.domain == "code":
         return _CODE_BUGS
     try:
@@ -402,21 +424,24 @@ class SimBackend:
             completion_tokens=completion_tokens,
         )
         text = f"[{turn.role} · {action.label}] Answer: {_display(task, answer)} (confidence {conf:.2f})"
-        return TurnResult(text=text, answer=answer, confidence=round(conf, 4), call=call, verified=verified)
+        return TurnResult(
+            text=text, answer=answer, confidence=round(conf, 4), call=call, verified=verified
+        )
 
-    def _solve(self, task: Task, tm: _TaskModel, role: str, rng: random.Random) -> tuple[str, float]:
+    def _solve(
+        self, task: Task, tm: _TaskModel, role: str, rng: random.Random
+    ) -> tuple[str, float]:
         right = rng.random() < self.solo_accuracy(task, role)
         answer = tm.right if right else self._distractor(tm, rng)
         return answer, self._confidence(tm, right, rng)
 
     def _distractor(self, tm: _TaskModel, rng: random.Random, avoid: str | None = None) -> str:
+        last = len(tm.wrong) - 1
+        answer = tm.wrong[0]
         for _ in range(4):
-            u = rng.random()
-            for answer, edge in zip(tm.wrong, tm.wrong_cum, strict=True):
-                if u <= edge:
-                    break
+            answer = tm.wrong[min(bisect.bisect_left(tm.wrong_cum, rng.random()), last)]
             if answer != avoid:
-                return answer
+                break
         return answer
 
     def _confidence(self, tm: _TaskModel, right: bool, rng: random.Random) -> float:
@@ -446,13 +471,21 @@ class SimBackend:
         if others == {answer}:
             # Agreement reassures, whether the shared answer is right or not (echo chamber).
             return answer, _clip(conf + 0.08)
-        if (answer == tm.right or tm.right in others) and rng.random() < self.config.debate_settle[task.domain]:
+        if (answer == tm.right or tm.right in others) and rng.random() < self.config.debate_settle[
+            task.domain
+        ]:
             return tm.right, _clip(self._confidence(tm, True, rng) + 0.05)
         return self._choose(tm, task.domain, answer, conf, read, self.config.query_temperature, rng)
 
     def _choose(
-        self, tm: _TaskModel, domain: str, answer: str, conf: float, read: list,
-        temperature: float, rng: random.Random,
+        self,
+        tm: _TaskModel,
+        domain: str,
+        answer: str,
+        conf: float,
+        read: list,
+        temperature: float,
+        rng: random.Random,
     ) -> tuple[str, float]:
         c = self.config
         boost = 1.0 + c.recognise[domain]

@@ -38,7 +38,9 @@ class FixedTopology:
     def begin(self, n_agents: int, seed: int) -> Any:
         return {"n": n_agents}
 
-    def plan(self, obs: dict[str, np.ndarray], round_index: int, memory: Any) -> tuple[RoundPlan, Any]:
+    def plan(
+        self, obs: dict[str, np.ndarray], round_index: int, memory: Any
+    ) -> tuple[RoundPlan, Any]:
         return self.round_plan(memory["n"], round_index, obs, memory), memory
 
     def round_plan(self, n: int, round_index: int, obs: dict, memory: Any) -> RoundPlan:
@@ -55,21 +57,27 @@ class Single(FixedTopology):
             healthy = [i for i in range(n) if bool(obs["avail"][i].all())]
             memory["agent"] = healthy[0] if healthy else 0
         chosen = memory["agent"]
-        return RoundPlan(actions=[SOLO] * n, active=[round_index == 0 and i == chosen for i in range(n)])
+        return RoundPlan(
+            actions=[SOLO] * n, active=[round_index == 0 and i == chosen for i in range(n)]
+        )
 
 
 class Chain(FixedTopology):
     name = "chain"
 
     def round_plan(self, n: int, round_index: int, obs: dict, memory: Any) -> RoundPlan:
-        return RoundPlan(actions=[SOLO] + [QUERY] * (n - 1), edges=[(i, i + 1) for i in range(n - 1)])
+        return RoundPlan(
+            actions=[SOLO] + [QUERY] * (n - 1), edges=[(i, i + 1) for i in range(n - 1)]
+        )
 
 
 class Star(FixedTopology):
     name = "star"
 
     def round_plan(self, n: int, round_index: int, obs: dict, memory: Any) -> RoundPlan:
-        return RoundPlan(actions=[AGGREGATE] + [SOLO] * (n - 1), edges=[(j, 0) for j in range(1, n)])
+        return RoundPlan(
+            actions=[AGGREGATE] + [SOLO] * (n - 1), edges=[(j, 0) for j in range(1, n)]
+        )
 
 
 class Ring(FixedTopology):

@@ -122,7 +122,9 @@ def default_responder(messages: list[dict[str, Any]]) -> str:
         votes = [v for v in votes if v != "None"]
         if votes and "```python" not in system:
             choice = collections.Counter(votes).most_common(1)[0][0]
-            return f"The team mostly agrees and the reasoning holds.\nAnswer: {choice}\nConfidence: 85"
+            return (
+                f"The team mostly agrees and the reasoning holds.\nAnswer: {choice}\nConfidence: 85"
+            )
     m = re.search(r"complete function `([A-Za-z_]\w*)`", system)
     if m:
         entry = m.group(1)
@@ -244,7 +246,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802
         if self.path.rstrip("/").endswith("/models"):
-            self._send(200, json.dumps({"object": "list", "data": [{"id": "fake", "object": "model"}]}).encode())
+            self._send(
+                200,
+                json.dumps(
+                    {"object": "list", "data": [{"id": "fake", "object": "model"}]}
+                ).encode(),
+            )
         else:
             self._send(404, b'{"error": {"message": "not found"}}')
 

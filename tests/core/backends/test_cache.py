@@ -65,7 +65,10 @@ def test_ctrl_c_while_writing_leaves_only_whole_entries(tmp_path):
         env=env,
     )
     assert proc.stdout.readline().strip() == b"ready"
-    time.sleep(0.4)
+    deadline = time.monotonic() + 10
+    while len(list(tmp_path.glob("*/*.json"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=10)
     assert b"KeyboardInterrupt" in proc.stderr.read()

@@ -27,15 +27,31 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def make(srv: FakeOpenAIServer, tmp_path: Path, **kw) -> OpenAIBackend:
-    cfg = dict(model="fake-model", base_url=srv.url, cache_dir=str(tmp_path / "cache"),
-               timeout_s=0.5, backoff_base_s=0.01, backoff_max_s=0.05)
+    cfg = dict(
+        model="fake-model",
+        base_url=srv.url,
+        cache_dir=str(tmp_path / "cache"),
+        timeout_s=0.5,
+        backoff_base_s=0.01,
+        backoff_max_s=0.05,
+    )
     cfg.update(kw)
     return OpenAIBackend(OpenAIBackendConfig(**cfg))
 
 
-def turn(agent: int = 0, action: Action = Action.SOLO_PROCESS, task: Task = MATH, **kw) -> AgentTurn:
-    return AgentTurn(task=task, agent=agent, role="solver", round=0, n_rounds=3, action=action,
-                     previous=None, **kw)
+def turn(
+    agent: int = 0, action: Action = Action.SOLO_PROCESS, task: Task = MATH, **kw
+) -> AgentTurn:
+    return AgentTurn(
+        task=task,
+        agent=agent,
+        role="solver",
+        round=0,
+        n_rounds=3,
+        action=action,
+        previous=None,
+        **kw,
+    )
 
 
 async def one_turn(backend: OpenAIBackend, t: AgentTurn):
@@ -51,15 +67,35 @@ def run(backend: OpenAIBackend, t: AgentTurn | None = None):
 
 async def layered_episode(backend: OpenAIBackend, n_agents: int = 3, seed: int = 0):
     """Layer 0: every agent solos; layer 1: agent 0 aggregates the others; then decide."""
-    first = await asyncio.gather(*(backend.agent_turn(turn(i, episode_seed=seed))
-                                   for i in range(1, n_agents)))
-    inbox = [Message(src=i + 1, dst=0, round=0, text=r.text, answer=r.answer,
-                     confidence=r.confidence, tokens=r.call.completion_tokens)
-             for i, r in enumerate(first)]
+    first = await asyncio.gather(
+        *(backend.agent_turn(turn(i, episode_seed=seed)) for i in range(1, n_agents))
+    )
+    inbox = [
+        Message(
+            src=i + 1,
+            dst=0,
+            round=0,
+            text=r.text,
+            answer=r.answer,
+            confidence=r.confidence,
+            tokens=r.call.completion_tokens,
+        )
+        for i, r in enumerate(first)
+    ]
     agg = await backend.agent_turn(turn(0, Action.AGGREGATE_REFINE, inbox=inbox, episode_seed=seed))
     results = [agg, *first]
-    finals = [AgentStep(agent=i, role="solver", round=0, action=0, answer=r.answer,
-                        confidence=r.confidence, text=r.text) for i, r in enumerate(results)]
+    finals = [
+        AgentStep(
+            agent=i,
+            role="solver",
+            round=0,
+            action=0,
+            answer=r.answer,
+            confidence=r.confidence,
+            text=r.text,
+        )
+        for i, r in enumerate(results)
+    ]
     decision = await backend.decide(DecisionTurn(MATH, finals, episode_seed=seed, n_rounds=1))
     await backend.aclose()
     return results + [decision]
@@ -72,9 +108,12 @@ def test_episode_answers_and_token_counts_equal_server_usage(fake_server, tmp_pa
     assert all(not r.failed and r.confidence == 0.8 for r in results)
     sent = fake_server.requests
     assert len(sent) == 4
-    assert sum(r.call.prompt_tokens for r in results) == sum(s["usage"]["prompt_tokens"] for s in sent)
+    assert sum(r.call.prompt_tokens for r in results) == sum(
+        s["usage"]["prompt_tokens"] for s in sent
+    )
     assert sum(r.call.completion_tokens for r in results) == sum(
-        s["usage"]["completion_tokens"] for s in sent)
+        s["usage"]["completion_tokens"] for s in sent
+    )
     assert all(r.call.usage_reported and len(r.call.prompt_hash) == 64 for r in results)
     # The aggregator's request carried its peers' replies; the decision agent saw all finals.
     agg_user = sent[2]["body"]["messages"][1]["content"]
@@ -100,8 +139,19 @@ def test_retries_then_success_with_retry_after(fake_server, tmp_path):
     assert time.monotonic() - t0 >= 0.2  # the 429's Retry-After was honoured
 
 
-@pytest.mark.parametrize("fault", ["500", "429", "timeout", "truncated", "malformed",
-                                   "no_choices", "empty_content", "disconnect"])
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "500",
+        "429",
+        "timeout",
+        "truncated",
+        "malformed",
+        "no_choices",
+        "empty_content",
+        "disconnect",
+    ],
+)
 def test_fault_exhausting_attempts_fails_the_turn(fake_server, tmp_path, fault):
     fake_server.always = fault
     r = run(make(fake_server, tmp_path, max_attempts=2, timeout_s=0.3))
@@ -186,7 +236,8 @@ def test_key_never_written_anywhere(fake_server, tmp_path, monkeypatch, caplog):
     assert fake_server.requests[0]["headers"]["authorization"] == f"Bearer {secret}"
     # ... and is nowhere we write.
     records = json.dumps([asdict(r.call) for r in results + [failed]]) + json.dumps(
-        [r.text for r in results])
+        [r.text for r in results]
+    )
     cache_files = "".join(p.read_text() for p in (tmp_path / "cache").rglob("*.json"))
     assert cache_files and "SECRET" not in cache_files
     assert "SECRET" not in records
@@ -207,8 +258,14 @@ def test_no_key_uses_placeholder_and_base_url_from_env(fake_server, tmp_path, mo
 
 def test_execute_verify_on_code_runs_the_tests_and_revises(tmp_path):
     p = read_problems()["HumanEval/0"]
-    task = Task(p["task_id"], "humaneval", "code", p["prompt"], p["canonical_solution"],
-                meta={k: p[k] for k in ("prompt", "test", "entry_point")})
+    task = Task(
+        p["task_id"],
+        "humaneval",
+        "code",
+        p["prompt"],
+        p["canonical_solution"],
+        meta={k: p[k] for k in ("prompt", "test", "entry_point")},
+    )
     wrong = "```python\ndef has_close_elements(numbers, threshold):\n    return False\n```\nConfidence: 90"
 
     def responder(messages):
@@ -228,7 +285,9 @@ def test_execute_verify_on_code_runs_the_tests_and_revises(tmp_path):
         assert r.call.prompt_tokens == sum(s["usage"]["prompt_tokens"] for s in srv.requests)
     # Code that already passes needs no second call.
     with FakeOpenAIServer() as srv:
-        ok = run(make(srv, tmp_path, use_cache=False), turn(action=Action.EXECUTE_VERIFY, task=task))
+        ok = run(
+            make(srv, tmp_path, use_cache=False), turn(action=Action.EXECUTE_VERIFY, task=task)
+        )
         assert ok.verified and srv.request_count == 1
 
 
@@ -253,13 +312,20 @@ def test_config_validation_names_the_value():
 
 
 def test_fake_server_runs_from_the_command_line():
-    proc = subprocess.Popen([sys.executable, "-m", "tests.core.backends.fake_openai", "--port", "0"],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.core.backends.fake_openai", "--port", "0"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = json.loads(proc.stdout.readline())["url"]
         client = openai.OpenAI(base_url=url, api_key="x", max_retries=0)
         reply = client.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "Problem:\nWhat is 2 + 3?\n\nRound 1 of 1."}])
+            model="m",
+            messages=[{"role": "user", "content": "Problem:\nWhat is 2 + 3?\n\nRound 1 of 1."}],
+        )
         assert "Answer: 5" in reply.choices[0].message.content
         assert reply.usage.prompt_tokens > 0
     finally:

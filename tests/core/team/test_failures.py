@@ -20,8 +20,14 @@ A = int(Action.AGGREGATE_REFINE)
 
 
 def run(backend, failures, rounds=3, actions=None, seed=0, task=None):
-    episode = TeamEpisode(task or make_task(), ROLES, backend, config=RuntimeConfig(n_rounds=rounds),
-                          failures=failures, seed=seed)
+    episode = TeamEpisode(
+        task or make_task(),
+        ROLES,
+        backend,
+        config=RuntimeConfig(n_rounds=rounds),
+        failures=failures,
+        seed=seed,
+    )
 
     async def go():
         for _ in range(rounds):
@@ -33,12 +39,27 @@ def run(backend, failures, rounds=3, actions=None, seed=0, task=None):
 
 def test_parser_accepts_indices_roles_and_rounds():
     specs = parse_failures("0:crash@1, verifier:BYZANTINE ,Coder:garbled@2", ROLES, n_rounds=3)
-    assert specs == [FailureSpec(0, "crash", 1), FailureSpec(3, "byzantine", 0), FailureSpec(1, "garbled", 2)]
+    assert specs == [
+        FailureSpec(0, "crash", 1),
+        FailureSpec(3, "byzantine", 0),
+        FailureSpec(1, "garbled", 2),
+    ]
     assert parse_failures("", ROLES) == []
 
 
-@pytest.mark.parametrize("text", ["0", "0:explode", "9:crash", "boss:crash", "0:crash@x", "0:crash@5",
-                                  "0:crash,0:timeout", ":crash"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "0",
+        "0:explode",
+        "9:crash",
+        "boss:crash",
+        "0:crash@x",
+        "0:crash@5",
+        "0:crash,0:timeout",
+        ":crash",
+    ],
+)
 def test_parser_rejects_bad_text_with_one_sentence(text):
     with pytest.raises(UserError) as err:
         parse_failures(text, ROLES, n_rounds=3)
@@ -91,16 +112,25 @@ def test_byzantine_answers_confidently_wrong_and_misleads_readers():
     for r in record.rounds:
         step = r.steps[0]
         assert step.fault == "byzantine" and step.correct is False and step.confidence > 0.85
+
     # Over many seeds, a byzantine broadcaster drags down an easy task that honest agents solve.
     def accuracy(failures):
-        return sum(run(backend, failures, seed=s, task=task, actions=[1, 3, 3, 3]).score for s in range(60)) / 60
+        return (
+            sum(
+                run(backend, failures, seed=s, task=task, actions=[1, 3, 3, 3]).score
+                for s in range(60)
+            )
+            / 60
+        )
 
     assert accuracy([FailureSpec(0, "byzantine", 0)]) < accuracy([]) - 0.2
 
 
 def test_garbled_output_is_unreadable():
     backend = LatencyBackend(latency=0.0)
-    record = run(backend, [FailureSpec(3, "garbled", 2)], actions=[A, A, A, int(Action.BROADCAST_ALL)])
+    record = run(
+        backend, [FailureSpec(3, "garbled", 2)], actions=[A, A, A, int(Action.BROADCAST_ALL)]
+    )
     ok, bad = record.rounds[1].steps[3], record.rounds[2].steps[3]
     assert ok.answer == "3" and ok.fault is None
     assert bad.alive and bad.fault == "garbled" and bad.answer is None and bad.tokens > 0

@@ -71,8 +71,14 @@ def test_cycles_are_broken_and_recorded():
 def test_token_accounting_sums():
     backend = SimBackend("flash-lite")
     episode = TeamEpisode(make_task(3, difficulty=4), ROLES, backend, seed=5)
-    record = play(episode, [RoundPlan(actions=[A, B, 2, 5]), RoundPlan(actions=[4, 3, 3, 0]),
-                            RoundPlan(actions=[A] * 4)])
+    record = play(
+        episode,
+        [
+            RoundPlan(actions=[A, B, 2, 5]),
+            RoundPlan(actions=[4, 3, 3, 0]),
+            RoundPlan(actions=[A] * 4),
+        ],
+    )
     steps = sum(s.tokens for r in record.rounds for s in r.steps)
     calls = sum(c.prompt_tokens + c.completion_tokens for c in record.calls)
     assert record.tokens == steps + record.decision.tokens == calls
@@ -90,10 +96,14 @@ def test_token_accounting_sums():
 def test_prompt_tokens_grow_with_in_degree():
     backend = SimBackend("flash-lite")
     task = make_task(1, difficulty=3)
-    lone = play(TeamEpisode(task, ROLES, backend, config=RuntimeConfig(n_rounds=1), seed=1),
-                [RoundPlan(actions=[S] * 4)])
-    mesh = play(TeamEpisode(task, ROLES, backend, config=RuntimeConfig(n_rounds=1), seed=1),
-                [RoundPlan(actions=[A] * 4)])
+    lone = play(
+        TeamEpisode(task, ROLES, backend, config=RuntimeConfig(n_rounds=1), seed=1),
+        [RoundPlan(actions=[S] * 4)],
+    )
+    mesh = play(
+        TeamEpisode(task, ROLES, backend, config=RuntimeConfig(n_rounds=1), seed=1),
+        [RoundPlan(actions=[A] * 4)],
+    )
     assert mesh.rounds[0].steps[3].prompt_tokens > lone.rounds[0].steps[3].prompt_tokens + 100
     assert mesh.rounds[0].steps[0].prompt_tokens == lone.rounds[0].steps[0].prompt_tokens
 
@@ -103,17 +113,32 @@ def test_same_seed_same_record_whatever_the_concurrency():
     jobs = [env.job(k) for k in range(12)]
 
     def run(concurrency: int, order: list[int]):
-        records = asyncio.run(run_episodes(make_policy("random"), [jobs[k] for k in order], ROLES,
-                                           SimBackend("flash-lite"), observe=env.observe,
-                                           config=env.runtime_config, concurrency=concurrency))
+        records = asyncio.run(
+            run_episodes(
+                make_policy("random"),
+                [jobs[k] for k in order],
+                ROLES,
+                SimBackend("flash-lite"),
+                observe=env.observe,
+                config=env.runtime_config,
+                concurrency=concurrency,
+            )
+        )
         return {jobs[k].seed: r.to_dict() for k, r in zip(order, records, strict=True)}
 
     first = run(1, list(range(12)))
     again = run(8, list(reversed(range(12))))
     assert first == again
     assert len({r["seed"] for r in first.values()}) == 12
-    other = asyncio.run(run_episodes(make_policy("random"), [EpisodeJob(jobs[0].task, jobs[0].seed + 1)],
-                                     ROLES, SimBackend("flash-lite"), observe=env.observe))
+    other = asyncio.run(
+        run_episodes(
+            make_policy("random"),
+            [EpisodeJob(jobs[0].task, jobs[0].seed + 1)],
+            ROLES,
+            SimBackend("flash-lite"),
+            observe=env.observe,
+        )
+    )
     assert other[0].to_dict() != first[jobs[0].seed]
 
 
@@ -121,8 +146,15 @@ def test_policy_view_is_copied_into_the_record():
     backend = LatencyBackend(latency=0.0)
     episode = TeamEpisode(make_task(), ROLES, backend, config=RuntimeConfig(n_rounds=1))
     q = [[float(i + a) for a in range(6)] for i in range(4)]
-    plan = RoundPlan(actions=[S] * 4, q_values=q, greedy=[True, False, True, True], epsilon=0.25,
-                     q_tot=1.5, mixer_weights=[[0.1, 0.2]] * 4, credit=[0.5, 0.1, 0.2, 0.2])
+    plan = RoundPlan(
+        actions=[S] * 4,
+        q_values=q,
+        greedy=[True, False, True, True],
+        epsilon=0.25,
+        q_tot=1.5,
+        mixer_weights=[[0.1, 0.2]] * 4,
+        credit=[0.5, 0.1, 0.2, 0.2],
+    )
     record = play(episode, [plan])
     step = record.rounds[0].steps[1]
     assert step.q_values == q[1] and step.greedy is False and step.epsilon == 0.25
@@ -133,14 +165,20 @@ def test_policy_view_is_copied_into_the_record():
 
 def test_decision_reads_live_finals_and_single_answer_is_passed_through():
     backend = LatencyBackend(latency=0.0)
-    record = play(TeamEpisode(make_task(), ROLES, backend, config=RuntimeConfig(n_rounds=1)),
-                  [RoundPlan(actions=[S] * 4)])
+    record = play(
+        TeamEpisode(make_task(), ROLES, backend, config=RuntimeConfig(n_rounds=1)),
+        [RoundPlan(actions=[S] * 4)],
+    )
     assert record.decision.agent == -1 and record.decision.read_from == [0, 1, 2, 3]
     assert record.team_answer == "0" and record.decision.prompt_tokens == 20 + 7 * 4
 
-    alone = play(TeamEpisode(make_task(), ROLES, backend, config=RuntimeConfig(n_rounds=2)),
-                 [RoundPlan(actions=[S] * 4, active=[False, True, False, False]),
-                  RoundPlan(actions=[S] * 4, active=[False] * 4)])
+    alone = play(
+        TeamEpisode(make_task(), ROLES, backend, config=RuntimeConfig(n_rounds=2)),
+        [
+            RoundPlan(actions=[S] * 4, active=[False, True, False, False]),
+            RoundPlan(actions=[S] * 4, active=[False] * 4),
+        ],
+    )
     assert alone.team_answer == "1" and alone.decision.tokens == 0
     assert len(alone.calls) == 1
     # Inactive agents spend nothing; agent 1 carries its answer into round 1.

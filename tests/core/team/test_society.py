@@ -21,8 +21,10 @@ N = 400
 @pytest.fixture(scope="module")
 def runs():
     env = TeamEnv(TeamEnvConfig(benchmark="mixed", seed=11))
-    out = {name: env.run(make_policy(name), range(N), concurrency=16)
-           for name in ("single", "full", "debate", "star")}
+    out = {
+        name: env.run(make_policy(name), range(N), concurrency=16)
+        for name in ("single", "full", "debate", "star")
+    }
     env.close()
     return out
 
@@ -49,11 +51,16 @@ def test_full_mesh_costs_several_times_a_single_agent(runs):
 def test_topology_matters(runs):
     easy, hard = (1, 2), (4, 5)
     # Easy tasks: talking wastes tokens, single beats the full mesh on reward.
-    assert mean(pick(runs["single"], levels=easy), "reward") > mean(pick(runs["full"], levels=easy), "reward")
+    assert mean(pick(runs["single"], levels=easy), "reward") > mean(
+        pick(runs["full"], levels=easy), "reward"
+    )
     assert mean(pick(runs["single"], "code"), "reward") > mean(pick(runs["full"], "code"), "reward")
     # Hard maths: a communicating topology gains 10-40 points of accuracy over single.
-    gain = mean(pick(runs["debate"], "math", hard), "score") - mean(pick(runs["single"], "math", hard), "score")
+    gain = mean(pick(runs["debate"], "math", hard), "score") - mean(
+        pick(runs["single"], "math", hard), "score"
+    )
     assert 0.10 <= gain <= 0.45
+
     # So the best topology by reward differs between easy and hard tasks.
     def best(levels):
         return max(runs, key=lambda name: mean(pick(runs[name], levels=levels), "reward"))
@@ -64,7 +71,10 @@ def test_topology_matters(runs):
 def test_calls_do_not_depend_on_order_and_are_seeded():
     backend = SimBackend("flash-lite")
     task = make_task(2, difficulty=4)
-    turns = [AgentTurn(task, i, "solver", 0, 3, Action.SOLO_PROCESS, None, episode_seed=9) for i in range(4)]
+    turns = [
+        AgentTurn(task, i, "solver", 0, 3, Action.SOLO_PROCESS, None, episode_seed=9)
+        for i in range(4)
+    ]
 
     async def run(order):
         return {turns[i].agent: await backend.agent_turn(turns[i]) for i in order}
@@ -72,7 +82,9 @@ def test_calls_do_not_depend_on_order_and_are_seeded():
     a = asyncio.run(run([0, 1, 2, 3]))
     b = asyncio.run(run([3, 1, 0, 2]))
     assert all(a[i] == b[i] for i in range(4))
-    other = backend.agent_turn_sync(AgentTurn(task, 0, "solver", 0, 3, Action.SOLO_PROCESS, None, episode_seed=10))
+    other = backend.agent_turn_sync(
+        AgentTurn(task, 0, "solver", 0, 3, Action.SOLO_PROCESS, None, episode_seed=10)
+    )
     assert other.call.prompt_hash != a[0].call.prompt_hash
 
 
@@ -81,7 +93,9 @@ def test_confidence_is_informative():
     right, wrong = [], []
     for s in range(400):
         task = make_task(s, difficulty=4)
-        res = backend.agent_turn_sync(AgentTurn(task, 0, "solver", 0, 3, Action.SOLO_PROCESS, None, episode_seed=s))
+        res = backend.agent_turn_sync(
+            AgentTurn(task, 0, "solver", 0, 3, Action.SOLO_PROCESS, None, episode_seed=s)
+        )
         (right if res.answer == task.answer else wrong).append(res.confidence)
     assert right and wrong and statistics.mean(right) > statistics.mean(wrong) + 0.15
 
@@ -93,11 +107,15 @@ def test_verification_helps_code_more_than_mcq():
         fixed = tried = 0
         for s in range(3000):
             task = make_task(s, difficulty=5, domain=domain)
-            base = backend.agent_turn_sync(AgentTurn(task, 0, "solver", 0, 3, Action.SOLO_PROCESS, None, episode_seed=s))
+            base = backend.agent_turn_sync(
+                AgentTurn(task, 0, "solver", 0, 3, Action.SOLO_PROCESS, None, episode_seed=s)
+            )
             if base.answer == task.answer:
                 continue
             tried += 1
-            ver = backend.agent_turn_sync(AgentTurn(task, 0, "solver", 0, 3, Action.EXECUTE_VERIFY, None, episode_seed=s))
+            ver = backend.agent_turn_sync(
+                AgentTurn(task, 0, "solver", 0, 3, Action.EXECUTE_VERIFY, None, episode_seed=s)
+            )
             fixed += ver.answer == task.answer and ver.verified
         return fixed / tried
 
@@ -113,14 +131,19 @@ def test_scoring_and_distractors():
     assert backend.score(maths, maths.distractors[0]) == 0.0 and backend.score(maths, None) == 0.0
     mcq = make_task(1, domain="mcq")
     assert backend.score(mcq, "B") == 1.0 and set(derive_distractors(mcq)) == {"A", "C", "D"}
-    assert all(d != "12" for d in derive_distractors(make_task(0).__class__("m", "h", "math", "q", "12")))
+    assert all(
+        d != "12" for d in derive_distractors(make_task(0).__class__("m", "h", "math", "q", "12"))
+    )
 
 
 def test_presets():
     assert set(PRESETS) >= {"flash-lite", "oss-120b"}
     for name in PRESETS:
         get_preset(name).validate()
-    assert get_preset("oss-120b").completion_tokens["math"] > 2 * get_preset("flash-lite").completion_tokens["math"]
+    assert (
+        get_preset("oss-120b").completion_tokens["math"]
+        > 2 * get_preset("flash-lite").completion_tokens["math"]
+    )
     with pytest.raises(UserError):
         get_preset("gpt-9")
     bad = get_preset("flash-lite")

@@ -1,0 +1,29 @@
+"""Agent Q-Mix Lab: the Streamlit entry point, a thin router over the files in pages/.
+
+Run with ``agentqmix lab`` or ``streamlit run app.py``; the database is ``$AGENTQMIX_DB``
+(default ``./agentqmix.duckdb``). Because this file calls ``st.navigation``, Streamlit
+does not auto-discover ``pages/``: every page is listed here.
+"""
+
+import streamlit as st
+
+from lab import data, ui
+
+st.set_page_config(page_title="Agent Q-Mix Lab", page_icon="🕸️", layout="wide")
+
+PAGES = [
+    st.Page("pages/home.py", title="Overview", icon="🏠", default=True),
+    st.Page("pages/replay.py", title="Replay", icon="🎞️"),
+    st.Page("pages/train.py", title="Train", icon="🏋️"),
+    st.Page("pages/failure_lab.py", title="Failure lab", icon="💥"),
+    st.Page("pages/compare.py", title="Compare", icon="⚖️"),
+    st.Page("pages/ctde.py", title="CTDE explained", icon="🎓"),
+    st.Page("pages/runs.py", title="Runs", icon="🗂️"),
+]
+
+db = data.db_path()
+with ui.friendly():
+    ui.start_demo_if_empty(db)
+page = st.navigation(PAGES)
+ui.sidebar_status(db)
+page.run()

@@ -1,0 +1,172 @@
+"""Failure lab: fail agents on a logged task, run it now, and compare with the healthy run."""
+
+import streamlit as st
+
+from core.team.failures import FAILURE_MODES
+from core.team.topologies import FIXED_TOPOLOGIES
+from lab import data, figures, ui
+from lab.demo import FAILURE_SETTINGS, FIXED_FOR_DEMO
+from lab.jobs import CommandQueue, FailureChoice, Step, compare_command, side_by_side_commands
+
+db = data.db_path()
+st.title("Failure lab")
+st.caption(
+    "Pick a logged episode (its task and its randomness), a policy and the agents to fail. "
+    "The lab runs the same episode twice — with and without the failures — and logs both."
+)
+runs = ui.require_runs(db)
+
+# ---------------------------------------------------------------- the task: a logged episode
+run_ids = runs.loc[runs["episodes"] > 0, "id"].tolist()
+if not run_ids:
+    st.info("No logged episode yet to take a task from.")
+    st.stop()
+labels = {r["id"]: ui.run_label(r) for _, r in runs.iterrows()}
+c1, c2 = st.columns([3, 2])
+base_run = c1.selectbox("Take the task from run", run_ids, format_func=labels.get, key="fail_run")
+with ui.friendly():
+    episodes = data.episodes(db, base_run, limit=200)
+if episodes.empty:
+    st.info("This run has no episodes yet.")
+    st.stop()
+base_index = c2.selectbox(
+    "Episode",
+    episodes["episode"].tolist(),
+    format_func=lambda i: f"#{i} · {episodes.loc[episodes['episode'] == i, 'task_id'].iloc[0]}",
+    key="fail_episode",
+)
+record = data.episode(db, base_run, int(base_index))
+if record is None:
+    st.warning("That episode is gone (was its run deleted?).")
+    st.stop()
+st.markdown(
+    f"**Task** {record.task_id} ({record.benchmark}, difficulty {record.difficulty}): {record.question[:300]}"
+)
+
+# ---------------------------------------------------------------- the policy and the failures
+with ui.friendly():
+    ckpts = data.checkpoints(db)
+choices = {f"learned · {r['id']}": ("checkpoint", r["checkpoint"]) for _, r in ckpts.iterrows()}
+choices |= {f"fixed · {name}": ("policy", name) for name in FIXED_TOPOLOGIES}
+if ckpts.empty:
+    st.caption(
+        "No trained checkpoint yet — train one on the **Train** page to fail a learned policy."
+    )
+p1, p2, p3, p4 = st.columns([2, 2, 1, 1])
+policy_label = p1.selectbox("Policy", list(choices), key="fail_policy")
+n_agents, n_rounds = len(record.roles), len(record.rounds)
+agents = p2.multiselect(
+    "Agents to fail", list(range(n_agents)), default=[min(1, n_agents - 1)],
+    format_func=lambda i: figures.agent_labels(record.roles)[i], key="fail_agents",
+)  # fmt: skip
+mode = p3.selectbox("How", FAILURE_MODES, key="fail_mode")
+from_round = p4.number_input("From round", 0, n_rounds - 1, 0, key="fail_from_round")
+if len(agents) >= n_agents:
+    st.warning("Keep at least one agent healthy.")
+
+kind, value = choices[policy_label]
+failures = [FailureChoice(int(a), mode, int(from_round)) for a in agents]
+if st.button(
+    "Run it now", type="primary", key="fail_run_now", disabled=not agents or len(agents) >= n_agents
+):
+    failed_cmd, healthy_cmd = side_by_side_commands(db, record, failures, **{kind: value})
+    manager = data.jobs(db)
+    st.session_state["fail_jobs"] = (
+        manager.start(f"failure lab: {policy_label} with failures", failed_cmd).id,
+        manager.start(f"failure lab: {policy_label} healthy", healthy_cmd).id,
+    )
+
+# ---------------------------------------------------------------- side by side
+job_ids = st.session_state.get("fail_jobs")
+if job_ids:
+    jobs = [data.jobs(db).get(i) for i in job_ids]
+    running = any(j.status == "running" for j in jobs)
+
+    @st.fragment(run_every=1.0 if running else None)
+    def side_by_side() -> None:
+        if any(j.status == "running" for j in jobs):
+            with st.status("Running the episode with and without failures…", expanded=False):
+                for j in jobs:
+                    st.write(f"{j.label}: {j.status}")
+            return
+        bad = [j for j in jobs if j.status != "finished" or not (j.result() or {}).get("run_id")]
+        if bad:
+            st.error(f"{bad[0].label} did not finish:")
+            st.code(bad[0].log_tail(15) or "(no output)")
+            return
+        data.clear()
+        recs = [data.episode(db, j.result()["run_id"], 0) for j in jobs]
+        if any(r is None for r in recs):
+            st.warning(
+                "The runs finished but their episodes are not in the database yet; reload in a moment."
+            )
+            return
+        r_show = st.slider(
+            "Round", 0, len(recs[0].rounds) - 1, len(recs[0].rounds) - 1, key="fail_show_round"
+        )
+        cols = st.columns(2)
+        for col, rec, title in zip(cols, recs, ("with failures", "without failures"), strict=True):
+            with col:
+                st.markdown(f"#### {title}")
+                a, b, c = st.columns(3)
+                a.metric("answer", str(rec.team_answer), "right" if rec.score > 0 else "wrong",
+                         delta_color="normal" if rec.score > 0 else "inverse")  # fmt: skip
+                b.metric("tokens", f"{rec.tokens:,}")
+                c.metric("reward", f"{rec.reward:.3f}")
+                r = min(r_show, len(rec.rounds) - 1)
+                ui.chart(figures.communication_graph(rec, r), key=f"fail_graph_{title}")
+                st.dataframe(
+                    figures.round_table(rec, r),
+                    hide_index=True,
+                    width="stretch",
+                    key=f"fail_table_{title}",
+                )
+        d_tokens = recs[0].tokens - recs[1].tokens
+        st.info(
+            f"The failure cost **{recs[1].score - recs[0].score:+.2f}** in score and changed the token "
+            f"bill by **{d_tokens:+,}** (reward {recs[0].reward - recs[1].reward:+.3f})."
+        )
+
+    side_by_side()
+
+# ---------------------------------------------------------------- robustness
+st.subheader("Robustness: accuracy vs failed agents")
+with ui.friendly():
+    robust = data.robustness(db, record.benchmark)
+ui.chart(figures.robustness_figure(robust), key="fail_robustness", empty="No episodes yet.")
+slot = data.demo_slot(db)
+queue = slot.get("robustness")
+busy = queue is not None and not queue.finished
+if st.button("Measure robustness now", key="fail_measure", disabled=busy or ckpts.empty,
+             help="Evaluates the newest learned policy and the fixed topologies with 0, 1 and 2 failed agents."):  # fmt: skip
+    ckpt = ckpts.iloc[0]["checkpoint"]
+    steps = [
+        Step(
+            f"compare with {len(f)} failed",
+            compare_command(
+                db,
+                record.benchmark,
+                checkpoint=ckpt,
+                policies=FIXED_FOR_DEMO,
+                failures=f,
+                episodes=20,
+                agents=n_agents,
+                rounds=n_rounds,
+            ),  # fmt: skip
+        )
+        for f in FAILURE_SETTINGS
+    ]
+    slot["robustness"] = CommandQueue(data.jobs(db), steps).start()
+    st.rerun()
+if busy:
+
+    @st.fragment(run_every=1.0)
+    def robustness_progress() -> None:
+        st.progress(queue.fraction, text=f"{queue.current or 'done'}…")
+        if queue.finished:
+            data.clear()
+            st.rerun(scope="app")
+
+    robustness_progress()
+elif queue is not None and queue.error:
+    st.error(queue.error)

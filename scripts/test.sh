@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Sets everything up (Python packages, Debian's chromium for the browser test) and runs
+# the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh dev
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "chromium is not installed and cannot be installed here; browser tests will be skipped" >&2
+  fi
+fi
+exec python -m pytest "$@"

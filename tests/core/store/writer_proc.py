@@ -1,0 +1,49 @@
+"""A producer process for the store tests: logs synthetic episodes, reporting each one.
+
+    python writer_proc.py DB EPISODES [--sleep S] [--ingest-every S] [--checkpoint-every K]
+        [--resume RUN_ID]
+
+Prints ``run RUN_ID`` first, then ``logged I`` after episode I is in the spool (flushed),
+then ``done``. Episode I is ``synthetic_episode(seed=I)``, so a reader can check it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from core.store.synthetic import synthetic_episode
+from core.store.writer import LoggerConfig, RunLogger
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("db")
+    p.add_argument("episodes", type=int)
+    p.add_argument("--sleep", type=float, default=0.0)
+    p.add_argument("--ingest-every", type=float, default=0.05)
+    p.add_argument("--checkpoint-every", type=int, default=0)
+    p.add_argument("--resume", default=None)
+    args = p.parse_args()
+    settings = LoggerConfig(ingest_every_s=args.ingest_every)
+    if args.resume:
+        logger = RunLogger.resume(args.db, args.resume, settings=settings)
+    else:
+        logger = RunLogger(args.db, "train", {"episodes": args.episodes}, settings=settings)
+    print(f"run {logger.run_id}", flush=True)
+    while logger.next_episode < args.episodes:
+        i = logger.log_episode(synthetic_episode(logger.next_episode))
+        logger.log_metrics([{"step": i, "episode": i, "loss": 1.0 / (i + 1)}])
+        if args.checkpoint_every and (i + 1) % args.checkpoint_every == 0:
+            logger.set_checkpoint(f"/tmp/ckpt-{logger.run_id}-{i}.pt", i)
+        print(f"logged {i}", flush=True)
+        if args.sleep:
+            time.sleep(args.sleep)
+    logger.close()
+    print("done", flush=True)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
