@@ -9,16 +9,16 @@ import streamlit as st
 
 from lab import data, ui
 
-st.set_page_config(page_title="Agent Q-Mix Lab", page_icon="🕸️", layout="wide")
+st.set_page_config(page_title="Agent Q-Mix Lab", page_icon=":material/hub:", layout="wide")
 
 PAGES = [
-    st.Page("pages/home.py", title="Overview", icon="🏠", default=True),
-    st.Page("pages/replay.py", title="Replay", icon="🎞️"),
-    st.Page("pages/train.py", title="Train", icon="🏋️"),
-    st.Page("pages/failure_lab.py", title="Failure lab", icon="💥"),
-    st.Page("pages/compare.py", title="Compare", icon="⚖️"),
-    st.Page("pages/ctde.py", title="CTDE explained", icon="🎓"),
-    st.Page("pages/runs.py", title="Runs", icon="🗂️"),
+    st.Page("pages/home.py", title="Overview", icon=":material/home:", default=True),
+    st.Page("pages/replay.py", title="Replay", icon=":material/movie:"),
+    st.Page("pages/train.py", title="Train", icon=":material/model_training:"),
+    st.Page("pages/failure_lab.py", title="Failure lab", icon=":material/bolt:"),
+    st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page("pages/ctde.py", title="CTDE explained", icon=":material/school:"),
+    st.Page("pages/runs.py", title="Runs", icon=":material/table_view:"),
 ]
 
 db = data.db_path()

@@ -100,7 +100,14 @@ def load_checkpoint(
         raise UserError(
             f"checkpoint {path} has format version {payload.get('version')}; this build reads {VERSION}."
         )
-    shapes = EnvShapes(**payload["shapes"])
+    parts = ("shapes", "agent_config", "mixer_config", "env", "meta", "agent", "mixer")
+    missing = [k for k in parts if k not in payload]
+    if missing:
+        raise UserError(f"checkpoint {path} is incomplete: it lacks {', '.join(missing)}.")
+    try:
+        shapes = EnvShapes(**payload["shapes"])
+    except TypeError as exc:
+        raise UserError(f"checkpoint {path} is incomplete: its shapes are malformed.") from exc
     if expect is not None and expect != shapes:
         diff = ", ".join(
             f"{k} {getattr(shapes, k)} vs {getattr(expect, k)}"

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from core.errors import UserError
+from core.store.engine import StoreBusy
 
 app = typer.Typer(
     name="agentqmix",
@@ -537,6 +538,94 @@ def robustness(
         )
 
 
+# --------------------------------------------------------------------------- the store
+
+
+@app.command()
+def runs(db: Db = None, as_json: Json = False) -> None:
+    """List runs with their headline figures (episodes, accuracy, tokens, reward, status)."""
+    from core.store import commands
+
+    commands.print_table(
+        commands.runs(db), as_json=as_json, title="runs", width=None if sys.stdout.isatty() else 200
+    )
+
+
+@app.command()
+def sql(
+    query: Annotated[
+        str, typer.Argument(help="One read-only statement, e.g. SELECT ... FROM episodes.")
+    ],
+    db: Db = None,
+    as_json: Json = False,
+) -> None:
+    """Run read-only SQL against the episode store and print a table."""
+    from core.store import commands
+
+    commands.print_table(
+        commands.sql(query, db), as_json=as_json, width=None if sys.stdout.isatty() else 200
+    )
+
+
+@app.command()
+def export(
+    run: Annotated[str, typer.Option(help="RUN_ID to export.")],
+    parquet: Annotated[Path, typer.Option(help="Folder to write one Parquet file per table into.")],
+    db: Db = None,
+) -> None:
+    """Write a run's tables as Parquet files."""
+    from core.store import commands
+
+    counts = commands.export_run(run, parquet, db)
+    console.print(
+        f"wrote {', '.join(f'{t} ({n} rows)' for t, n in counts.items())} to {parquet}",
+        soft_wrap=True,
+    )
+
+
+@app.command("delete-run")
+def delete_run(run: Annotated[str, typer.Option(help="RUN_ID to delete.")], db: Db = None) -> None:
+    """Delete a run and every row it logged."""
+    from core.store import commands
+
+    counts = commands.delete_run(run, db)
+    console.print(f"deleted run {run} ({sum(counts.values())} rows)")
+
+
+@app.command()
+def lab(
+    db: Db = None,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port on 127.0.0.1.")] = 8501,
+    headless: Annotated[bool, typer.Option("--headless", help="Do not open a browser.")] = False,
+) -> None:
+    """Open the Streamlit lab (builds a small demo first if the database is empty)."""
+    import os
+    import subprocess
+
+    from core.store.engine import resolve_db
+
+    root = Path(__file__).resolve().parent.parent
+    app_file = root / "app.py"
+    if not app_file.is_file():
+        raise UserError(f"the lab's app.py is missing from {root}; reinstall with pip install -e .")
+    env = {**os.environ, "AGENTQMIX_DB": str(resolve_db(db))}
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app_file),
+        "--server.address",
+        "127.0.0.1",
+        "--server.port",
+        str(port),
+        "--server.headless",
+        "true" if headless else "false",
+    ]
+    console.print(f"lab on http://127.0.0.1:{port}  (database {env['AGENTQMIX_DB']})")
+    raise typer.Exit(subprocess.call(cmd, cwd=root, env=env))
+
+
 # --------------------------------------------------------------------------- benchmarks
 
 
@@ -561,6 +650,27 @@ def bench_learner(
         console.print(f"{result['train_steps_per_s']} learner updates/s on {result['device']}")
 
 
+@bench_app.command("store")
+def bench_store(
+    rows: Annotated[
+        int, typer.Option(min=1000, help="Agent-step rows in the load test database.")
+    ] = 1_000_000,
+    episodes: Annotated[int, typer.Option(min=10, help="Episodes in the throughput test.")] = 4000,
+    train_episodes: Annotated[
+        int, typer.Option(min=0, help="Episodes of the logging-on/off training job.")
+    ] = 256,
+    as_json: Json = False,
+) -> None:
+    """Logging throughput, one-episode load latency, training slowdown from logging."""
+    from core.store.bench import run_store_bench
+
+    result = run_store_bench(rows=rows, throughput_episodes=episodes, train_episodes=train_episodes)
+    if as_json:
+        emit_json(result)
+    else:
+        console.print_json(data=result)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors become one line on stderr and exit code 2.
 
@@ -570,7 +680,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         app(args=argv, standalone_mode=True)
         return_code = 0
-    except UserError as exc:
+    except (UserError, StoreBusy) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return_code = 2
     except SystemExit as exc:

@@ -20,7 +20,10 @@ class RelayGame:
 
     def __init__(self, n_agents: int = 3, n_actions: int = 3, max_steps: int = 3, seed: int = 0):
         if n_agents < 2 or n_actions < 2 or max_steps < 1:
-            raise ValueError(f"RelayGame needs n_agents >= 2, n_actions >= 2, max_steps >= 1")
+            raise ValueError(
+                f"RelayGame needs n_agents >= 2, n_actions >= 2, max_steps >= 1; got "
+                f"n_agents={n_agents}, n_actions={n_actions}, max_steps={max_steps}"
+            )
         self.n_agents, self.n_actions, self.max_steps = n_agents, n_actions, max_steps
         self.obs_dim = n_actions + 1
         self.state_dim = n_actions + 1

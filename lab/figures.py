@@ -55,13 +55,16 @@ _NODE_RADIUS = 0.11
 
 
 def _layout(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
+    # Title on the first line, the legend on the line below it, the plot under both.
     fig.update_layout(
         template="plotly_white",
         font=FONT,
         height=height,
-        margin=dict(l=10, r=10, t=40 if title else 10, b=10),
-        title=dict(text=title, x=0.0, xanchor="left") if title else None,
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="left", x=0.0),
+        margin=dict(l=10, r=10, t=85 if title else 40, b=10),
+        title=dict(text=title, x=0.0, xanchor="left", y=0.985, yanchor="top", yref="container")
+        if title
+        else None,
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0.0),
     )
     return fig
 
@@ -186,14 +189,12 @@ def _graph_frame_data(
         go.Scatter(
             x=[pos[i][0] for i in failed],
             y=[pos[i][1] for i in failed],
-            mode="markers",
+            mode="markers+text",
             name="failed",
-            marker=dict(
-                symbol="x-thin-open",
-                size=44,
-                color=FAILED_COLOR,
-                line=dict(width=4, color=FAILED_COLOR),
-            ),
+            marker=dict(symbol="circle-open", size=46, color=FAILED_COLOR, line=dict(width=4)),
+            text=[f"✕ {steps[i].fault or 'inactive'}" for i in failed],
+            textposition="bottom center",
+            textfont=dict(color=FAILED_COLOR, size=12),
             customdata=failed,
             hovertext=[f"agent {i}: {steps[i].fault or 'inactive'}" for i in failed],
             hoverinfo="text",
@@ -360,6 +361,13 @@ def q_values_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 320) -
             marker=dict(
                 color=ACTION_COLORS[a],
                 line=dict(color="black", width=[3 if c else 0 for c in chosen]),
+                pattern=dict(
+                    shape=[
+                        "/" if c and s.greedy is False else ""
+                        for s, c in zip(steps, chosen, strict=True)
+                    ],
+                    fgcolor="black",
+                ),
             ),
             text=[_choice_label(s) if c else "" for s, c in zip(steps, chosen, strict=True)],
             textposition="outside",
@@ -383,6 +391,8 @@ def _choice_label(step) -> str:
 def mixer_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 300) -> go.Figure | None:
     """The mixer's view of the round: per-agent credit ∂Q_tot/∂Q_i and its weights heat map.
 
+    (Q_tot itself goes in the caller's heading, next to the round number.)
+
     Left: credit bars (one per agent). Right: the first-layer weights ``(N, embed)`` as
     a heat map. None when the round has neither (fixed policies).
     """
@@ -394,7 +404,7 @@ def mixer_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 300) -> g
         cols=2,
         column_widths=[0.35, 0.65],
         horizontal_spacing=0.12,
-        subplot_titles=("credit ∂Q_tot/∂Q_i", "mixer weights |W₁| (agent × unit)"),
+        subplot_titles=("credit ∂Q_tot/∂Q_i", "weights |W₁| (agent × unit)"),
     )
     if rnd.credit is not None:
         fig.add_bar(
@@ -421,10 +431,10 @@ def mixer_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 300) -> g
             row=1,
             col=2,
         )
-        fig.update_yaxes(autorange="reversed", row=1, col=2)
+        fig.update_yaxes(autorange="reversed", showticklabels=rnd.credit is None, row=1, col=2)
     fig.update_layout(showlegend=False)
-    title = f"Q_tot = {rnd.q_tot:.3f}" if rnd.q_tot is not None else None
-    return _layout(fig, height, title)
+    fig.update_annotations(font_size=13)
+    return _layout(fig, height)
 
 
 def tokens_figure(

@@ -22,10 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.records import EpisodeRecord
 from core.team.failures import FAILURE_MODES
-
-JOB_STATES = ("running", "finished", "failed", "stopped")
+from core.team.runtime import DEFAULT_ROLES
 
 
 def cli_command(*args: str) -> list[str]:
@@ -33,36 +31,86 @@ def cli_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "core.cli", *args]
 
 
+ROLE_POOL = (*DEFAULT_ROLES, "critic", "planner", "checker", "writer")
+"""Roles handed out, in order, to a team of N agents (the first four are the defaults)."""
+
+
+def team_roles(n_agents: int) -> tuple[str, ...]:
+    """The roles of an ``n_agents`` team: the default four first, then more from the pool."""
+    if not 1 <= n_agents <= len(ROLE_POOL):
+        raise ValueError(f"n_agents must be in 1..{len(ROLE_POOL)}, got {n_agents}")
+    return ROLE_POOL[:n_agents]
+
+
+@dataclass
+class TeamSpec:
+    """The team flags every team command shares (``--benchmark --agents --rounds ...``)."""
+
+    benchmark: str = "mixed"
+    """Benchmark (math, code, mcq, mixed)."""
+    roles: tuple[str, ...] = DEFAULT_ROLES
+    """One role per agent."""
+    rounds: int = 3
+    """Communication rounds per episode."""
+    token_weight: float = 0.1
+    """w_tok: how much a token costs in the reward."""
+    preset: str = "flash-lite"
+    """Synthetic-society preset."""
+
+    def validate(self) -> None:
+        if not self.roles:
+            raise ValueError("roles is empty: a team needs at least one agent")
+        if not 1 <= self.rounds <= 10:
+            raise ValueError(f"rounds must be in 1..10, got {self.rounds}")
+        if self.token_weight < 0:
+            raise ValueError(f"token_weight must be >= 0, got {self.token_weight}")
+
+    def args(self) -> list[str]:
+        self.validate()
+        return [
+            "--benchmark", self.benchmark,
+            "--agents", ",".join(self.roles),
+            "--rounds", str(self.rounds),
+            "--token-weight", str(self.token_weight),
+            "--preset", self.preset,
+        ]  # fmt: skip
+
+    @classmethod
+    def from_run_config(cls, config: dict[str, Any]) -> TeamSpec:
+        """The team a logged run used (its ``config["team"]``, as the CLI stores it)."""
+        team = config.get("team", {})
+        return cls(
+            benchmark=team.get("benchmark", "mixed"),
+            roles=tuple(team.get("roles", DEFAULT_ROLES)),
+            rounds=int(team.get("rounds", 3)),
+            token_weight=float(team.get("token_weight", 0.1)),
+            preset=team.get("preset", "flash-lite"),
+        )
+
+
 @dataclass
 class TrainParams:
     """What the Train page asks for; maps one-to-one onto ``agentqmix train`` flags."""
 
-    benchmark: str = "mixed"
-    """Benchmark to train on."""
-    agents: int = 4
-    """Agents in the team."""
-    rounds: int = 3
-    """Communication rounds per episode."""
+    team: TeamSpec = field(default_factory=TeamSpec)
+    """The team and its reward."""
     episodes: int = 200
     """Training episodes."""
-    token_weight: float = 0.1
-    """w_tok: how much a token costs in the reward."""
     fail_prob: float = 0.0
     """Chance that each agent fails in an episode (the robustness curriculum)."""
     seed: int = 0
     """Seed of networks, exploration and episodes."""
+    eval_episodes: int = 20
+    """Held-out episodes evaluated at the end (not logged; printed in the summary)."""
 
     def validate(self) -> None:
-        if not 1 <= self.agents <= 12:
-            raise ValueError(f"agents must be in 1..12, got {self.agents}")
-        if not 1 <= self.rounds <= 10:
-            raise ValueError(f"rounds must be in 1..10, got {self.rounds}")
+        self.team.validate()
         if self.episodes < 1:
             raise ValueError(f"episodes must be >= 1, got {self.episodes}")
-        if self.token_weight < 0:
-            raise ValueError(f"token_weight must be >= 0, got {self.token_weight}")
         if not 0.0 <= self.fail_prob < 1.0:
             raise ValueError(f"fail_prob must be in [0, 1), got {self.fail_prob}")
+        if self.eval_episodes < 0:
+            raise ValueError(f"eval_episodes must be >= 0, got {self.eval_episodes}")
 
 
 def train_command(db: str | os.PathLike[str], params: TrainParams, checkpoint: Path) -> list[str]:
@@ -70,15 +118,14 @@ def train_command(db: str | os.PathLike[str], params: TrainParams, checkpoint: P
     params.validate()
     return cli_command(
         "train",
-        "--benchmark", params.benchmark,
-        "--agents", str(params.agents),
-        "--rounds", str(params.rounds),
+        *params.team.args(),
         "--episodes", str(params.episodes),
-        "--token-weight", str(params.token_weight),
         "--fail-prob", str(params.fail_prob),
         "--seed", str(params.seed),
-        "--db", str(db),
+        "--eval-episodes", str(params.eval_episodes),
         "--out", str(checkpoint),
+        "--db", str(db),
+        "--json",
     )  # fmt: skip
 
 
@@ -109,68 +156,48 @@ def fail_spec(failures: Sequence[FailureChoice]) -> str:
     return ",".join(f"{f.agent}:{f.mode}@{f.from_round}" for f in failures)
 
 
+def _policy_args(policy: str | None, checkpoint: str | None) -> list[str]:
+    if (policy is None) == (checkpoint is None):
+        raise ValueError("give exactly one of policy and checkpoint")
+    return ["--checkpoint", checkpoint] if checkpoint else ["--policy", str(policy)]
+
+
 def eval_command(
     db: str | os.PathLike[str],
-    benchmark: str,
+    team: TeamSpec,
     *,
     policy: str | None = None,
     checkpoint: str | None = None,
     failures: Sequence[FailureChoice] = (),
     episodes: int = 1,
     seed: int = 0,
-    agents: int | None = None,
-    rounds: int | None = None,
-    task: str | None = None,
-    episode_seed: int | None = None,
 ) -> list[str]:
-    """``agentqmix eval`` of a learned checkpoint or a fixed topology, logging into ``db``.
-
-    ``task`` + ``episode_seed`` replay one logged episode's task and randomness exactly
-    (the Failure lab's side-by-side runs and forks).
-    """
-    if (policy is None) == (checkpoint is None):
-        raise ValueError("give exactly one of policy and checkpoint")
-    args = ["eval", "--benchmark", benchmark, "--episodes", str(episodes), "--seed", str(seed)]
-    args += ["--checkpoint", checkpoint] if checkpoint else ["--policy", str(policy)]
-    if agents is not None:
-        args += ["--agents", str(agents)]
-    if rounds is not None:
-        args += ["--rounds", str(rounds)]
+    """``agentqmix eval`` of a learned checkpoint or a fixed topology on held-out episodes
+    ``0..episodes-1`` of the seed's stream, logged into ``db`` as one run."""
+    args = ["eval", *team.args(), "--episodes", str(episodes), "--seed", str(seed)]
+    args += _policy_args(policy, checkpoint)
     spec = fail_spec(failures)
     if spec:
         args += ["--fail", spec]
-    if task is not None:
-        args += ["--task", task]
-    if episode_seed is not None:
-        args += ["--episode-seed", str(episode_seed)]
     return cli_command(*args, "--db", str(db), "--json")
 
 
-def compare_command(
+def robustness_command(
     db: str | os.PathLike[str],
-    benchmark: str,
+    team: TeamSpec,
     *,
     checkpoint: str | None,
-    policies: Sequence[str],
-    failures: Sequence[FailureChoice] = (),
     episodes: int = 20,
+    max_failed: int = 2,
+    mode: str = "crash",
     seed: int = 0,
-    agents: int | None = None,
-    rounds: int | None = None,
 ) -> list[str]:
-    """``agentqmix compare``: the learned policy and fixed topologies on the same episodes, in one process."""
-    args = ["compare", "--benchmark", benchmark, "--episodes", str(episodes), "--seed", str(seed)]
+    """``agentqmix robustness``: the learned policy (if any) and every fixed topology with
+    0..``max_failed`` failed agents, on the same held-out episodes, in one process."""
+    args = ["robustness", *team.args(), "--episodes", str(episodes), "--seed", str(seed)]
+    args += ["--max-failed", str(max_failed), "--mode", mode]
     if checkpoint:
         args += ["--checkpoint", checkpoint]
-    if policies:
-        args += ["--policies", ",".join(policies)]
-    if agents is not None:
-        args += ["--agents", str(agents)]
-    if rounds is not None:
-        args += ["--rounds", str(rounds)]
-    spec = fail_spec(failures)
-    if spec:
-        args += ["--fail", spec]
     return cli_command(*args, "--db", str(db), "--json")
 
 
@@ -336,26 +363,22 @@ class CommandQueue:
 
 def side_by_side_commands(
     db: str | os.PathLike[str],
-    record: EpisodeRecord,
+    team: TeamSpec,
+    index: int,
+    seed: int,
     failures: Sequence[FailureChoice],
     *,
     policy: str | None = None,
     checkpoint: str | None = None,
 ) -> tuple[list[str], list[str]]:
-    """Two evaluations of ``record``'s task with its episode seed: with ``failures`` and without.
+    """Two evaluations reaching held-out episode ``index`` of ``seed``'s stream: with
+    ``failures`` and without.
 
-    Same task, same randomness, same team size and rounds, so the only difference between
-    the two logged episodes is the injected failure (a fork of the logged episode when the
-    failure starts at a later round).
+    Same task, same randomness, same team, so the only difference between the two runs'
+    episode ``index`` is the injected failure (a fork of a logged episode when the failure
+    starts at a later round). Each run logs episodes ``0..index``; the lab shows ``index``.
     """
-    common = dict(
-        policy=policy,
-        checkpoint=checkpoint,
-        agents=len(record.roles),
-        rounds=len(record.rounds),
-        task=record.task_id,
-        episode_seed=record.seed,
-    )
-    failed = eval_command(db, record.benchmark, failures=failures, **common)
-    healthy = eval_command(db, record.benchmark, **common)
+    common = dict(policy=policy, checkpoint=checkpoint, episodes=index + 1, seed=seed)
+    failed = eval_command(db, team, failures=failures, **common)
+    healthy = eval_command(db, team, **common)
     return failed, healthy

@@ -25,10 +25,13 @@ def friendly() -> Iterator[None]:
     try:
         yield
     except UserError as err:
-        st.error(str(err), icon="🚫")
+        st.error(str(err), icon=":material/error:")
         st.stop()
     except StoreBusy as err:
-        st.warning(f"The database is busy right now ({err}). Reload in a moment.", icon="⏳")
+        st.warning(
+            f"The database is busy right now ({err}). Reload in a moment.",
+            icon=":material/hourglass_top:",
+        )
         st.stop()
 
 
@@ -53,7 +56,7 @@ def require_runs(db: str) -> pd.DataFrame:
                 "The database is empty. Start a training run on the **Train** page, or run "
                 "`agentqmix train --benchmark mixed --episodes 200 --out run.pt` in a terminal "
                 "with the same `--db`.",
-                icon="📭",
+                icon=":material/inbox:",
             )
         st.stop()
     return runs
@@ -94,7 +97,7 @@ def sidebar_status(db: str) -> None:
             st.error(f"The demo stopped: {runner.error.splitlines()[0]}")
         running = data.jobs(db).running()
         for job in running:
-            st.caption(f"⏳ {job.label}")
+            st.caption(f":material/hourglass_top: {job.label}")
 
     with st.sidebar:
         st.caption(f"Database: `{db}`")

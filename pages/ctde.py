@@ -1,5 +1,6 @@
 """CTDE explained: decentralised Q-heads, the monotonic QMIX mixer and why greedy agents agree."""
 
+import pandas as pd
 import streamlit as st
 
 from core.actions import ACTION_NAMES
@@ -54,16 +55,28 @@ joint, best = ctde.joint_argmax(m, edited, s)
 q_tot = float(view.q_tot[0])
 
 st.subheader("What the team does")
-a, b, c = st.columns(3)
-a.metric("Decentralised: each agent's argmax", " · ".join(ACTION_NAMES[x] for x in greedy))
-b.metric(
-    "Centralised: argmax of Q_tot over all 6³ joint actions",
-    " · ".join(ACTION_NAMES[x] for x in joint),
+t, c = st.columns([3, 1])
+t.dataframe(
+    pd.DataFrame(
+        {
+            "agent": [f"agent {i}" for i in range(config.n_agents)],
+            "decentralised: own argmax": [ACTION_NAMES[x] for x in greedy],
+            "its Q-value": chosen,
+            f"centralised: argmax of Q_tot over all {6**config.n_agents} joint actions": [
+                ACTION_NAMES[x] for x in joint
+            ],
+        }
+    ),
+    hide_index=True,
+    width="stretch",
+    key="ctde_actions",
 )
-c.metric("Q_tot", f"{q_tot:.3f}", f"best {best:.3f}")
+c.metric("Q_tot of the greedy joint action", f"{q_tot:.3f}")
+c.metric("best Q_tot over all joint actions", f"{best:.3f}")
 if abs(best - q_tot) < 1e-5:
     st.success(
-        "Same value: the agents' own greedy choices give the team's best joint action.", icon="✅"
+        "Same value: the agents' own greedy choices give the team's best joint action.",
+        icon=":material/check_circle:",
     )
 else:
     st.error("The greedy choices disagree with the joint argmax — that would break CTDE.")

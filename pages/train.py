@@ -44,7 +44,7 @@ if submitted:
         f"train {benchmark} ×{episodes}", train_command(db, params, checkpoint)
     )
     st.session_state["train_job"] = job.id
-    st.toast("Training started.", icon="🏋️")
+    st.toast("Training started.", icon=":material/model_training:")
 
 manager = data.jobs(db)
 job = manager.get(st.session_state.get("train_job", -1))

@@ -16,14 +16,21 @@ POLICIES = ("qmix", "full", "chain", "single")
 def seed_store(db: Path, episodes_per_run: int = 12) -> dict[str, str]:
     """Log one training run (with metrics) and one evaluation run per policy; returns run ids."""
     ids = {}
-    with RunLogger(db, "train", {"episodes": episodes_per_run}, policy="qmix", benchmark="mixed") as log:
+    with RunLogger(
+        db, "train", {"episodes": episodes_per_run}, policy="qmix", benchmark="mixed"
+    ) as log:
         for k in range(episodes_per_run):
             log.log_episode(synthetic_episode(k, policy="qmix"))
-            log.log_metrics([{"step": k, "episode": k, "loss": 1.0 / (k + 1), "epsilon": 1.0 - k / 20}])
+            log.log_metrics(
+                [{"step": k, "episode": k, "loss": 1.0 / (k + 1), "epsilon": 1.0 - k / 20}]
+            )
         ids["train"] = log.run_id
     for p, policy in enumerate(POLICIES):
         with RunLogger(db, "eval", {}, policy=policy, benchmark="mixed") as log:
-            log.log_episodes(synthetic_episode(1000 * (p + 1) + k, policy=policy) for k in range(episodes_per_run))
+            log.log_episodes(
+                synthetic_episode(1000 * (p + 1) + k, policy=policy)
+                for k in range(episodes_per_run)
+            )
             ids[policy] = log.run_id
     return ids
 

@@ -38,8 +38,19 @@ def server(seeded_db, tmp_path_factory):
     env = {**os.environ, "AGENTQMIX_DB": str(db), "AGENTQMIX_LAB_DEMO": "0"}
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-             "--server.port", str(port), "--server.address", "127.0.0.1"],  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "streamlit",
+                "run",
+                "app.py",
+                "--server.headless",
+                "true",
+                "--server.port",
+                str(port),
+                "--server.address",
+                "127.0.0.1",
+            ],  # fmt: skip
             cwd=ROOT,
             env=env,
             stdout=out,
@@ -75,8 +86,14 @@ def browser():
     with sync_playwright() as p:
         b = p.chromium.launch(
             executable_path=CHROMIUM,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--no-first-run"],  # fmt: skip
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+            ],  # fmt: skip
         )
         try:
             yield b
@@ -105,7 +122,8 @@ def wait_idle(page, timeout_s: float = 30.0) -> None:
 def test_every_page_renders_and_replay_plays(server, browser):
     url, _ = server
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    # Streamlit scrolls inside its own container, so a tall window is what shows a whole page.
+    page = browser.new_page(viewport={"width": 1440, "height": 2200})
     for name in PAGES:
         page.goto(f"{url}/{name}")
         wait_idle(page)
@@ -119,14 +137,18 @@ def test_every_page_renders_and_replay_plays(server, browser):
     # Replay: the Streamlit play button moves the round slider and every panel with it.
     page.goto(f"{url}/replay")
     wait_idle(page)
-    slider = page.locator('[data-testid="stSlider"] [role="slider"]').first
-    assert slider.get_attribute("aria-valuenow") == "0"
-    page.get_by_role("button", name="▶ Play rounds").click()
+    slider = page.locator('[data-testid="stSlider"] input[type="range"]').first
+    assert slider.input_value() == "0"
+    heading = page.get_by_text("Round 0 of 2")
+    assert heading.count() == 1
+    page.get_by_role("button", name="Play rounds").click()
+    # The round slider and the panel heading both move on without another click.
     page.wait_for_function(
-        "() => { const s = document.querySelector('[data-testid=\"stSlider\"] [role=\"slider\"]');"
-        " return s && Number(s.getAttribute('aria-valuenow')) >= 1; }",
+        '() => { const s = document.querySelector(\'[data-testid="stSlider"] input[type="range"]\');'
+        " return s && Number(s.value) >= 1; }",
         timeout=15_000,
     )
+    page.get_by_text("Round 2 of 2").wait_for(timeout=15_000)
     # The graph's own Plotly animation plays too.
     page.locator(".js-plotly-plot").first.get_by_text("▶ Play").click()
     page.wait_for_timeout(1500)

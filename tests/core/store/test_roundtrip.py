@@ -146,3 +146,21 @@ def test_redact_config_hides_keys_and_env_secrets(
     raw = db.read_bytes() + b"".join(p.read_bytes() for p in db.parent.rglob("*") if p.is_file())
     assert b"local-secret-value-123" not in raw and b'abc"' not in raw
     assert json.dumps(get_run(db, logger.run_id).config) == json.dumps(red)
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_segments_rotate_without_losing_rows(db: Path, background: bool) -> None:
+    settings = LoggerConfig(
+        ingest_every_s=0.0 if not background else 0.01, segment_bytes=4096, background=background
+    )
+    logger = RunLogger(db, "train", settings=settings)
+    records = [synthetic_episode(i) for i in range(25)]
+    for rec in records:
+        logger.log_episode(rec)
+    if not background:
+        assert logger._spool.seq > 1, "expected the spool to rotate"
+        assert len(list(spool_dir_for(db).glob("*.jsonl"))) == 1
+    logger.close()
+    for i, rec in enumerate(records):
+        assert load_episode(db, logger.run_id, i).record == rec
+    assert count_episodes(db) == 25

@@ -1,0 +1,256 @@
+"""The foundation's CLI end to end: train/eval on the relay game, ``--env`` files, errors, bench.
+
+The learning test and one case of each error kind run the real entry point in a
+subprocess; the other error variants call :func:`core.cli.main` in-process (same
+code path, without paying torch's import time for each).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+TINY_ENV = '''
+import numpy as np
+
+
+class Corridor:
+    """Two agents; the team scores when both pick action 1."""
+
+    n_agents, n_actions, obs_dim, state_dim, max_steps = 2, 2, 1, 1, 2
+
+    def reset(self, seed=None):
+        self.t = 0
+        return self._obs()
+
+    def _obs(self):
+        return {
+            "obs": np.full((2, 1), self.t, dtype=np.float32),
+            "state": np.full(1, self.t, dtype=np.float32),
+            "adj": np.array([[0, 1], [0, 0]]),
+            "avail": np.ones((2, 2), dtype=bool),
+        }
+
+    def step(self, actions):
+        self.t += 1
+        return self._obs(), float(all(a == 1 for a in actions)), self.t >= 2, {}
+
+
+def make():
+    return Corridor()
+'''
+
+
+def agentqmix(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run the real CLI in a fresh interpreter."""
+    env = {
+        **os.environ,
+        # Tiny networks: one intra-op thread is as fast, and far faster when the
+        # shared 2-core machine is busy (OpenMP threads then spin against each other).
+        "OMP_NUM_THREADS": "1",
+        "COLUMNS": "200",
+    }
+    cmd = [sys.executable, "-c", "from core.cli import main; main()", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO, env=env)
+
+
+def assert_user_error(result: subprocess.CompletedProcess, needle: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error:") and needle in lines[0]
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+@pytest.fixture(scope="module")
+def relay_checkpoint(tmp_path_factory) -> Path:
+    """A QMIX team trained on the relay game through the CLI.
+
+    1500 episodes at width 64 reached the optimal return on 8 of 8 seeds (0-7) when
+    measured; 1200 episodes, or width 32 with 2000 episodes, failed on some seeds.
+    """
+    out = tmp_path_factory.mktemp("relay") / "relay.pt"
+    result = agentqmix(
+        "train",
+        "--env",
+        "core.games:relay_game",
+        "--episodes",
+        "1500",
+        "--seed",
+        "0",
+        "--hidden",
+        "64",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "trained 1500 episodes" in result.stderr
+    return out
+
+
+def test_qmix_learns_the_relay_game_to_its_optimal_greedy_return(relay_checkpoint):
+    result = agentqmix(
+        "eval",
+        "--env",
+        "core.games:relay_game",
+        "--checkpoint",
+        str(relay_checkpoint),
+        "--episodes",
+        "32",
+        "--seed",
+        "3",
+        "--device",
+        "cpu",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["episodes"] == 32
+    # Optimal = max_steps = 3: every agent copies the signal agent 0 relays, every round.
+    assert summary["mean_return"] == 3.0
+
+
+def test_checkpoint_for_another_environment_exits_2(relay_checkpoint, tmp_path):
+    (tmp_path / "corridor.py").write_text(TINY_ENV)
+    result = agentqmix(
+        "eval",
+        "--env",
+        f"{tmp_path / 'corridor.py'}:make",
+        "--checkpoint",
+        str(relay_checkpoint),
+        "--device",
+        "cpu",
+        "--json",
+    )
+    assert_user_error(result, "does not fit this environment")
+
+
+def test_env_from_a_python_file(tmp_path):
+    env_file = tmp_path / "corridor.py"
+    env_file.write_text(TINY_ENV)
+    out = tmp_path / "corridor.pt"
+    code = main(
+        [
+            "train",
+            "--env",
+            f"{env_file}:make",
+            "--episodes",
+            "16",
+            "--hidden",
+            "8",
+            "--seed",
+            "1",
+            "--device",
+            "cpu",
+            "--n-envs",
+            "4",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0 and out.is_file()
+    result = agentqmix(
+        "eval",
+        "--env",
+        f"{env_file}:make",
+        "--checkpoint",
+        str(out),
+        "--episodes",
+        "5",
+        "--device",
+        "cpu",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["episodes"] == 5 and 0.0 <= summary["mean_return"] <= 2.0
+
+
+def test_bad_env_spec_exits_2_in_a_real_process(tmp_path):
+    result = agentqmix("train", "--env", "core.games", "--out", str(tmp_path / "x.pt"))
+    assert_user_error(result, "must look like package.module:factory")
+    assert not (tmp_path / "x.pt").exists()
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ("no_such_package.env:make", "cannot be imported"),
+        ("core.games:nope", "is not a callable"),
+        ("missing/env.py:make", "does not exist"),
+        ("core.games:RelayGame.__init__", "is not a callable"),
+    ],
+)
+def test_bad_env_specs_exit_2(tmp_path, capsys, spec, needle):
+    assert main(["train", "--env", spec, "--out", str(tmp_path / "x.pt")]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_corrupt_checkpoint_exits_2_in_a_real_process(tmp_path):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"\x00garbage" * 100)
+    result = agentqmix(
+        "eval",
+        "--env",
+        "core.games:relay_game",
+        "--checkpoint",
+        str(bad),
+        "--device",
+        "cpu",
+        "--json",
+    )
+    assert_user_error(result, "is not a readable agentqmix checkpoint")
+
+
+def test_not_a_checkpoint_and_missing_checkpoint_exit_2(tmp_path, capsys):
+    import torch
+
+    other = tmp_path / "other.pt"
+    torch.save({"weights": torch.zeros(2)}, other)
+    for path, needle in (
+        (other, "is not an agentqmix checkpoint"),
+        (tmp_path / "no.pt", "does not exist"),
+    ):
+        code = main(["eval", "--env", "core.games:relay_game", "--checkpoint", str(path), "--json"])
+        err = capsys.readouterr().err
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+
+
+def test_bad_mixer_exits_2(tmp_path, capsys):
+    out = str(tmp_path / "x.pt")
+    assert main(["train", "--env", "core.games:relay_game", "--mixer", "sum", "--out", out]) == 2
+    assert "--mixer must be one of qmix, vdn" in capsys.readouterr().err
+
+
+def test_bench_learner_prints_json():
+    result = agentqmix(
+        "bench",
+        "learner",
+        "--agents",
+        "3",
+        "--batch",
+        "4",
+        "--rounds",
+        "2",
+        "--seconds",
+        "0.3",
+        "--device",
+        "cpu",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["n_agents"] == 3 and report["batch"] == 4 and report["rounds"] == 2
+    assert report["updates"] >= 1 and report["train_steps_per_s"] > 0

@@ -1,0 +1,184 @@
+"""The learner: the TD loss it computes, that it lowers it, and its target updates."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from core.bench import random_batch
+from core.encoders import AgentNetConfig, AgentNetwork
+from core.learner import LearnerConfig, QLearner, unroll
+from core.mixers import MixerConfig, make_mixer
+
+N, OBS, S, A, B, T = 3, 6, 10, 4, 8, 3
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # Tiny networks: a second intra-op thread only adds contention on a shared 2-core box.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def make_learner(kind: str = "qmix", seed: int = 0, **cfg) -> QLearner:
+    torch.manual_seed(seed)
+    agent = AgentNetwork(OBS, N, A, AgentNetConfig(gnn_hidden=32, gru_hidden=32, q_hidden=32))
+    mixer = make_mixer(N, S, MixerConfig(kind=kind, embed=32, hypernet_hidden=32))
+    return QLearner(agent, mixer, LearnerConfig(**{"lr": 1e-3, **cfg}))
+
+
+def fixed_batch(seed: int = 0):
+    torch.manual_seed(seed)
+    batch = random_batch(B, T, N, OBS, S, A, density=0.5)
+    # Some episodes end early, and some actions are unavailable, as in real data.
+    batch.filled[:3, 2] = 0
+    batch.terminated[:3, 1] = 1
+    batch.terminated[:3, 2] = 0
+    batch.avail[:, :, 0, 1] = False
+    return batch
+
+
+def perturb_targets(learner: QLearner) -> None:
+    """Make the target networks differ from the online ones, so double-Q matters."""
+    with torch.no_grad():
+        for p in list(learner.target_agent.parameters()) + list(learner.target_mixer.parameters()):
+            p.add_(torch.randn_like(p) * 0.3)
+
+
+def reference_loss(learner: QLearner, batch, double_q: bool) -> torch.Tensor:
+    """The masked TD loss written out step by step, independently of QLearner.loss."""
+    gamma = learner.config.gamma
+    with torch.no_grad():
+        q = unroll(learner.agent, batch)
+        tq = unroll(learner.target_agent, batch)
+        total, count = 0.0, 0.0
+        for b in range(B):
+            for t in range(T):
+                if batch.filled[b, t] == 0:
+                    continue
+                chosen = q[b, t].gather(-1, batch.actions[b, t].unsqueeze(-1)).squeeze(-1)
+                avail = batch.avail[b, t + 1]
+                nxt = torch.empty(N)
+                for i in range(N):
+                    ok = avail[i].nonzero().squeeze(-1)
+                    if double_q:
+                        best = ok[q[b, t + 1, i, ok].argmax()]
+                        nxt[i] = tq[b, t + 1, i, best]
+                    else:
+                        nxt[i] = tq[b, t + 1, i, ok].max()
+                state, next_state = (
+                    batch.state[b, t].view(1, 1, S),
+                    batch.state[b, t + 1].view(1, 1, S),
+                )
+                q_tot = learner.mixer(chosen.view(1, 1, N), state).squeeze()
+                boot = learner.target_mixer(nxt.view(1, 1, N), next_state).squeeze()
+                y = batch.reward[b, t] + gamma * (1 - batch.terminated[b, t]) * boot
+                total += float((q_tot - y) ** 2)
+                count += 1
+    return torch.tensor(total / count)
+
+
+@pytest.mark.parametrize("kind", ["qmix", "vdn"])
+@pytest.mark.parametrize("double_q", [True, False])
+def test_loss_matches_the_td_error_written_out(kind, double_q):
+    learner = make_learner(kind, double_q=double_q)
+    perturb_targets(learner)
+    batch = fixed_batch()
+    loss, stats = learner.loss(batch)
+    torch.testing.assert_close(
+        loss.detach(), reference_loss(learner, batch, double_q), rtol=1e-4, atol=1e-5
+    )
+    assert stats["loss"] == pytest.approx(float(loss))
+
+
+def test_double_q_changes_the_target():
+    on, off = make_learner(double_q=True), make_learner(double_q=False)
+    perturb_targets(on)
+    off.target_agent.load_state_dict(on.target_agent.state_dict())
+    off.target_mixer.load_state_dict(on.target_mixer.state_dict())
+    batch = fixed_batch()
+    # Online argmax and target argmax disagree once the targets differ: different bootstraps.
+    assert float(off.loss(batch)[0]) != pytest.approx(float(on.loss(batch)[0]), rel=1e-4)
+
+
+def test_padded_steps_do_not_count():
+    learner = make_learner()
+    batch = fixed_batch()
+    before = float(learner.loss(batch)[0])
+    batch.reward[:3, 2] = 1e3  # rewards behind the end of the short episodes
+    batch.actions[:3, 2] = (batch.actions[:3, 2] + 1) % A
+    assert float(learner.loss(batch)[0]) == pytest.approx(before, rel=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["qmix", "vdn"])
+@pytest.mark.parametrize("double_q", [True, False])
+def test_learner_lowers_td_error_on_a_fixed_batch(kind, double_q):
+    learner = make_learner(kind, double_q=double_q, target_update_interval=10_000)
+    batch = fixed_batch()
+    first = float(learner.loss(batch)[0])
+    for _ in range(200):
+        stats = learner.train(batch)
+    assert stats["grad_norm"] >= 0 and learner.updates == 200
+    last = float(learner.loss(batch)[0])
+    assert last < first / 20, f"{kind} double_q={double_q}: loss {first:.4f} -> {last:.4f}"
+
+
+def test_soft_target_updates_also_converge():
+    learner = make_learner(tau=0.05)
+    batch = fixed_batch()
+    first = float(learner.loss(batch)[0])
+    for _ in range(200):
+        learner.train(batch)
+    assert float(learner.loss(batch)[0]) < first / 20
+
+
+def params(module: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in module.parameters()]
+
+
+def test_hard_target_update_copies_on_the_interval_only():
+    learner = make_learner(target_update_interval=3)
+    batch = fixed_batch()
+    start = params(learner.target_agent) + params(learner.target_mixer)
+    for _ in range(2):
+        learner.train(batch)
+    now = params(learner.target_agent) + params(learner.target_mixer)
+    assert all(torch.equal(a, b) for a, b in zip(start, now, strict=True))
+    online = params(learner.agent) + params(learner.mixer)
+    assert not all(torch.equal(a, b) for a, b in zip(online, now, strict=True))
+    learner.train(batch)  # third update: copy
+    online = params(learner.agent) + params(learner.mixer)
+    now = params(learner.target_agent) + params(learner.target_mixer)
+    assert all(torch.equal(a, b) for a, b in zip(online, now, strict=True))
+
+
+def test_soft_target_update_is_polyak_averaging():
+    tau = 0.1
+    learner = make_learner(tau=tau, target_update_interval=1)
+    batch = fixed_batch()
+    old_target = params(learner.target_agent) + params(learner.target_mixer)
+    learner.train(batch)
+    online = params(learner.agent) + params(learner.mixer)
+    target = params(learner.target_agent) + params(learner.target_mixer)
+    for o, t0, t1 in zip(online, old_target, target, strict=True):
+        torch.testing.assert_close(t1, (1 - tau) * t0 + tau * o)
+    # With tau > 0 the interval is ignored: the target is not a copy of the online net.
+    assert not all(torch.equal(a, b) for a, b in zip(online, target, strict=True))
+
+
+def test_targets_never_get_gradients():
+    learner = make_learner()
+    learner.train(fixed_batch())
+    targets = list(learner.target_agent.parameters()) + list(learner.target_mixer.parameters())
+    assert all(p.grad is None and not p.requires_grad for p in targets)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("lr", 0.0), ("gamma", 1.5), ("batch_size", 0), ("target_update_interval", 0), ("tau", -0.1)],
+)
+def test_config_validation_names_the_value(field, value):
+    with pytest.raises(ValueError, match=field):
+        LearnerConfig(**{field: value}).validate()
