@@ -335,6 +335,7 @@ def evaluate(
     env: Env = None,
     benchmark: Benchmark = None,
     episodes: Annotated[int, typer.Option(min=1, help="Held-out episodes to run.")] = 32,
+    first: Annotated[int, typer.Option(min=0, help="Index of the first held-out episode.")] = 0,
     seed: Annotated[int, typer.Option(help="Seed of the held-out episode stream.")] = 0,
     device: Device = "auto",
     fail: Annotated[
@@ -391,7 +392,7 @@ def evaluate(
         max_attempts,
     )
     chosen = resolve_policy(policy, checkpoint, opts, device)
-    summary, _ = evaluate_team(opts, chosen, episodes, seed, db=db, log=not no_log)
+    summary, _ = evaluate_team(opts, chosen, episodes, seed, db=db, log=not no_log, first=first)
     if as_json:
         emit_json(summary)
     else:

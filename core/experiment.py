@@ -428,9 +428,10 @@ def evaluate_team(
     log: bool = True,
     kind: str = "eval",
     extra_config: dict[str, Any] | None = None,
+    first: int = 0,
 ) -> tuple[dict[str, Any], list[EpisodeRecord]]:
-    """Evaluate one policy on held-out episodes; log them as one run."""
-    records = run_policy(opts, policy, episodes, seed)
+    """Evaluate one policy on held-out episodes ``first..first+episodes-1``; log them as one run."""
+    records = run_policy(opts, policy, episodes, seed, first=first)
     summary = {"policy": policy.name, **summarize_records(records), "episodes": len(records)}
     summary["mean_return"] = summary["mean_reward"]
     if log:

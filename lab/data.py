@@ -137,19 +137,34 @@ def action_mix(db: str, run_id: str, bucket: int) -> pd.DataFrame:
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
-def checkpoints(db: str) -> pd.DataFrame:
-    """Training runs that left a checkpoint on disk (the learned policies one can evaluate)."""
+def run_info(db: str, run_id: str) -> q.RunInfo | None:
+    """One run with its parsed config (the team it used, its checkpoint)."""
+    return q.get_run(db, run_id)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def checkpoints(db: str, roles: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """Training runs whose checkpoint file exists (learned policies one can evaluate), newest
+    first; with ``roles``, only those trained for exactly that team."""
     df = q.list_runs(db, kind="train")
     if df.empty:
         return df
     df = df[df["checkpoint"].notna()]
-    return df[[Path(p).exists() for p in df["checkpoint"]]]
+    df = df.loc[[Path(p).exists() for p in df["checkpoint"]]]
+    if roles is not None:
+        keep = []
+        for run_id in df["id"]:
+            info = q.get_run(db, run_id)
+            team = (info.config if info else {}).get("team", {})
+            keep.append(tuple(team.get("roles", ())) == tuple(roles))
+        df = df.loc[keep]
+    return df
 
 
 def clear() -> None:
     """Forget cached query results (after this lab wrote or deleted something)."""
     for fn in (runs, episodes, count, distinct, aggregate, action_distribution, robustness,
-               curves, action_mix, checkpoints):  # fmt: skip
+               curves, action_mix, checkpoints, run_info):  # fmt: skip
         fn.clear()
 
 

@@ -22,8 +22,10 @@ class DemoConfig:
 
     team: TeamSpec = field(default_factory=TeamSpec)
     """The demo team (the default four roles on the mixed benchmark)."""
-    train_episodes: int = 160
-    """Training episodes (seconds on sim)."""
+    train_episodes: int = 64
+    """Training episodes (a short run: the point is a populated lab, not a strong policy)."""
+    hidden: int = 64
+    """Network width of the demo policy (smaller trains faster)."""
     eval_episodes: int = 24
     """Evaluation episodes per policy and failure count."""
     seed: int = 0
@@ -45,7 +47,12 @@ def demo_steps(
     config.validate()
     checkpoint = str(workdir / "checkpoints" / "demo.pt")
     params = TrainParams(
-        team=config.team, episodes=config.train_episodes, fail_prob=0.1, seed=config.seed
+        team=config.team,
+        episodes=config.train_episodes,
+        fail_prob=0.1,
+        seed=config.seed,
+        eval_episodes=0,
+        hidden=config.hidden,
     )
     return [
         Step("train a QMIX team", train_command(db, params, Path(checkpoint))),

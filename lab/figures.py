@@ -306,8 +306,8 @@ def communication_graph(
             dict(
                 active=active_round,
                 currentvalue=dict(prefix="round "),
-                x=0.22,
-                len=0.78,
+                x=0.34,
+                len=0.66,
                 y=-0.02,
                 yanchor="top",
                 pad=dict(t=0),
@@ -375,8 +375,8 @@ def q_values_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 320) -
             hovertemplate=f"%{{x}}<br>{name}: %{{y:.3f}}<extra></extra>",
         )
     eps = next((s.epsilon for s in steps if s.epsilon is not None), None)
-    title = "Q-values per agent (outlined = chosen)" + (
-        f" · ε = {eps:.2f}" if eps is not None else ""
+    title = "Q-values · outlined = chosen, hatched = explored" + (
+        f" (ε = {eps:.2f})" if eps is not None else ""
     )
     fig.update_layout(barmode="group", yaxis_title="Q(o, a)", bargap=0.25)
     return _layout(fig, height, title)

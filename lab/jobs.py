@@ -102,6 +102,8 @@ class TrainParams:
     """Seed of networks, exploration and episodes."""
     eval_episodes: int = 20
     """Held-out episodes evaluated at the end (not logged; printed in the summary)."""
+    hidden: int = 128
+    """Width of the GNN, GRU and Q-head layers."""
 
     def validate(self) -> None:
         self.team.validate()
@@ -111,6 +113,8 @@ class TrainParams:
             raise ValueError(f"fail_prob must be in [0, 1), got {self.fail_prob}")
         if self.eval_episodes < 0:
             raise ValueError(f"eval_episodes must be >= 0, got {self.eval_episodes}")
+        if self.hidden < 1:
+            raise ValueError(f"hidden must be >= 1, got {self.hidden}")
 
 
 def train_command(db: str | os.PathLike[str], params: TrainParams, checkpoint: Path) -> list[str]:
@@ -123,6 +127,7 @@ def train_command(db: str | os.PathLike[str], params: TrainParams, checkpoint: P
         "--fail-prob", str(params.fail_prob),
         "--seed", str(params.seed),
         "--eval-episodes", str(params.eval_episodes),
+        "--hidden", str(params.hidden),
         "--out", str(checkpoint),
         "--db", str(db),
         "--json",

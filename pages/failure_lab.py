@@ -5,29 +5,46 @@ import streamlit as st
 from core.team.failures import FAILURE_MODES
 from core.team.topologies import FIXED_TOPOLOGIES
 from lab import data, figures, ui
-from lab.demo import FAILURE_SETTINGS, FIXED_FOR_DEMO
-from lab.jobs import CommandQueue, FailureChoice, Step, compare_command, side_by_side_commands
+from lab.jobs import (
+    CommandQueue,
+    FailureChoice,
+    Step,
+    TeamSpec,
+    robustness_command,
+    side_by_side_commands,
+)
+
+MAX_INDEX = 49
+"""Largest episode index offered: replaying episode k runs the k episodes before it too."""
 
 db = data.db_path()
 st.title("Failure lab")
 st.caption(
-    "Pick a logged episode (its task and its randomness), a policy and the agents to fail. "
-    "The lab runs the same episode twice — with and without the failures — and logs both."
+    "Pick a logged evaluation episode (its task and its randomness), a policy and the agents to "
+    "fail. The lab plays that episode again twice — with and without the failures — logs both "
+    "runs, and shows them side by side. A failure from a later round forks the episode there."
 )
 runs = ui.require_runs(db)
 
-# ---------------------------------------------------------------- the task: a logged episode
-run_ids = runs.loc[runs["episodes"] > 0, "id"].tolist()
-if not run_ids:
-    st.info("No logged episode yet to take a task from.")
+# ---------------------------------------------------------------- the task: a logged eval episode
+evals = runs[(runs["kind"] == "eval") & (runs["episodes"] > 0)]
+if evals.empty:
+    st.info(
+        "No evaluation run yet to take a task from. Evaluate a policy first, e.g. "
+        "`agentqmix eval --benchmark mixed --policy full --episodes 20` with the same `--db`."
+    )
     st.stop()
-labels = {r["id"]: ui.run_label(r) for _, r in runs.iterrows()}
+labels = {r["id"]: ui.run_label(r) for _, r in evals.iterrows()}
 c1, c2 = st.columns([3, 2])
-base_run = c1.selectbox("Take the task from run", run_ids, format_func=labels.get, key="fail_run")
+base_run = c1.selectbox(
+    "Take the task from run", list(labels), format_func=labels.get, key="fail_run"
+)
 with ui.friendly():
-    episodes = data.episodes(db, base_run, limit=200)
-if episodes.empty:
-    st.info("This run has no episodes yet.")
+    info = data.run_info(db, base_run)
+    # Replaying episode k plays episodes 0..k of the stream, so keep k small.
+    episodes = data.episodes(db, base_run, limit=MAX_INDEX + 1)
+if info is None or episodes.empty:
+    st.info("This run has no episodes any more.")
     st.stop()
 base_index = c2.selectbox(
     "Episode",
@@ -39,18 +56,21 @@ record = data.episode(db, base_run, int(base_index))
 if record is None:
     st.warning("That episode is gone (was its run deleted?).")
     st.stop()
+team = TeamSpec.from_run_config(info.config)
 st.markdown(
-    f"**Task** {record.task_id} ({record.benchmark}, difficulty {record.difficulty}): {record.question[:300]}"
+    f"**Task** {record.task_id} ({record.benchmark}, difficulty {record.difficulty}): "
+    f"{record.question[:300]}"
 )
 
 # ---------------------------------------------------------------- the policy and the failures
 with ui.friendly():
-    ckpts = data.checkpoints(db)
+    ckpts = data.checkpoints(db, team.roles)
 choices = {f"learned · {r['id']}": ("checkpoint", r["checkpoint"]) for _, r in ckpts.iterrows()}
 choices |= {f"fixed · {name}": ("policy", name) for name in FIXED_TOPOLOGIES}
 if ckpts.empty:
     st.caption(
-        "No trained checkpoint yet — train one on the **Train** page to fail a learned policy."
+        "No learned checkpoint for this team yet — train one on the **Train** page to fail a "
+        "learned policy."
     )
 p1, p2, p3, p4 = st.columns([2, 2, 1, 1])
 policy_label = p1.selectbox("Policy", list(choices), key="fail_policy")
@@ -69,17 +89,21 @@ failures = [FailureChoice(int(a), mode, int(from_round)) for a in agents]
 if st.button(
     "Run it now", type="primary", key="fail_run_now", disabled=not agents or len(agents) >= n_agents
 ):
-    failed_cmd, healthy_cmd = side_by_side_commands(db, record, failures, **{kind: value})
+    failed_cmd, healthy_cmd = side_by_side_commands(
+        db, team, int(base_index), int(info.seed), failures, **{kind: value}
+    )
     manager = data.jobs(db)
     st.session_state["fail_jobs"] = (
         manager.start(f"failure lab: {policy_label} with failures", failed_cmd).id,
         manager.start(f"failure lab: {policy_label} healthy", healthy_cmd).id,
+        int(base_index),
     )
 
 # ---------------------------------------------------------------- side by side
-job_ids = st.session_state.get("fail_jobs")
-if job_ids:
-    jobs = [data.jobs(db).get(i) for i in job_ids]
+pending = st.session_state.get("fail_jobs")
+if pending:
+    jobs = [data.jobs(db).get(i) for i in pending[:2]]
+    shown_index = pending[2]
     running = any(j.status == "running" for j in jobs)
 
     @st.fragment(run_every=1.0 if running else None)
@@ -94,8 +118,11 @@ if job_ids:
             st.error(f"{bad[0].label} did not finish:")
             st.code(bad[0].log_tail(15) or "(no output)")
             return
-        data.clear()
-        recs = [data.episode(db, j.result()["run_id"], 0) for j in jobs]
+        if running:
+            # Both finished: one full rerun picks up the new runs and stops the 1 s refresh.
+            data.clear()
+            st.rerun(scope="app")
+        recs = [data.episode(db, j.result()["run_id"], shown_index) for j in jobs]
         if any(r is None for r in recs):
             st.warning(
                 "The runs finished but their episodes are not in the database yet; reload in a moment."
@@ -137,26 +164,18 @@ ui.chart(figures.robustness_figure(robust), key="fail_robustness", empty="No epi
 slot = data.demo_slot(db)
 queue = slot.get("robustness")
 busy = queue is not None and not queue.finished
-if st.button("Measure robustness now", key="fail_measure", disabled=busy or ckpts.empty,
-             help="Evaluates the newest learned policy and the fixed topologies with 0, 1 and 2 failed agents."):  # fmt: skip
-    ckpt = ckpts.iloc[0]["checkpoint"]
-    steps = [
-        Step(
-            f"compare with {len(f)} failed",
-            compare_command(
-                db,
-                record.benchmark,
-                checkpoint=ckpt,
-                policies=FIXED_FOR_DEMO,
-                failures=f,
-                episodes=20,
-                agents=n_agents,
-                rounds=n_rounds,
-            ),  # fmt: skip
-        )
-        for f in FAILURE_SETTINGS
-    ]
-    slot["robustness"] = CommandQueue(data.jobs(db), steps).start()
+if st.button(
+    "Measure robustness now",
+    key="fail_measure",
+    disabled=busy,
+    help="Runs the newest learned policy for this team (if any) and every fixed topology "
+    "with 0, 1 and 2 crashed agents, 20 episodes each.",
+):
+    ckpt = ckpts.iloc[0]["checkpoint"] if not ckpts.empty else None
+    argv = robustness_command(
+        db, team, checkpoint=ckpt, episodes=20, max_failed=min(2, n_agents - 1)
+    )
+    slot["robustness"] = CommandQueue(data.jobs(db), [Step("robustness sweep", argv)]).start()
     st.rerun()
 if busy:
 

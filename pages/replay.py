@@ -143,7 +143,7 @@ def panels() -> None:
         ui.chart(figs["graph"], key="replay_graph")
         st.caption(
             "Arrows point from the agent that is read to the reader. Dashed red: an edge dropped "
-            "to break a cycle. ✕: a failed agent. ◆ D: the decision agent (its inputs in the last round)."
+            "to break a cycle. Red ring: a failed agent. ◆ D: the decision agent (its inputs in the last round)."
         )
     with side:
         ui.chart(

@@ -2,11 +2,12 @@
 
 import time
 
+import pandas as pd
 import streamlit as st
 
 from core.tasks.registry import BENCHMARKS
 from lab import data, figures, ui
-from lab.jobs import TrainParams, train_command
+from lab.jobs import ROLE_POOL, TeamSpec, TrainParams, team_roles, train_command
 
 db = data.db_path()
 st.title("Train a team")
@@ -20,7 +21,7 @@ with st.form("train_form", border=True):
     benchmark = c1.selectbox(
         "Benchmark", BENCHMARKS, index=BENCHMARKS.index("mixed"), key="train_benchmark"
     )
-    agents = c2.number_input("Agents", 1, 12, 4, key="train_agents")
+    agents = c2.number_input("Agents", 1, len(ROLE_POOL), 4, key="train_agents")
     rounds = c3.number_input("Rounds", 1, 10, 3, key="train_rounds")
     episodes = c4.number_input("Episodes", 1, 100_000, 300, step=50, key="train_episodes")
     c5, c6, c7 = st.columns(3)
@@ -30,20 +31,14 @@ with st.form("train_form", border=True):
     submitted = st.form_submit_button("Start training", type="primary")
 
 if submitted:
-    params = TrainParams(
-        benchmark,
-        int(agents),
-        int(rounds),
-        int(episodes),
-        float(token_weight),
-        float(fail_prob),
-        int(seed),
-    )
+    team = TeamSpec(benchmark, team_roles(int(agents)), int(rounds), float(token_weight))
+    params = TrainParams(team, int(episodes), float(fail_prob), int(seed))
     checkpoint = data.workdir(db) / "checkpoints" / f"train-{time.strftime('%Y%m%d-%H%M%S')}.pt"
     job = data.jobs(db).start(
         f"train {benchmark} ×{episodes}", train_command(db, params, checkpoint)
     )
     st.session_state["train_job"] = job.id
+    st.session_state["train_follow"] = job.started_at
     st.toast("Training started.", icon=":material/model_training:")
 
 manager = data.jobs(db)
@@ -64,9 +59,32 @@ if job is not None:
 st.subheader("Watch a run")
 with ui.friendly():
     train_runs = data.runs(db, "train")
+follow = st.session_state.get("train_follow")
+
+
+def _new_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    return runs[runs["started_at"] >= pd.Timestamp(follow - 1, unit="s")]
+
+
+if follow is not None:
+    # Switch to the run started from this page as soon as it shows up in the database.
+    if not _new_runs(train_runs).empty:
+        st.session_state["train_watch_run"] = _new_runs(train_runs).iloc[0]["id"]
+        del st.session_state["train_follow"]
+    elif job is not None and job.status == "running":
+        st.info("Starting the training process… its run appears here in a few seconds.")
+
+        @st.fragment(run_every=2.0)
+        def wait_for_run() -> None:
+            data.clear()
+            if not _new_runs(data.runs(db, "train")).empty:
+                st.rerun(scope="app")
+
+        wait_for_run()
 if train_runs.empty:
     st.info(
-        "No training run yet: start one above, or run `agentqmix train ... --db` in a terminal — it appears here live."
+        "No training run yet: start one above, or run `agentqmix train ... --db` in a terminal "
+        "— it appears here live."
     )
     st.stop()
 labels = {r["id"]: ui.run_label(r) for _, r in train_runs.iterrows()}

@@ -91,6 +91,29 @@ class TeamEnvConfig:
             raise ValueError("failures fail every agent; at least one must stay healthy")
 
 
+_SOURCES: dict[tuple[str, int, str | None], TaskSource] = {}
+
+
+def _load_source(benchmark: str, seed: int, split: str | None) -> TaskSource:
+    """The benchmark's task source; generated ones are shared between environments.
+
+    Building a split of ``mixed`` generates every task (~0.7 s); training makes one
+    environment per lockstep slot. Sources are read-only, so one copy serves all.
+    ``jsonl:`` files are re-read each time (the user may edit them between runs).
+    """
+    from core.tasks.registry import load_benchmark
+
+    if ":" in benchmark:
+        return load_benchmark(benchmark, seed, split=split)
+    key = (benchmark, seed, split)
+    source = _SOURCES.get(key)
+    if source is None:
+        if len(_SOURCES) >= 16:
+            _SOURCES.clear()
+        source = _SOURCES[key] = load_benchmark(benchmark, seed, split=split)
+    return source
+
+
 def episode_seed(base_seed: int, index: int) -> int:
     """The seed of episode ``index`` (tuples of ints hash the same in every process)."""
     return hash((base_seed, index, 0x5EED)) & 0x7FFF_FFFF
@@ -117,9 +140,7 @@ class TeamEnv:
             backend = SimBackend(get_preset(c.preset))
         self.backend = backend
         if source is None:
-            from core.tasks.registry import load_benchmark
-
-            source = load_benchmark(c.benchmark, c.seed, split=c.split)
+            source = _load_source(c.benchmark, c.seed, c.split)
         if len(source) == 0:
             raise UserError(f"Benchmark {c.benchmark!r} has no tasks.")
         self.source = source

@@ -1,6 +1,6 @@
 """The protocol observation dict of a team episode (SPEC §2.3).
 
-Local observation of agent ``i`` before round ``r`` (``obs_dim = E + N + R + 28``):
+Local observation of agent ``i`` before round ``r`` (``obs_dim = E + N + R + 30``):
 
 | slice | features |
 |---|---|
@@ -12,6 +12,7 @@ Local observation of agent ``i`` before round ``r`` (``obs_dim = E + N + R + 28`
 | R | round one-hot (all zero after the last round) |
 | 7 | previous action one-hot + "no previous action" |
 | 5 | has answer, confidence, agreement with what it read, share of peers read, verified |
+| 2 | team consensus: share of peers whose last answer equals its own, peers' mean confidence |
 | 2 | own tokens so far / budget, team tokens so far / budget |
 | 3 | failure signals: itself failing (silent next round, or its last output unreadable), a peer it read last round is now silent or unreadable, share of peers silent |
 
@@ -36,7 +37,7 @@ from core.team.embedding import Embedder, text_stats
 from core.team.runtime import TeamEpisode
 
 KNOWN_ROLES = ("solver", "coder", "analyst", "verifier")
-_FIXED = 3 + 3 + (len(KNOWN_ROLES) + 1) + 7 + 5 + 2 + 3
+_FIXED = 3 + 3 + (len(KNOWN_ROLES) + 1) + 7 + 5 + 2 + 2 + 3
 _STATE_EXTRA = 3 + 5 + 1 + 1
 
 
@@ -106,18 +107,26 @@ class ObservationBuilder:
                 row[col + 9] = step.agreement
                 row[col + 10] = len(step.read_from) / max(n - 1, 1)
                 row[col + 11] = float(step.verified)
-            row[col + 12] = min(agent_tokens[i] / budget, 1.0)
-            row[col + 13] = min(team_tokens / budget, 1.0)
+                # The controller sees every agent's last answer (no tokens are spent on it):
+                # whether the team already agrees is the cheapest signal of a task's difficulty.
+                peers = [last[j] for j in range(n) if j != i and last[j] is not None]
+                answered = [p for p in peers if p.answer is not None]
+                if has and n > 1:
+                    row[col + 12] = sum(p.answer == step.answer for p in answered) / (n - 1)
+                if answered:
+                    row[col + 13] = sum(p.confidence for p in answered) / len(answered)
+            row[col + 14] = min(agent_tokens[i] / budget, 1.0)
+            row[col + 15] = min(team_tokens / budget, 1.0)
             unreadable = step is not None and step.fault is not None and step.answer is None
-            row[col + 14] = float(silent[i] or unreadable)
+            row[col + 16] = float(silent[i] or unreadable)
             if step is not None and step.read_from:
-                row[col + 15] = float(
+                row[col + 17] = float(
                     any(
                         silent[j] or last[j] is None or last[j].answer is None
                         for j in step.read_from
                     )
                 )
-            row[col + 16] = sum(silent[j] for j in range(n) if j != i) / max(n - 1, 1)
+            row[col + 18] = sum(silent[j] for j in range(n) if j != i) / max(n - 1, 1)
 
         adj = np.zeros((n, n), dtype=np.float32)
         graph = episode.graphs[-1] if episode.graphs else None

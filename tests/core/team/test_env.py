@@ -83,6 +83,28 @@ def test_failed_agent_only_has_solo_and_peers_see_it(env):
     e.close()
 
 
+def test_team_consensus_is_observed(env):
+    env.reset(seed=5)
+    obs, *_ = env.step([0, 0, 0, 0])
+    answers = [s.answer for s in env.episode.last]
+    confidences = [s.confidence for s in env.episode.last]
+    col = env.obs_dim - 3 - 2 - 2  # consensus sits before tokens (2) and failures (3)
+    for i in range(4):
+        same = sum(answers[j] == answers[i] for j in range(4) if j != i) / 3
+        assert obs["obs"][i, col] == pytest.approx(same)
+        peers = [confidences[j] for j in range(4) if j != i]
+        assert obs["obs"][i, col + 1] == pytest.approx(sum(peers) / 3, abs=1e-6)
+    # Over many episodes the team agrees more often on easy tasks than on hard ones.
+    agree = {1: [], 5: []}
+    for k in range(300):
+        obs = env.reset(seed=k)
+        level = env.episode.task.difficulty
+        obs, *_ = env.step([0, 0, 0, 0])
+        if level in agree:
+            agree[level].append(float(obs["obs"][:, col].mean()))
+    assert np.mean(agree[1]) > np.mean(agree[5]) + 0.2
+
+
 def test_curriculum_is_seeded_and_recorded():
     e = TeamEnv(TeamEnvConfig(benchmark="mixed", fail_prob=0.5, seed=1))
     seen = [e.job(k).failures for k in range(40)]
@@ -130,5 +152,5 @@ def test_minilm_embedding_offline():
     e = TeamEnv(TeamEnvConfig(benchmark="mixed", embedding="minilm"))
     obs = e.reset(seed=0)
     check_obs(e, obs)
-    assert e.obs_dim == 384 + 4 + 3 + 28
+    assert e.obs_dim == 384 + 4 + 3 + 30
     e.close()

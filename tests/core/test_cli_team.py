@@ -1,0 +1,396 @@
+"""The real ``agentqmix`` entry point on the agent team, with tiny settings.
+
+Every command runs as a subprocess against a real DuckDB file in tmp_path; the
+OpenAI-compatible path talks to a real HTTP server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from core.tasks.registry import load_benchmark
+from tests.core.backends.fake_openai import FakeOpenAIServer, default_responder
+
+TINY = ["--hidden", "32", "--n-envs", "8", "--eval-episodes", "8"]
+
+
+def cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "core.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def ok_json(proc: subprocess.CompletedProcess) -> dict:
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def count(db: Path, sql: str) -> int:
+    out = ok_json(cli("sql", sql, "--db", str(db), "--json"))
+    return int(next(iter(out[0].values())))
+
+
+def test_eval_fixed_topology_reports_and_logs(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    out = ok_json(
+        cli(
+            "eval",
+            "--benchmark",
+            "math",
+            "--policy",
+            "full",
+            "--episodes",
+            "6",
+            "--db",
+            str(db),
+            "--json",
+        )
+    )
+    assert out["episodes"] == 6
+    assert 0.0 <= out["accuracy"] <= 1.0 and out["mean_tokens"] > 0
+    assert len(out["action_counts_per_round"]) == 3
+    # full mesh: every live agent aggregates in every round
+    assert all(r["aggregate_refine"] == 6 * 4 for r in out["action_counts_per_round"])
+    assert count(db, f"SELECT count(*) FROM episodes WHERE run_id = '{out['run_id']}'") == 6
+    again = ok_json(
+        cli(
+            "eval",
+            "--benchmark",
+            "math",
+            "--policy",
+            "full",
+            "--episodes",
+            "6",
+            "--no-log",
+            "--json",
+        )
+    )
+    assert again["accuracy"] == out["accuracy"] and again["mean_tokens"] == out["mean_tokens"]
+
+
+def test_eval_with_injected_failures_records_them(tmp_path: Path) -> None:
+    db = tmp_path / "s.duckdb"
+    out = ok_json(
+        cli(
+            "eval",
+            "--benchmark",
+            "mcq",
+            "--policy",
+            "debate",
+            "--episodes",
+            "4",
+            "--fail",
+            "0:crash@1,analyst:garbled",
+            "--db",
+            str(db),
+            "--json",
+        )
+    )
+    faults = ok_json(
+        cli(
+            "sql",
+            f"SELECT agent, round, fault FROM agent_steps WHERE run_id = '{out['run_id']}' AND fault IS NOT NULL "
+            "ORDER BY agent, round",
+            "--db",
+            str(db),
+            "--json",
+        )
+    )
+    crashed = {(f["agent"], f["round"]) for f in faults if f["fault"] == "crash"}
+    assert crashed == {(0, 1), (0, 2)}  # silent from round 1 on, fine in round 0
+    garbled = {(f["agent"], f["round"]) for f in faults if f["fault"] == "garbled"}
+    assert garbled == {(2, r) for r in range(3)}  # "analyst" is agent 2, from round 0
+
+
+@pytest.fixture(scope="module")
+def small_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("store") / "s.duckdb"
+    ok_json(cli("eval", "--benchmark", "math", "--policy", "single", "--episodes", "1", "--db", str(db), "--json"))
+    return db
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["eval", "--benchmark", "math", "--policy", "nope"],
+        ["eval", "--benchmark", "nope", "--policy", "full"],
+        ["eval", "--benchmark", "math", "--policy", "full", "--fail", "9:crash"],
+        ["eval", "--benchmark", "math", "--policy", "full", "--fail", "0:explode"],
+        ["eval", "--benchmark", "math"],
+        ["eval", "--benchmark", "jsonl:/does/not/exist.jsonl", "--policy", "full"],
+        ["eval", "--benchmark", "math", "--backend", "openai", "--policy", "full"],
+        ["train", "--benchmark", "math", "--out", "x.pt", "--mixer", "sum"],
+        ["train", "--resume", "no-such-run"],
+        ["sql", "DELETE FROM runs"],
+    ],
+)
+def test_user_mistakes_exit_2_with_one_line(tmp_path: Path, args: list[str]) -> None:
+    db = tmp_path / "s.duckdb"
+    ok_json(
+        cli(
+            "eval",
+            "--benchmark",
+            "math",
+            "--policy",
+            "single",
+            "--episodes",
+            "1",
+            "--db",
+            str(db),
+            "--json",
+        )
+    )
+    proc = cli(*args, "--db", str(db))
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().startswith("error:") and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_train_eval_compare_export(tmp_path: Path) -> None:
+    db, ckpt = tmp_path / "s.duckdb", tmp_path / "m.pt"
+    out = ok_json(
+        cli(
+            "train",
+            "--benchmark",
+            "mixed",
+            "--episodes",
+            "48",
+            "--out",
+            str(ckpt),
+            "--db",
+            str(db),
+            "--json",
+            *TINY,
+        )
+    )
+    assert out["episodes"] == 48 and ckpt.is_file()
+    run = out["run_id"]
+    assert count(db, f"SELECT count(*) FROM episodes WHERE run_id = '{run}'") == 48
+    assert count(db, f"SELECT count(*) FROM train_metrics WHERE run_id = '{run}'") > 0
+    # the learned policy's view is logged: six Q-values per step, and the mixer's credit per round
+    assert (
+        count(db, f"SELECT count(*) FROM agent_steps WHERE run_id = '{run}' AND len(q_values) = 6")
+        > 0
+    )
+    assert count(db, f"SELECT count(*) FROM rounds WHERE run_id = '{run}' AND len(credit) = 4") > 0
+
+    learned = ok_json(
+        cli(
+            "eval",
+            "--benchmark",
+            "mixed",
+            "--checkpoint",
+            str(ckpt),
+            "--episodes",
+            "8",
+            "--db",
+            str(db),
+            "--json",
+        )
+    )
+    assert learned["policy"] == "qmix" and learned["episodes"] == 8
+    table = ok_json(
+        cli(
+            "compare",
+            "--benchmark",
+            "mixed",
+            "--checkpoint",
+            str(ckpt),
+            "--episodes",
+            "4",
+            "--db",
+            str(db),
+            "--json",
+        )
+    )
+    names = {p["policy"] for p in table["policies"]}
+    assert names == {"qmix", "single", "chain", "star", "ring", "full", "debate", "random"}
+    single = next(p for p in table["policies"] if p["policy"] == "single")
+    full = next(p for p in table["policies"] if p["policy"] == "full")
+    assert full["mean_tokens"] > 4 * single["mean_tokens"]
+
+    runs = ok_json(cli("runs", "--db", str(db), "--json"))
+    assert {r["kind"] for r in runs} == {"train", "eval", "compare"}
+    exported = cli("export", "--run", run, "--parquet", str(tmp_path / "pq"), "--db", str(db))
+    assert exported.returncode == 0, exported.stderr
+    n = duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 'pq' / 'episodes.parquet'}'").fetchall()[0][0]
+    assert n == 48
+
+
+def test_checkpoint_from_another_team_is_refused(tmp_path: Path) -> None:
+    ckpt = tmp_path / "m.pt"
+    ok_json(
+        cli(
+            "train",
+            "--benchmark",
+            "math",
+            "--episodes",
+            "8",
+            "--out",
+            str(ckpt),
+            "--no-log",
+            "--json",
+            *TINY,
+        )
+    )
+    proc = cli(
+        "eval",
+        "--benchmark",
+        "math",
+        "--agents",
+        "solver,coder",
+        "--checkpoint",
+        str(ckpt),
+        "--no-log",
+    )
+    assert proc.returncode == 2 and "does not fit" in proc.stderr
+
+
+def test_sigkill_then_resume_continues_the_same_run(tmp_path: Path) -> None:
+    db, ckpt = tmp_path / "s.duckdb", tmp_path / "m.pt"
+    args = [
+        "train",
+        "--benchmark",
+        "math",
+        "--episodes",
+        "160",
+        "--out",
+        str(ckpt),
+        "--db",
+        str(db),
+        *TINY,
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core.cli", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline and not ckpt.exists():
+            time.sleep(0.2)
+        assert ckpt.exists(), "no checkpoint was written before the deadline"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    runs = ok_json(cli("runs", "--db", str(db), "--json"))
+    assert len(runs) == 1 and runs[0]["status"] == "interrupted"
+    run = runs[0]["id"]
+    kept = count(db, f"SELECT count(*) FROM episodes WHERE run_id = '{run}'")
+    assert kept >= 16
+    out = ok_json(cli("train", "--resume", run, "--db", str(db), "--json"))
+    assert out["run_id"] == run and out["episodes"] == 160
+    runs = ok_json(cli("runs", "--db", str(db), "--json"))
+    assert runs[0]["status"] == "finished"
+    assert count(db, f"SELECT count(DISTINCT episode) FROM episodes WHERE run_id = '{run}'") == 160
+    assert count(db, f"SELECT max(episode) FROM episodes WHERE run_id = '{run}'") == 159
+
+
+def knows_the_answers(benchmark: str, seed: int = 0):
+    """A server-side model that answers the held-out maths tasks right (others as default)."""
+    source = load_benchmark(benchmark, seed, split="eval")
+    answers = {source.get(i).question: source.get(i).answer for i in range(len(source))}
+
+    def respond(messages: list[dict]) -> str:
+        text = "\n".join(str(m.get("content", "")) for m in messages)
+        for question, answer in answers.items():
+            if question in text:
+                return f"Working through each step.\nAnswer: {answer}\nConfidence: 90"
+        return default_responder(messages)
+
+    return respond
+
+
+def test_openai_backend_eval_and_training_against_a_local_server(tmp_path: Path) -> None:
+    secret = "sk-test-SECRET-do-not-store-123"
+    env = {"OPENAI_API_KEY": secret, "AGENTQMIX_CACHE": str(tmp_path / "cache")}
+    db, ckpt = tmp_path / "s.duckdb", tmp_path / "m.pt"
+    with FakeOpenAIServer(responder=knows_the_answers("math")) as server:
+        base = ["--backend", "openai", "--base-url", server.url, "--model", "fake-model"]
+        out = ok_json(
+            cli(
+                "eval",
+                "--benchmark",
+                "math",
+                "--policy",
+                "full",
+                "--episodes",
+                "3",
+                *base,
+                "--db",
+                str(db),
+                "--json",
+                env=env,
+            )
+        )
+        assert out["episodes"] == 3 and out["accuracy"] == 1.0
+        served = server.request_count
+        assert served > 0
+        usage = sum(
+            r["usage"]["prompt_tokens"] + r["usage"]["completion_tokens"]
+            for r in server.requests
+            if r.get("usage")
+        )
+        run = out["run_id"]
+        logged = count(
+            db,
+            f"SELECT sum(prompt_tokens + completion_tokens) FROM llm_calls WHERE run_id = '{run}'",
+        )
+        assert logged == usage
+        # the cache answers a re-run without a single request
+        ok_json(
+            cli(
+                "eval",
+                "--benchmark",
+                "math",
+                "--policy",
+                "full",
+                "--episodes",
+                "3",
+                *base,
+                "--db",
+                str(db),
+                "--json",
+                env=env,
+            )
+        )
+        assert server.request_count == served
+        # a short training run on real calls
+        trained = ok_json(
+            cli(
+                "train",
+                "--benchmark",
+                "mcq",
+                "--episodes",
+                "8",
+                "--out",
+                str(ckpt),
+                *base,
+                "--db",
+                str(db),
+                "--json",
+                *TINY,
+                env=env,
+            )
+        )
+        assert trained["episodes"] == 8
+    for path in [db, ckpt, *tmp_path.rglob("*")]:
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), f"API key written to {path}"
