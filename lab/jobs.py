@@ -176,10 +176,13 @@ def eval_command(
     failures: Sequence[FailureChoice] = (),
     episodes: int = 1,
     seed: int = 0,
+    first: int = 0,
 ) -> list[str]:
     """``agentqmix eval`` of a learned checkpoint or a fixed topology on held-out episodes
-    ``0..episodes-1`` of the seed's stream, logged into ``db`` as one run."""
+    ``first..first+episodes-1`` of the seed's stream, logged into ``db`` as one run."""
     args = ["eval", *team.args(), "--episodes", str(episodes), "--seed", str(seed)]
+    if first:
+        args += ["--first", str(first)]
     args += _policy_args(policy, checkpoint)
     spec = fail_spec(failures)
     if spec:
@@ -381,9 +384,9 @@ def side_by_side_commands(
 
     Same task, same randomness, same team, so the only difference between the two runs'
     episode ``index`` is the injected failure (a fork of a logged episode when the failure
-    starts at a later round). Each run logs episodes ``0..index``; the lab shows ``index``.
+    starts at a later round). Each run logs just that episode, as its episode 0.
     """
-    common = dict(policy=policy, checkpoint=checkpoint, episodes=index + 1, seed=seed)
+    common = dict(policy=policy, checkpoint=checkpoint, episodes=1, first=index, seed=seed)
     failed = eval_command(db, team, failures=failures, **common)
     healthy = eval_command(db, team, **common)
     return failed, healthy

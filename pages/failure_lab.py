@@ -103,7 +103,6 @@ if st.button(
 pending = st.session_state.get("fail_jobs")
 if pending:
     jobs = [data.jobs(db).get(i) for i in pending[:2]]
-    shown_index = pending[2]
     running = any(j.status == "running" for j in jobs)
 
     @st.fragment(run_every=1.0 if running else None)
@@ -122,7 +121,8 @@ if pending:
             # Both finished: one full rerun picks up the new runs and stops the 1 s refresh.
             data.clear()
             st.rerun(scope="app")
-        recs = [data.episode(db, j.result()["run_id"], shown_index) for j in jobs]
+        # Each side-by-side run logged only the forked episode, as its episode 0.
+        recs = [data.episode(db, j.result()["run_id"], 0) for j in jobs]
         if any(r is None for r in recs):
             st.warning(
                 "The runs finished but their episodes are not in the database yet; reload in a moment."

@@ -43,9 +43,9 @@ def test_command_lines_use_existing_flags(tmp_path):
     )
     assert failed[failed.index("--fail") + 1] == "0:garbled@1"
     assert "--fail" not in healthy
-    assert (
-        failed[failed.index("--episodes") + 1] == "5" and failed[failed.index("--seed") + 1] == "7"
-    )
+    for cmd in (failed, healthy):  # only the forked episode, the same one on both sides
+        assert cmd[cmd.index("--episodes") + 1] == "1" and cmd[cmd.index("--first") + 1] == "4"
+        assert cmd[cmd.index("--seed") + 1] == "7"
 
 
 def test_specs_validate():
