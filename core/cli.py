@@ -171,11 +171,11 @@ def train(
     out: Annotated[Path | None, typer.Option(help="Where to write the checkpoint.")] = None,
     env: Env = None,
     benchmark: Benchmark = None,
-    episodes: Annotated[int, typer.Option(min=1, help="Episodes to train on.")] = 3000,
+    episodes: Annotated[int, typer.Option(min=1, help="Episodes to train on.")] = 6000,
     mixer: Annotated[str, typer.Option(help="qmix or vdn.")] = "qmix",
     seed: Annotated[int, typer.Option(help="Seed for networks, exploration and episodes.")] = 0,
     device: Device = "auto",
-    n_envs: Annotated[int, typer.Option(min=1, help="Episodes collected in lockstep.")] = 16,
+    n_envs: Annotated[int, typer.Option(min=1, help="Episodes collected in lockstep.")] = 32,
     hidden: Annotated[
         int, typer.Option(min=1, help="Width of the GNN, GRU and Q-head layers.")
     ] = 128,

@@ -49,7 +49,9 @@ def select_actions(
     greedy_actions = masked.argmax(-1)
     if epsilon <= 0.0:
         return greedy_actions, torch.ones_like(greedy_actions, dtype=torch.bool)
-    probs = avail.float()
+    # Sample on the CPU: the exploration generator is a CPU one (a CUDA tensor with a CPU
+    # generator is an error in torch.multinomial).
+    probs = avail.float().cpu()
     random_actions = torch.multinomial(
         probs.view(-1, probs.shape[-1]), 1, generator=generator
     ).view(greedy_actions.shape)

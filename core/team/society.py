@@ -84,8 +84,10 @@ class SocietyConfig:
     """Softmax temperature of aggregate_refine over answer supports (low = majority-like)."""
     query_temperature: float = 0.6
     """Softmax temperature of selective_query and unsettled debates."""
-    verify_catch: dict[str, float] = field(default_factory=lambda: _per_domain(0.15, 0.75, 0.08))
-    """Probability that execute_verify notices a wrong answer, per domain."""
+    verify_catch: dict[str, float] = field(default_factory=lambda: _per_domain(0.35, 0.75, 0.08))
+    """Probability that execute_verify notices a wrong answer, per domain: high for code (the
+    tests run), moderate for maths (recomputing with a tool catches arithmetic and setup slips,
+    not a wrong method), low for multiple choice (nothing to execute)."""
     verifier_catch_bonus: float = 0.15
     """Added to verify_catch for the verifier role."""
     verify_fix: dict[str, float] = field(default_factory=lambda: _per_domain(0.5, 0.8, 0.4))
@@ -98,7 +100,7 @@ class SocietyConfig:
     """Mean confidence of a right answer at difficulty 3."""
     conf_wrong: float = 0.52
     """Mean confidence of a wrong answer at difficulty 3."""
-    conf_difficulty: float = 0.05
+    conf_difficulty: float = 0.08
     """Confidence lost per difficulty level above 3."""
     conf_noise: float = 0.12
     """Std of the confidence noise."""

@@ -1,8 +1,9 @@
 """The foundation's CLI end to end: train/eval on the relay game, ``--env`` files, errors, bench.
 
-The learning test and one case of each error kind run the real entry point in a
-subprocess; the other error variants call :func:`core.cli.main` in-process (same
-code path, without paying torch's import time for each).
+The learning test and a checkpoint that does not fit its ``--env`` run the real entry point in
+a subprocess (exit code, stderr, no traceback as a user sees them); the other cases
+call :func:`core.cli.main` in-process: the same code path, without paying ~3 s of
+imports per case.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from core.cli import main
+from tests.core.torch_threads import one_torch_thread  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -109,31 +111,25 @@ def test_checkpoint_for_another_environment_exits_2(relay_checkpoint, tmp_path):
     assert_user_error(result, "does not fit this environment")
 
 
-def test_env_from_a_python_file(tmp_path):
+def test_env_from_a_python_file(tmp_path, capsys):
     env_file = tmp_path / "corridor.py"
     env_file.write_text(TINY_ENV)
     out = tmp_path / "corridor.pt"
     flags = "--episodes 16 --hidden 8 --seed 1 --device cpu --n-envs 4"
-    code = main(["train", "--env", f"{env_file}:make", *flags.split(), "--out", str(out)])
-    assert code == 0 and out.is_file()
-    result = agentqmix(
-        "eval", "--env", f"{env_file}:make", "--checkpoint", str(out),
-        *"--episodes 5 --device cpu --json".split(),
-    )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    summary = json.loads(result.stdout)
+    assert main(["train", "--env", f"{env_file}:make", *flags.split(), "--out", str(out)]) == 0
+    assert out.is_file()
+    capsys.readouterr()
+    flags = "--episodes 5 --device cpu --json"
+    args = ["eval", "--env", f"{env_file}:make", "--checkpoint", str(out), *flags.split()]
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
     assert summary["episodes"] == 5 and 0.0 <= summary["mean_return"] <= 2.0
-
-
-def test_bad_env_spec_exits_2_in_a_real_process(tmp_path):
-    result = agentqmix("train", "--env", "core.games", "--out", str(tmp_path / "x.pt"))
-    assert_user_error(result, "must look like package.module:factory")
-    assert not (tmp_path / "x.pt").exists()
 
 
 @pytest.mark.parametrize(
     ("spec", "needle"),
     [
+        ("core.games", "must look like package.module:factory"),
         ("no_such_package.env:make", "cannot be imported"),
         ("core.games:nope", "is not a callable"),
         ("missing/env.py:make", "does not exist"),
@@ -144,29 +140,28 @@ def test_bad_env_specs_exit_2(tmp_path, capsys, spec, needle):
     assert main(["train", "--env", spec, "--out", str(tmp_path / "x.pt")]) == 2
     err = capsys.readouterr().err
     assert needle in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "x.pt").exists()
 
 
-def test_corrupt_checkpoint_exits_2_in_a_real_process(tmp_path):
-    bad = tmp_path / "bad.pt"
-    bad.write_bytes(b"\x00garbage" * 100)
-    result = agentqmix(
-        "eval", "--env", "core.games:relay_game", "--checkpoint", str(bad), "--device", "cpu",
-        "--json",
-    )  # fmt: skip
-    assert_user_error(result, "is not a readable agentqmix checkpoint")
-
-
-def test_not_a_checkpoint_and_missing_checkpoint_exit_2(tmp_path, capsys):
+def test_unreadable_checkpoints_exit_2(tmp_path, capsys):
     import torch
 
+    corrupt = tmp_path / "bad.pt"
+    corrupt.write_bytes(b"\x00garbage" * 100)
     other = tmp_path / "other.pt"
     torch.save({"weights": torch.zeros(2)}, other)
-    cases = ((other, "is not an agentqmix checkpoint"), (tmp_path / "no.pt", "does not exist"))
+    cases = (
+        (corrupt, "is not a readable agentqmix checkpoint"),
+        (other, "is not an agentqmix checkpoint"),
+        (tmp_path / "no.pt", "does not exist"),
+    )
     for path, needle in cases:
         args = ["eval", "--env", "core.games:relay_game", "--checkpoint", str(path), "--json"]
         code = main(args)
-        err = capsys.readouterr().err
-        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1
+        captured = capsys.readouterr()
+        assert code == 2 and captured.out == ""
+        lines = captured.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0]
 
 
 def test_bad_mixer_exits_2(tmp_path, capsys):
@@ -175,10 +170,9 @@ def test_bad_mixer_exits_2(tmp_path, capsys):
     assert "--mixer must be one of qmix, vdn" in capsys.readouterr().err
 
 
-def test_bench_learner_prints_json():
+def test_bench_learner_prints_json(capsys):
     flags = "--agents 3 --batch 4 --rounds 2 --seconds 0.3 --device cpu --json"
-    result = agentqmix("bench", "learner", *flags.split())
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
+    assert main(["bench", "learner", *flags.split()]) == 0
+    report = json.loads(capsys.readouterr().out)
     assert report["n_agents"] == 3 and report["batch"] == 4 and report["rounds"] == 2
     assert report["updates"] >= 1 and report["train_steps_per_s"] > 0

@@ -20,6 +20,7 @@ import json, sys, time
 from core.store.queries import count_episodes, load_episode, list_runs
 from core.store.synthetic import synthetic_episode
 db, deadline = sys.argv[1], time.time() + float(sys.argv[2])
+open(sys.argv[3], "w").close()  # tell the writer the reader is up
 counts, errors, checked = [], [], 0
 while time.time() < deadline:
     try:
@@ -42,13 +43,14 @@ print(json.dumps({"counts": counts, "errors": errors, "checked": checked}))
 
 def test_concurrent_writer_and_reader_processes(db: Path) -> None:
     n = 100
-    writer = spawn_writer(db, n, "--sleep", "0.04", "--ingest-every", "0.05")
+    ready = db.parent / "reader-ready"
+    writer = spawn_writer(db, n, "--sleep", "0.04", "--ingest-every", "0.05", "--wait-for", str(ready))
     first = writer.stdout.readline()
     assert first.startswith("run ")
     run_id = first.split()[1]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     reader = subprocess.run(
-        [sys.executable, "-c", READER, str(db), "60"],
+        [sys.executable, "-c", READER, str(db), "60", str(ready)],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -10,6 +10,7 @@ then ``done``. Episode I is ``synthetic_episode(seed=I)``, so a reader can check
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -25,6 +26,7 @@ def main() -> None:
     p.add_argument("--ingest-every", type=float, default=0.05)
     p.add_argument("--checkpoint-every", type=int, default=0)
     p.add_argument("--resume", default=None)
+    p.add_argument("--wait-for", default=None, help="start logging once this file exists")
     args = p.parse_args()
     settings = LoggerConfig(ingest_every_s=args.ingest_every)
     if args.resume:
@@ -32,6 +34,12 @@ def main() -> None:
     else:
         logger = RunLogger(args.db, "train", {"episodes": args.episodes}, settings=settings)
     print(f"run {logger.run_id}", flush=True)
+    if args.wait_for:
+        # The reader creates the file once it is up, so the two really overlap however
+        # slowly the machine starts processes.
+        deadline = time.monotonic() + 120
+        while not os.path.exists(args.wait_for) and time.monotonic() < deadline:
+            time.sleep(0.02)
     while logger.next_episode < args.episodes:
         i = logger.log_episode(synthetic_episode(logger.next_episode))
         logger.log_metrics([{"step": i, "episode": i, "loss": 1.0 / (i + 1)}])
