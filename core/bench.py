@@ -10,7 +10,7 @@ from core.buffer import EpisodeBatch
 from core.encoders import AgentNetConfig, AgentNetwork
 from core.learner import LearnerConfig, QLearner
 from core.mixers import MixerConfig, make_mixer
-from core.seeding import resolve_device, seed_everything
+from core.seeding import resolve_device, seed_everything, set_threads
 
 
 def random_batch(
@@ -42,9 +42,11 @@ def learner_benchmark(
     density: float = 0.5,
     seconds: float = 5.0,
     mixer: str = "qmix",
+    threads: int = 0,
 ) -> dict:
     """Learner updates per second at the default network sizes on random data."""
     seed_everything(0)
+    set_threads(threads)
     dev = resolve_device(device)
     state_dim = n_agents * obs_dim + 16
     agent = AgentNetwork(obs_dim, n_agents, n_actions, AgentNetConfig()).to(dev)

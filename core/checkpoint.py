@@ -116,8 +116,11 @@ def load_checkpoint(
         )
         if diff:
             raise UserError(f"checkpoint {path} does not fit this environment ({diff}).")
-    agent_config = AgentNetConfig(**payload["agent_config"])
-    mixer_config = MixerConfig(**payload["mixer_config"])
+    try:
+        agent_config = AgentNetConfig(**payload["agent_config"])
+        mixer_config = MixerConfig(**payload["mixer_config"])
+    except TypeError as exc:
+        raise UserError(f"checkpoint {path} was written by a different build ({exc}).") from exc
     agent = AgentNetwork(shapes.obs_dim, shapes.n_agents, shapes.n_actions, agent_config)
     mixer = make_mixer(shapes.n_agents, shapes.state_dim, mixer_config)
     try:

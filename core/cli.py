@@ -14,8 +14,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from core.errors import UserError
-from core.store.engine import StoreBusy
+from core.errors import StoreBusy, UserError
 
 app = typer.Typer(
     name="agentqmix",
@@ -171,7 +170,7 @@ def train(
     out: Annotated[Path | None, typer.Option(help="Where to write the checkpoint.")] = None,
     env: Env = None,
     benchmark: Benchmark = None,
-    episodes: Annotated[int, typer.Option(min=1, help="Episodes to train on.")] = 6000,
+    episodes: Annotated[int, typer.Option(min=1, help="Episodes to train on.")] = 10000,
     mixer: Annotated[str, typer.Option(help="qmix or vdn.")] = "qmix",
     seed: Annotated[int, typer.Option(help="Seed for networks, exploration and episodes.")] = 0,
     device: Device = "auto",
@@ -179,6 +178,7 @@ def train(
     hidden: Annotated[
         int, typer.Option(min=1, help="Width of the GNN, GRU and Q-head layers.")
     ] = 128,
+    threads: Annotated[int, typer.Option(min=0, help="torch CPU threads (0 = torch's default).")] = 1,
     backend: Backend = "sim",
     preset: Preset = "flash-lite",
     model: Model = None,
@@ -220,6 +220,7 @@ def train(
         seed=seed,
         device=device,
         n_envs=n_envs,
+        cpu_threads=threads,
         agent=AgentNetConfig(gnn_hidden=hidden, gru_hidden=hidden, q_hidden=hidden),
         mixer=MixerConfig(kind=mixer),
     )

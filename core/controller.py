@@ -43,7 +43,8 @@ def select_actions(
     """ε-greedy per agent over the available actions.
 
     Shapes: ``q (B, N, A)``, ``avail (B, N, A)`` bool -> ``actions (B, N)`` long,
-    ``greedy (B, N)`` bool (False where the action came from exploration).
+    ``greedy (B, N)`` bool (True where the action equals the greedy one, False where
+    exploration picked a different action).
     """
     masked = q.masked_fill(~avail, float("-inf"))
     greedy_actions = masked.argmax(-1)

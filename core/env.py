@@ -111,7 +111,10 @@ def load_env(spec: str) -> Any:
         module_spec = importlib.util.spec_from_file_location(mod_name, path)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[mod_name] = module
-        module_spec.loader.exec_module(module)
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as exc:  # the user's file: report it, do not crash with a traceback
+            raise UserError(f"--env file {target} failed to load ({type(exc).__name__}: {exc}).") from exc
     else:
         try:
             module = importlib.import_module(target)
@@ -120,6 +123,9 @@ def load_env(spec: str) -> Any:
     factory = getattr(module, factory_name, None)
     if not callable(factory):
         raise UserError(f"--env {spec}: {factory_name} is not a callable in {target}.")
-    env = factory()
+    try:
+        env = factory()
+    except Exception as exc:
+        raise UserError(f"--env {spec}: the factory raised {type(exc).__name__}: {exc}.") from exc
     check_env(env, where=f"--env {spec}")
     return env

@@ -3,3 +3,7 @@
 
 class UserError(Exception):
     """A mistake in the user's input (flag, file, database): one clear sentence, exit 2."""
+
+
+class StoreBusy(RuntimeError):
+    """The database stayed locked by another process for longer than the allowed wait."""

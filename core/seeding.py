@@ -28,3 +28,13 @@ def resolve_device(device: str = "auto") -> torch.device:
     if device == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda was asked for but no CUDA GPU is visible to torch.")
     return torch.device(device)
+
+
+def set_threads(threads: int) -> None:
+    """Intra-op CPU threads for torch. The agent networks are small, so on CPU one thread
+    is often as fast as several and never collapses when other processes (the lab, a
+    second run, a test suite) compete for the cores; 0 keeps torch's default."""
+    if threads < 0:
+        raise UserError(f"--threads must be >= 0, not {threads}.")
+    if threads:
+        torch.set_num_threads(threads)

@@ -43,7 +43,7 @@ class TrainConfig:
     exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
     explain: bool = False
     """Ask the mixer for Q_tot, weights and credit at every round (for logging)."""
-    max_updates: int = 1500
+    max_updates: int = 3000
     """Learner updates in the whole run at most (0 = no cap). When ``episodes ×
     learner.updates_per_episode`` is larger, the updates are spread evenly over the run:
     episodes are cheap (a sim episode is ~2 ms) and updates are not (~40-100 ms), so a

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import duckdb
 
-from core.errors import UserError
+from core.errors import StoreBusy, UserError
 
 ALIAS = "store"
 """Catalog name of the attached store inside a session."""
@@ -34,10 +34,6 @@ ENV_VAR = "AGENTQMIX_DB"
 """Environment variable that overrides the default database path."""
 
 _MAGIC = b"DUCK"
-
-
-class StoreBusy(RuntimeError):
-    """The database stayed locked by another process for longer than the allowed wait."""
 
 
 class _Engine:

@@ -1,0 +1,278 @@
+"""Lab benchmark: page render times and round-slider latency on a 100,000-episode store.
+
+    python benchmarks/bench_lab.py [--episodes 100000] [--db PATH]
+
+The goal (issue 5): with 100,000 episodes every page renders in under 2 s and moving the
+Replay round slider updates every panel in under 300 ms. Pages run headless under
+``streamlit.testing.v1.AppTest`` (the whole script, widgets serialised, no browser), so the
+figures are the server's share of a page view. A *first* render starts with every
+Streamlit cache empty (as after the 3 s query TTL ran out); a *warm* rerender reruns the
+same session at once. Episodes are synthetic (``core.store.synthetic``), written in bulk.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from core.store.bench import fill
+from core.store.db import read_session
+from core.store.synthetic import synthetic_episode
+from core.store.writer import LoggerConfig, RunLogger
+
+APP = Path(__file__).resolve().parents[1] / "app.py"
+
+PAGES = (
+    "pages/home.py",
+    "pages/replay.py",
+    "pages/train.py",
+    "pages/failure_lab.py",
+    "pages/compare.py",
+    "pages/ctde.py",
+    "pages/runs.py",
+)
+"""Every page of the lab, as ``AppTest.switch_page`` names them."""
+
+PAGE_BUDGET_S = 2.0
+SLIDER_BUDGET_MS = 300.0
+
+
+@dataclass
+class LabBenchConfig:
+    """What store the lab benchmark builds and how often it measures."""
+
+    episodes: int = 100_000
+    """Episodes in the store (all runs together)."""
+    n_agents: int = 4
+    """Agents per episode (each logs one agent-step row per round, plus the decision agent)."""
+    n_rounds: int = 3
+    """Rounds per episode: the Replay slider's range."""
+    train_share: float = 0.4
+    """Fraction of the episodes in one training run (with one metrics row per episode)."""
+    eval_policies: tuple[str, ...] = ("qmix", "full", "star", "single")
+    """Evaluation runs of 10 % of the episodes each; the rest is one ``chain`` run (bulk fill)."""
+    page_repeats: int = 3
+    """First renders (and warm rerenders) per page."""
+    slider_moves: int = 30
+    """Round-slider moves timed on the Replay page."""
+
+    def validate(self) -> None:
+        if self.episodes < 100:
+            raise ValueError(f"episodes must be >= 100, got {self.episodes}")
+        if self.n_agents < 1 or self.n_rounds < 2:
+            raise ValueError(
+                f"need n_agents >= 1 and n_rounds >= 2 (a slider), got "
+                f"{self.n_agents} and {self.n_rounds}"
+            )
+        if not 0 < self.train_share < 1 - 0.1 * len(self.eval_policies):
+            raise ValueError(
+                f"train_share must leave room for the eval runs, got {self.train_share}"
+            )
+        if self.page_repeats < 1 or self.slider_moves < 1:
+            raise ValueError(
+                f"page_repeats and slider_moves must be >= 1, got "
+                f"{self.page_repeats} and {self.slider_moves}"
+            )
+
+
+# ------------------------------------------------------------------ the store
+
+
+def _log_run(
+    db: Path, kind: str, policy: str, episodes: int, cfg: LabBenchConfig, seed0: int
+) -> str:
+    """One run of ``episodes`` synthetic episodes written in batches (metrics if training)."""
+    pool = [
+        synthetic_episode(seed0 + i, cfg.n_agents, cfg.n_rounds, policy=policy) for i in range(500)
+    ]
+    roles = list(pool[0].roles)
+    config = {"team": {"benchmark": "mixed", "roles": roles, "rounds": cfg.n_rounds}}
+    settings = LoggerConfig(ingest_every_s=0.0)
+    with RunLogger(
+        db, kind, config, policy=policy, benchmark="mixed", seed=seed0, settings=settings
+    ) as log:
+        for start in range(0, episodes, 2000):
+            n = min(2000, episodes - start)
+            log.log_episodes(pool[(start + k) % len(pool)] for k in range(n))
+            if kind == "train":
+                log.log_metrics(
+                    {
+                        "step": k,
+                        "episode": k,
+                        "loss": 1.0 / (1 + k / 100),
+                        "td_error": 0.5 / (1 + k / 100),
+                        "q_tot_mean": k / episodes,
+                        "epsilon": max(0.05, 1.0 - k / (0.5 * episodes)),
+                    }
+                    for k in range(start, start + n)
+                )
+        if kind == "train":
+            # A checkpoint that exists, so the Failure lab offers the learned policy.
+            ckpt = db.with_name(db.name + ".ckpt.pt")
+            ckpt.write_bytes(b"")
+            log.set_checkpoint(ckpt, episodes - 1)
+        return log.run_id
+
+
+def build_store(db: Path, cfg: LabBenchConfig) -> dict[str, Any]:
+    """A training run with metrics, one eval run per policy, and a bulk-filled chain run."""
+    cfg.validate()
+    t0 = time.perf_counter()
+    n_train = int(cfg.train_share * cfg.episodes)
+    _log_run(db, "train", "qmix", n_train, cfg, 0)
+    n_eval = cfg.episodes // 10
+    for p, policy in enumerate(cfg.eval_policies):
+        _log_run(db, "eval", policy, n_eval, cfg, 10_000 * (p + 1))
+    per = cfg.n_agents * cfg.n_rounds + 1
+    fill(db, cfg.episodes * per, cfg.n_agents, cfg.n_rounds)
+    with read_session(db) as cur:
+        n_episodes, n_runs = cur.execute(
+            "SELECT count(*), count(DISTINCT run_id) FROM episodes"
+        ).fetchone()
+        n_steps = cur.execute("SELECT count(*) FROM agent_steps").fetchone()[0]
+        n_metrics = cur.execute("SELECT count(*) FROM train_metrics").fetchone()[0]
+    return {
+        "episodes": n_episodes,
+        "runs": n_runs,
+        "agent_step_rows": n_steps,
+        "train_metric_rows": n_metrics,
+        "build_seconds": round(time.perf_counter() - t0, 1),
+        "db_mb": round(db.stat().st_size / 2**20, 1),
+    }
+
+
+# ------------------------------------------------------------------ timing
+
+
+@contextmanager
+def _lab_env(db: Path) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in ("AGENTQMIX_DB", "AGENTQMIX_LAB_DEMO")}
+    os.environ["AGENTQMIX_DB"] = str(db)
+    os.environ["AGENTQMIX_LAB_DEMO"] = "0"
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _clear_caches() -> None:
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def _run(at: AppTest) -> float:
+    """Seconds one ``at.run()`` takes; raises if the page raised."""
+    t0 = time.perf_counter()
+    at.run()
+    dt = time.perf_counter() - t0
+    if at.exception:
+        raise RuntimeError(f"the page raised: {[e.message for e in at.exception]}")
+    return dt
+
+
+def _open(page: str) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.switch_page(page)
+    return at
+
+
+def _stats(values: list[float], scale: float = 1.0, digits: int = 3) -> dict[str, float]:
+    return {
+        "median": round(statistics.median(values) * scale, digits),
+        "max": round(max(values) * scale, digits),
+    }
+
+
+def time_pages(cfg: LabBenchConfig) -> dict[str, dict[str, Any]]:
+    """Per page: first render (empty caches) and warm rerender, in seconds."""
+    out = {}
+    for page in PAGES:
+        first, warm = [], []
+        for _ in range(cfg.page_repeats):
+            _clear_caches()
+            at = _open(page)
+            first.append(_run(at))
+            warm.append(_run(at))
+        out[page] = {"first_s": _stats(first), "warm_s": _stats(warm)}
+    return out
+
+
+def time_slider(cfg: LabBenchConfig) -> dict[str, Any]:
+    """Milliseconds from setting the Replay round slider to every panel rendered."""
+    _clear_caches()
+    at = _open("pages/replay.py")
+    _run(at)
+    rounds = list(range(cfg.n_rounds))
+    path = rounds[1:] + rounds[-2::-1]  # 1, 2, …, last, …, 1, 0: back and forth
+    times, first_visit = [], []
+    seen = {0}
+    for k in range(cfg.slider_moves):
+        r = path[k % len(path)]
+        at.slider(key="replay_round").set_value(r)
+        dt = _run(at)
+        times.append(dt)
+        if r not in seen:
+            first_visit.append(dt)
+        seen.add(r)
+        if not any(f"Round {r} of {cfg.n_rounds - 1}" in m.value for m in at.markdown):
+            raise RuntimeError(f"the Replay page did not move to round {r}")
+    out = {"moves": len(times), "ms": _stats(times, 1000, 1)}
+    if first_visit:
+        # The first visit to a round builds its figures; later visits reuse them.
+        out["first_visit_ms"] = _stats(first_visit, 1000, 1)
+    return out
+
+
+def run_lab_bench(
+    episodes: int = 100_000,
+    *,
+    db: str | os.PathLike[str] | None = None,
+    workdir: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """Build the store (or reuse ``db`` if it exists), time every page and the slider.
+
+    ``options`` are further :class:`LabBenchConfig` fields. With ``db`` the store is kept
+    (and reused on the next call); without, it lives in a temporary folder in ``workdir``.
+    """
+    cfg = LabBenchConfig(episodes=episodes, **options)
+    cfg.validate()
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        path = Path(db).absolute() if db is not None else Path(tmp) / "lab.duckdb"
+        store = {"reused": True} if path.exists() else build_store(path, cfg)
+        load_before = os.getloadavg()
+        with _lab_env(path):
+            t0 = time.perf_counter()
+            for page in PAGES:  # imports (torch, plotly) and the OS file cache, not timed
+                _run(_open(page))
+            warmup = time.perf_counter() - t0
+            pages = time_pages(cfg)
+            slider = time_slider(cfg)
+        _clear_caches()
+    worst_page = max(p["first_s"]["max"] for p in pages.values())
+    return {
+        "store": store,
+        "pages": pages,
+        "replay_slider": slider,
+        "warmup_s": round(warmup, 1),
+        "loadavg_1_5_15": {
+            "before": [round(x, 2) for x in load_before],
+            "after": [round(x, 2) for x in os.getloadavg()],
+        },
+        "goals": {"page_s": PAGE_BUDGET_S, "slider_ms": SLIDER_BUDGET_MS},
+        "meets_goals": worst_page < PAGE_BUDGET_S and slider["ms"]["max"] < SLIDER_BUDGET_MS,
+    }
