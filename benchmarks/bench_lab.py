@@ -8,6 +8,8 @@ Prints JSON (see ``lab.bench``). ``--db PATH`` keeps the built store and reuses 
 import argparse
 import json
 
+from streamlit.logger import set_log_level
+
 from lab.bench import run_lab_bench
 
 if __name__ == "__main__":
@@ -15,4 +17,6 @@ if __name__ == "__main__":
     parser.add_argument("--episodes", type=int, default=100_000)
     parser.add_argument("--db", default=None, help="store to build once and reuse")
     args = parser.parse_args()
+    # Clearing Streamlit's caches outside a script run logs harmless "no ScriptRunContext" lines.
+    set_log_level("error")
     print(json.dumps(run_lab_bench(args.episodes, db=args.db), indent=2))

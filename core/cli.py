@@ -178,7 +178,9 @@ def train(
     hidden: Annotated[
         int, typer.Option(min=1, help="Width of the GNN, GRU and Q-head layers.")
     ] = 128,
-    threads: Annotated[int, typer.Option(min=0, help="torch CPU threads (0 = torch's default).")] = 1,
+    threads: Annotated[
+        int, typer.Option(min=0, help="torch CPU threads (0 = torch's default).")
+    ] = 1,
     backend: Backend = "sim",
     preset: Preset = "flash-lite",
     model: Model = None,

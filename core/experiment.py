@@ -352,6 +352,8 @@ def train_team(
             logger.set_checkpoint(out, state.episodes_done - 1)
         evaluation = {}
         if eval_episodes > 0:
+            if config.cpu_threads and state.device.type == "cpu":
+                torch.set_num_threads(config.cpu_threads)
             policy = QMixPolicy(state.agent, state.mixer, state.device, epsilon=0.0)
             records = run_policy(opts, policy, eval_episodes, opts.seed)
             evaluation = summarize_records(records)
@@ -384,6 +386,9 @@ def learned_policy(checkpoint: Path, opts: TeamOptions, device: str = "auto") ->
     shapes = EnvShapes.of(env)
     env.close()
     dev = resolve_device(device)
+    if dev.type == "cpu":
+        # Batch-1 forwards of a small network: extra threads only add contention.
+        torch.set_num_threads(1)
     ckpt = load_checkpoint(checkpoint, dev, expect=shapes)
     return QMixPolicy(ckpt.agent, ckpt.mixer, dev, epsilon=0.0, label="qmix")
 

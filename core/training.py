@@ -82,7 +82,9 @@ class TrainState:
 class TrainHooks:
     """Override to observe training (the episode store, the lab). Default: do nothing."""
 
-    def on_episodes(self, results: Sequence[EpisodeResult], state: TrainState, epsilon: float) -> None:
+    def on_episodes(
+        self, results: Sequence[EpisodeResult], state: TrainState, epsilon: float
+    ) -> None:
         """Called after each batch of collected episodes."""
 
     def on_update(self, stats: dict[str, float], state: TrainState) -> None:

@@ -9,6 +9,7 @@ manager, the demo runner) are ``st.cache_resource``: one per lab server.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -44,6 +45,7 @@ def _filters(
     policy: str | None = None,
     correct: bool | None = None,
     with_failures: bool | None = None,
+    from_episode: int | None = None,
 ) -> q.EpisodeFilter:
     return q.EpisodeFilter(
         run_ids=[run_id] if run_id else None,
@@ -51,6 +53,7 @@ def _filters(
         policy=policy,
         correct=correct,
         with_failures=with_failures,
+        from_episode=from_episode,
     )
 
 
@@ -68,11 +71,29 @@ def episodes(
     policy: str | None = None,
     correct: bool | None = None,
     with_failures: bool | None = None,
-    limit: int = 500,
+    limit: int = 200,
+    from_episode: int | None = None,
 ) -> pd.DataFrame:
-    """Episode headlines matching the filters."""
-    flt = _filters(run_id, benchmark, policy, correct, with_failures)
+    """Up to ``limit`` episode headlines matching the filters, from index ``from_episode`` on."""
+    flt = _filters(run_id, benchmark, policy, correct, with_failures, from_episode)
     return q.list_episodes(db, flt, limit=limit)
+
+
+def episode_labels(episodes: pd.DataFrame) -> dict[int, str]:
+    """``#12 · task-3 · ✔ · 1,234 tok · 1 failed`` per episode index, built in one pass
+    (a ``format_func`` that filters the frame per option costs seconds for 200 options)."""
+    return {
+        int(i): f"#{i} · {task} · {'✔' if ok else '✘'} · {tok:,} tok"
+        + (f" · {nf} failed" if nf else "")
+        for i, task, ok, tok, nf in zip(
+            episodes["episode"],
+            episodes["task_id"],
+            episodes["correct"],
+            episodes["tokens"],
+            episodes["n_failed"],
+            strict=True,
+        )
+    }
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -125,10 +146,18 @@ def robustness(db: str, benchmark: str | None = None) -> pd.DataFrame:
     return q.robustness(db, q.EpisodeFilter(benchmark=benchmark))
 
 
+CURVE_POINTS = 2000
+"""Points per training curve at most (a long run is thinned in SQL: the browser stays fast)."""
+
+
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def curves(db: str, run_id: str, window: int = 25) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(per-episode curves, per-update training metrics) of one run."""
-    return q.episode_curves(db, run_id, window), q.training_curves(db, run_id)
+    """(per-episode curves, per-update training metrics) of one run, thinned to
+    :data:`CURVE_POINTS` rows each (moving averages still use every episode)."""
+    return (
+        q.episode_curves(db, run_id, window, CURVE_POINTS),
+        q.training_curves(db, run_id, CURVE_POINTS),
+    )
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -197,3 +226,24 @@ def replay_figures(db: str, run_id: str, index: int, round_index: int) -> dict:
         "table": figures.round_table(record, round_index),
         "messages": figures.messages_table(rnd),
     }
+
+
+@st.cache_resource(max_entries=256, show_spinner=False)
+def prebuild_rounds(db: str, run_id: str, index: int, n_rounds: int) -> threading.Thread:
+    """Build every round's Replay figures of this episode in a background thread, once.
+
+    Building one round's figures takes 100-300 ms on a busy machine; done while the reader
+    looks at the first round, the slider then only fetches finished figures. A move that
+    comes first waits for that round's build (``cache_resource`` locks per key).
+    """
+
+    def build() -> None:
+        for r in range(n_rounds):
+            replay_figures(db, run_id, index, r)
+
+    thread = threading.Thread(target=build, name=PREBUILD_THREAD, daemon=True)
+    thread.start()
+    return thread
+
+
+PREBUILD_THREAD = "replay-prebuild"

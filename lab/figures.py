@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import networkx as nx
 import pandas as pd
 import plotly.graph_objects as go
+import plotly.io as pio
 from plotly.subplots import make_subplots
 
 from core.actions import ACTION_NAMES
@@ -54,10 +55,24 @@ _NODE_RADIUS = 0.11
 """How far (layout units) arrows stop short of a node's centre, so the head stays visible."""
 
 
+def _lean_template(base: str = "plotly_white") -> go.layout.Template:
+    # The full template carries defaults for ~25 trace types; a figure copies and validates
+    # its template several times on the way to the browser (about a third of a Replay
+    # round's cost), so keep only the layout and the trace types drawn here.
+    full = pio.templates[base]
+    return go.layout.Template(
+        layout=full.layout, data={t: getattr(full.data, t) for t in ("bar", "scatter", "heatmap")}
+    )
+
+
+TEMPLATE = _lean_template()
+"""``plotly_white`` as it applies to this module's figures (bar, scatter, heatmap traces)."""
+
+
 def _layout(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
     # Title on the first line, the legend on the line below it, the plot under both.
     fig.update_layout(
-        template="plotly_white",
+        template=TEMPLATE,
         font=FONT,
         height=height,
         margin=dict(l=10, r=10, t=85 if title else 40, b=10),

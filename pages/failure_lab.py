@@ -46,11 +46,12 @@ with ui.friendly():
 if info is None or episodes.empty:
     st.info("This run has no episodes any more.")
     st.stop()
+episode_labels = {
+    int(i): f"#{i} · {task}"
+    for i, task in zip(episodes["episode"], episodes["task_id"], strict=True)
+}
 base_index = c2.selectbox(
-    "Episode",
-    episodes["episode"].tolist(),
-    format_func=lambda i: f"#{i} · {episodes.loc[episodes['episode'] == i, 'task_id'].iloc[0]}",
-    key="fail_episode",
+    "Episode", list(episode_labels), format_func=episode_labels.get, key="fail_episode"
 )
 record = data.episode(db, base_run, int(base_index))
 if record is None:

@@ -5,6 +5,9 @@ import streamlit as st
 from core.actions import ACTION_NAMES
 from lab import data, ui
 
+PAGE = 200
+"""Episodes offered in the picker at a time (a long run is paged with "From episode #")."""
+
 db = data.db_path()
 st.title("Replay an episode")
 runs = ui.require_runs(db)
@@ -34,18 +37,19 @@ failed = c_fail.selectbox(
     "Failures", [None, True, False], format_func={None: "any", True: "with", False: "without"}.get,
     key="replay_failures",
 )  # fmt: skip
+c_ep, c_from = st.columns([5, 1])
+from_episode = c_from.number_input(
+    "From episode #", 0, None, 0, step=PAGE, key="replay_from",
+    help=f"The list holds up to {PAGE} matching episodes from this index on.",
+)  # fmt: skip
 with ui.friendly():
-    episodes = data.episodes(db, run_id, benchmark, policy, correct, failed)
+    episodes = data.episodes(
+        db, run_id, benchmark, policy, correct, failed, PAGE, int(from_episode)
+    )
 if episodes.empty:
-    st.info("No episode of this run matches the filters.")
+    st.info("No episode of this run matches the filters (from this index on).")
     st.stop()
-
-
-def _episode_label(i: int) -> str:
-    row = episodes.loc[episodes["episode"] == i].iloc[0]
-    mark = "✔" if row["correct"] else "✘"
-    fails = f" · {row['n_failed']} failed" if row["n_failed"] else ""
-    return f"#{i} · {row['task_id']} · {mark} · {row['tokens']:,} tok{fails}"
+episode_labels = data.episode_labels(episodes)
 
 
 def _reset_round() -> None:
@@ -53,8 +57,8 @@ def _reset_round() -> None:
     st.session_state["replay_playing"] = False
 
 
-index = st.selectbox(
-    "Episode", episodes["episode"].tolist(), format_func=_episode_label, key="replay_episode",
+index = c_ep.selectbox(
+    "Episode", list(episode_labels), format_func=episode_labels.get, key="replay_episode",
     on_change=_reset_round,
 )  # fmt: skip
 with ui.friendly():
@@ -181,6 +185,7 @@ def panels() -> None:
                 )
     with tok:
         ui.chart(figs["tokens"], key="replay_tokens")
+    data.prebuild_rounds(db, run_id, int(index), n_rounds)
     if st.session_state["replay_playing"] and r >= n_rounds - 1:
         st.session_state["replay_playing"] = False
         st.rerun(scope="app")

@@ -116,7 +116,7 @@ def watch() -> None:
         st.info("This run has no episodes yet; they appear here as it logs them.")
         return
     ui.chart(figures.training_curves_figure(episodes_df, metrics), key="train_curves")
-    bucket = max(1, len(episodes_df) // 20)
+    bucket = max(1, int(row["episodes"]) // 20)  # episodes_df is thinned on long runs
     mix = data.action_mix(db, run_id, bucket)
     ui.chart(
         figures.action_mix_figure(

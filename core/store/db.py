@@ -32,6 +32,7 @@ from core.store.ingest import (
     install_tail_views,
     needs_recovery,
     progress,
+    release,
 )
 from core.store.schema import SCHEMA_VERSION, ensure_schema, stored_version
 from core.store.spool import spool_dir_for
@@ -43,8 +44,9 @@ DEFAULT_TIMEOUT_S = 30.0
 def ingest_all(cur: duckdb.DuckDBPyConnection, path: Path) -> Pending:
     """Ingest every spool next to ``path`` and clean up after dead producers."""
     spool_dir = spool_dir_for(path)
-    pending = collect(spool_dir, progress(cur))
+    pending = collect(cur, spool_dir, progress(cur))
     apply(cur, pending)
+    release(cur)
     finalize_dead(cur, pending, spool_dir)
     clean_stale_lock_tmp(spool_dir)
     return pending
@@ -95,7 +97,7 @@ def read_session(
     for attempt in range(2):
         with attached(path, write=False, timeout=timeout) as cur:
             version = stored_version(cur, str(path))
-            pending = collect(spool_dir, progress(cur))
+            pending = collect(cur, spool_dir, progress(cur))
             if attempt == 0 and (version < SCHEMA_VERSION or _orphans(cur, pending)):
                 stale = True
             else:

@@ -1,16 +1,19 @@
 """Moving spool events into DuckDB, and showing the not-yet-ingested tail to readers.
 
 :func:`collect` reads every segment from the offset recorded in ``spool_progress`` to its
-last complete line and sorts the events into rows per table. A writer applies them with
-:func:`apply` (bulk Arrow inserts, the new offsets in the same transaction, so a crash
-can neither lose nor duplicate rows) and then :func:`finalize_dead` cleans up after
-producers that died. A reader instead installs them as temporary views that shadow the
-tables (:func:`install_tail_views`), so a query sees every logged episode.
+last complete line and stages the lines in the session: DuckDB itself parses the episode
+and metrics lines (``json_transform_strict`` against a structure derived from
+:data:`core.store.schema.TABLES`, into temp tables), so no row passes through Python; the
+few control lines (run, checkpoint, end) are parsed in Python. A writer then applies the
+batch with :func:`apply` (one ``INSERT ... SELECT unnest(...)`` per table and the new
+offsets, in one transaction, so a crash can neither lose nor duplicate rows) and
+:func:`finalize_dead` cleans up after producers that died. A reader instead installs
+temporary views that shadow the tables (:func:`install_tail_views`), so a query sees
+every logged episode.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import time
@@ -20,42 +23,113 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
+import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.json as pj
 
 from core.store.engine import ALIAS
-from core.store.schema import ARROW_SCHEMAS, RUN_TABLES, SPOOL_ROW_TYPES, TABLES
-from core.store.spool import RunSpool, list_spools, lock_held, read_complete
+from core.store.schema import (
+    ARROW_SCHEMAS,
+    EDGES_SQL,
+    EPISODE_TABLES,
+    RUN_TABLES,
+    SPOOL_ROW_TYPES,
+    TABLES,
+    Column,
+)
+from core.store.spool import (
+    METRIC_COLUMNS,
+    SPOOL_COLUMNS,
+    RunSpool,
+    is_v1,
+    list_spools,
+    lock_held,
+    read_complete,
+    upgrade_v1,
+)
 
 log = logging.getLogger(__name__)
 
 _RUN_COLS = [c.name for c in TABLES["runs"]]
+_EP_PREFIX = '{"t":"ep",'
+_METRICS_PREFIX = '{"t":"metrics",'
+# orjson writes keys in insertion order without spaces, so a line's kind is in its prefix.
+_DATA_LINE = f"(starts_with(line, '{_EP_PREFIX}') OR starts_with(line, '{_METRICS_PREFIX}'))"
+# Staging objects live in the session's temp catalog, which a read-only session may write.
+_LINES = "_spool_lines"
+_EPISODES = "_spool_episodes"
+_METRICS = "_spool_metrics"
 
 
-EVENT_SCHEMA = pa.schema(
-    [
-        ("t", pa.string()),
-        *[(table, pa.list_(SPOOL_ROW_TYPES[table])) for table in RUN_TABLES],
-        ("run", SPOOL_ROW_TYPES["runs"]),
-        ("path", pa.string()),
-        ("episode", pa.int64()),
-        ("status", pa.string()),
-        ("at", pa.int64()),
-        ("message", pa.string()),
-    ]
+def _spool_sql(c: Column) -> str:
+    """The type of a column's value in a spool line."""
+    if c.sql == "TIMESTAMP":
+        return "BIGINT"  # epoch microseconds
+    if c.sql == "JSON":
+        return "VARCHAR"
+    if c.sql == EDGES_SQL:
+        return "INTEGER[][]"  # [src, dst] pairs
+    return c.sql
+
+
+def _from_spool(c: Column, value: str) -> str:
+    """SQL turning a spool value into the column's value and type."""
+    if c.sql == "TIMESTAMP":
+        value = f"make_timestamp({value})"
+    elif c.sql == EDGES_SQL:
+        value = f"list_transform({value}, lambda e: {{'src': e[1], 'dst': e[2]}})"
+    return f"CAST({value} AS {c.sql}) AS {c.name}"
+
+
+def _structure(table: str, names: tuple[str, ...], suffix: str) -> dict[str, str]:
+    cols = {c.name: c for c in TABLES[table]}
+    return {name: _spool_sql(cols[name]) + suffix for name in names}
+
+
+_EPISODE_STRUCTURE = json.dumps(
+    {
+        "episode": "INTEGER",
+        "episodes": _structure("episodes", SPOOL_COLUMNS["episodes"], ""),
+        **{t: _structure(t, SPOOL_COLUMNS[t], "[]") for t in EPISODE_TABLES if t != "episodes"},
+    }
 )
-"""Every field any spool event has; Arrow's JSON reader fills absent ones with nulls."""
+"""``json_transform_strict`` structure of an episode line (every key must be present)."""
 
-_CONTROL = [f.name for f in EVENT_SCHEMA if f.name not in RUN_TABLES]
+_METRICS_STRUCTURE = json.dumps(
+    {"train_metrics": [_structure("train_metrics", METRIC_COLUMNS, "")]}
+)
+
+
+def _tail_select(table: str) -> str:
+    """``SELECT`` of the staged rows of ``table``, columns named, typed and ordered as stored."""
+    cols = TABLES[table]
+    if table == "train_metrics":
+        exprs = ["run_id"] + [_from_spool(c, f"m.{c.name}") for c in cols[1:]]
+        return f"SELECT {', '.join(exprs)} FROM temp.main.{_METRICS}"
+    key = "CAST(run_id AS VARCHAR) AS run_id, CAST(episode AS INTEGER) AS episode"
+    values = [c for c in cols if c.name not in ("run_id", "episode")]
+    if table == "episodes":
+        inner = ", ".join(f"e.episodes.{c.name} AS {c.name}" for c in values)
+    else:
+        # Parallel unnests: the lists of one table in one line have the same length.
+        inner = ", ".join(f"unnest(e.{table}.{c.name}) AS {c.name}" for c in values)
+    outer = ", ".join(_from_spool(c, c.name) for c in values)
+    return (
+        f"SELECT {key}, {outer} FROM "
+        f"(SELECT run_id, e.episode AS episode, {inner} FROM temp.main.{_EPISODES})"
+    )
+
+
+_TAIL_SELECT = {table: _tail_select(table) for table in RUN_TABLES}
 
 
 @dataclass
 class Pending:
-    """Spool events not yet in the database, sorted by destination."""
+    """Spool events not yet in the database: staged rows and changes to run rows."""
 
     spools: dict[str, RunSpool]
-    tables: dict[str, list[pa.Table]] = field(default_factory=lambda: defaultdict(list))
+    staged: set[str] = field(default_factory=set)
+    """Tables with staged rows (selected by :func:`_tail_select`)."""
     new_runs: dict[str, dict[str, Any]] = field(default_factory=dict)
     updates: dict[str, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
     """Column changes for runs already in the database (checkpoint, end, last episode)."""
@@ -64,88 +138,129 @@ class Pending:
 
     @property
     def empty(self) -> bool:
-        return not (self.new_runs or self.updates or self.tables)
+        return not (self.new_runs or self.updates or self.staged)
 
     @property
     def live_runs(self) -> set[str]:
         return {rid for rid, s in self.spools.items() if s.alive}
-
-    def table(self, name: str) -> pa.Table | None:
-        """All pending rows of one table, in the store's Arrow schema."""
-        parts = self.tables.get(name)
-        return pa.concat_tables(parts) if parts else None
 
 
 def progress(cur: duckdb.DuckDBPyConnection) -> dict[str, int]:
     return dict(cur.execute("SELECT file, byte_offset FROM spool_progress").fetchall())
 
 
-def collect(spool_dir: Path, done: dict[str, int]) -> Pending:
-    """Every complete spool event after the ingested offsets ``done``."""
+def collect(cur: duckdb.DuckDBPyConnection, spool_dir: Path, done: dict[str, int]) -> Pending:
+    """Stage every complete spool event after the ingested offsets ``done`` in ``cur``."""
     pending = Pending(list_spools(spool_dir))
+    chunks: list[tuple[str, bytes]] = []
     for rid, spool in pending.spools.items():
         for seg in spool.segments:
             start = done.get(seg.name, 0)
             data, end = read_complete(seg, start)
             if data:
-                _add_events(pending, rid, parse_events(data, seg))
+                chunks.append((rid, upgrade_v1(data) if is_v1(seg) else data))
             if end != start:
                 pending.offsets[seg.name] = (rid, end)
+    if chunks:
+        cur.register(_LINES, _lines_table(chunks))
+        try:
+            _stage(cur, pending, spool_dir)
+        finally:
+            cur.unregister(_LINES)
     # A run created in this batch gets its changes folded into the row it is inserted with.
     for rid, row in pending.new_runs.items():
         row.update(pending.updates.pop(rid, {}))
     return pending
 
 
-def parse_events(data: bytes, path: Path) -> pa.Table:
-    """Complete spool lines -> one row per event (C++ JSON parsing, no per-row Python)."""
-    options = pj.ParseOptions(explicit_schema=EVENT_SCHEMA, unexpected_field_behavior="ignore")
-    # 1 MiB blocks parse in parallel; a line longer than a block needs one big block.
-    for block in (1 << 20, len(data) + 1):
+def _lines_table(chunks: list[tuple[str, bytes]]) -> pa.Table:
+    """Complete lines as an Arrow string column, without copying or splitting in Python."""
+    lines, run_ids = [], []
+    for rid, data in chunks:
+        ends = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n"))
+        offsets = np.concatenate(([0], ends + 1)).astype(np.int64)
+        arr = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(data))
         try:
-            return pj.read_json(
-                io.BytesIO(data),
-                read_options=pj.ReadOptions(block_size=block),
-                parse_options=options,
-            )
-        except pa.ArrowInvalid:
-            if block > len(data):
-                break
-    # Slow path for what Arrow refuses: NaN values, or a torn line after a power loss.
-    events = []
-    for line in data.splitlines():
-        try:
-            events.append(json.loads(line))
-        except ValueError:
-            log.warning("skipping a corrupt line in %s", path)
-    return pa.Table.from_pylist(events, schema=EVENT_SCHEMA)
+            arr.validate(full=True)
+        except pa.ArrowInvalid:  # not UTF-8: a line torn by a power loss
+            text = [line.decode("utf-8", "replace") for line in data.split(b"\n")[:-1]]
+            arr = pa.array(text, pa.large_string())
+        lines.append(arr)
+        run_ids.append(pa.array([rid] * len(arr), pa.string()))
+    n = sum(len(a) for a in lines)
+    return pa.table(
+        {
+            "i": pa.array(np.arange(n)),
+            "run_id": pa.chunked_array(run_ids, pa.string()),
+            "line": pa.chunked_array(lines, pa.large_string()),
+        }
+    )
 
 
-def _add_events(pending: Pending, rid: str, events: pa.Table) -> None:
-    for table in RUN_TABLES:
-        rows = pc.list_flatten(events.column(table))
-        if len(rows):
-            flat = pa.Table.from_batches(
-                [pa.RecordBatch.from_struct_array(chunk) for chunk in rows.chunks if len(chunk)]
-            )
-            pending.tables[table].append(flat.cast(ARROW_SCHEMAS[table]))
-    kinds = events.column("t")
-    if pc.any(pc.equal(kinds, "ep")).as_py():
-        last = pc.max(pc.list_flatten(events.column("episodes")).combine_chunks().field("episode"))
+def _stage(cur: duckdb.DuckDBPyConnection, pending: Pending, spool_dir: Path) -> None:
+    """Parse the registered lines: episode and metric rows into temp tables, control in Python."""
+    try:
+        _parse_lines(cur, valid_only=False)
+    except duckdb.InvalidInputException:
+        bad = cur.execute(
+            f"SELECT count(*) FROM {_LINES} WHERE {_DATA_LINE} AND NOT json_valid(line)"
+        ).fetchone()
+        if not bad[0]:
+            raise  # well-formed JSON of the wrong shape: a bug, not a torn line
+        log.warning("skipping %d corrupt spool lines in %s", bad[0], spool_dir)
+        _parse_lines(cur, valid_only=True)
+    for rid, last in cur.execute(
+        f"SELECT run_id, max(e.episode) FROM temp.main.{_EPISODES} GROUP BY run_id"
+    ).fetchall():
+        pending.staged.update(EPISODE_TABLES)
         upd = pending.updates[rid]
-        upd["last_episode"] = max(upd.get("last_episode", -1), last.as_py())
-    control = events.filter(pc.is_in(kinds, pa.array(["run", "ckpt", "end"])))
-    for event in control.select(_CONTROL).to_pylist():
-        if event["t"] == "run":
-            pending.new_runs[rid] = event["run"]
-        elif event["t"] == "ckpt":
-            pending.updates[rid].update(
-                checkpoint=event["path"], checkpoint_episode=event["episode"]
-            )
-        else:
-            pending.updates[rid].update(
-                status=event["status"], ended_at=event["at"], message=event["message"]
-            )
+        upd["last_episode"] = max(upd.get("last_episode", -1), last)
+    if cur.execute(f"SELECT count(*) FROM temp.main.{_METRICS}").fetchone()[0]:
+        pending.staged.add("train_metrics")
+    control = cur.execute(
+        f"SELECT run_id, line FROM {_LINES} WHERE NOT ({_DATA_LINE}) ORDER BY i"
+    ).fetchall()
+    for rid, line in control:
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            log.warning("skipping a corrupt line in the spool of %s", rid)
+            continue
+        _add_control(pending, rid, event)
+
+
+def _parse_lines(cur: duckdb.DuckDBPyConnection, *, valid_only: bool) -> None:
+    valid = " AND json_valid(line)" if valid_only else ""
+    cur.execute(
+        f"CREATE OR REPLACE TEMP TABLE {_EPISODES} AS SELECT run_id, "
+        f"json_transform_strict(line, '{_EPISODE_STRUCTURE}') AS e FROM {_LINES} "
+        f"WHERE starts_with(line, '{_EP_PREFIX}'){valid}"
+    )
+    cur.execute(
+        f"CREATE OR REPLACE TEMP TABLE {_METRICS} AS SELECT run_id, "
+        f"unnest((json_transform_strict(line, '{_METRICS_STRUCTURE}')).train_metrics) AS m "
+        f"FROM {_LINES} WHERE starts_with(line, '{_METRICS_PREFIX}'){valid}"
+    )
+
+
+def _add_control(pending: Pending, rid: str, event: dict[str, Any]) -> None:
+    kind = event.get("t")
+    if kind == "run":
+        pending.new_runs[rid] = event["run"]
+    elif kind == "ckpt":
+        pending.updates[rid].update(checkpoint=event["path"], checkpoint_episode=event["episode"])
+    elif kind == "end":
+        pending.updates[rid].update(
+            status=event["status"], ended_at=event["at"], message=event["message"]
+        )
+    else:
+        log.warning("skipping an unknown spool event %r of %s", kind, rid)
+
+
+def release(cur: duckdb.DuckDBPyConnection) -> None:
+    """Drop the staged rows (after :func:`apply`; a read session keeps them for its views)."""
+    cur.execute(f"DROP TABLE IF EXISTS temp.main.{_EPISODES}")
+    cur.execute(f"DROP TABLE IF EXISTS temp.main.{_METRICS}")
 
 
 def runs_table(rows: list[dict[str, Any]]) -> pa.Table:
@@ -156,7 +271,7 @@ def runs_table(rows: list[dict[str, Any]]) -> pa.Table:
 
 
 def insert_arrow(cur: duckdb.DuckDBPyConnection, table: str, data: pa.Table) -> None:
-    """Bulk insert through Arrow registration (one statement per table)."""
+    """Bulk insert through Arrow registration (one statement)."""
     cur.register("_batch", data)
     try:
         cur.execute(f"INSERT INTO {ALIAS}.main.{table} SELECT * FROM _batch")
@@ -172,9 +287,8 @@ def apply(cur: duckdb.DuckDBPyConnection, pending: Pending) -> None:
     if pending.new_runs:
         insert_arrow(cur, "runs", runs_table(list(pending.new_runs.values())))
     for table in RUN_TABLES:
-        data = pending.table(table)
-        if data is not None:
-            insert_arrow(cur, table, data)
+        if table in pending.staged:
+            cur.execute(f"INSERT INTO {ALIAS}.main.{table} {_TAIL_SELECT[table]}")
     for rid, upd in pending.updates.items():
         upd = dict(upd)
         last = upd.pop("last_episode", None)
@@ -253,9 +367,11 @@ def clean_stale_lock_tmp(spool_dir: Path, max_age_s: float = 60.0) -> None:
 def install_tail_views(cur: duckdb.DuckDBPyConnection, pending: Pending) -> None:
     """Shadow each table with a temp view = stored rows + spool tail (read-only sessions)."""
     for table in RUN_TABLES:
-        data = pending.table(table)
-        if data is not None:
-            _tail_view(cur, table, data, "")
+        if table in pending.staged:
+            cur.execute(
+                f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {ALIAS}.main.{table} "
+                f"UNION ALL {_TAIL_SELECT[table]}"
+            )
     run_rows = list(pending.new_runs.values())
     if pending.updates:
         stored = cur.execute(
@@ -272,19 +388,13 @@ def install_tail_views(cur: duckdb.DuckDBPyConnection, pending: Pending) -> None
                 row[col] = value
             run_rows.append(row)
     if run_rows:
-        where = "WHERE id NOT IN (SELECT id FROM _tail_runs)"
-        _tail_view(cur, "runs", runs_table(run_rows), where)
+        cur.register("_tail_runs", runs_table(run_rows))
+        cast = ", ".join(f"CAST({c.name} AS {c.sql}) AS {c.name}" for c in TABLES["runs"])
+        cur.execute(
+            f"CREATE OR REPLACE TEMP VIEW runs AS SELECT * FROM {ALIAS}.main.runs "
+            f"WHERE id NOT IN (SELECT id FROM _tail_runs) UNION ALL SELECT {cast} FROM _tail_runs"
+        )
 
 
 def _to_us(ts: Any) -> int:
     return pa.scalar(ts, type=pa.timestamp("us")).value
-
-
-def _tail_view(cur: duckdb.DuckDBPyConnection, table: str, tail: pa.Table, where: str) -> None:
-    cur.register(f"_tail_{table}", tail)
-    cast = ", ".join(f"CAST({c.name} AS {c.sql}) AS {c.name}" for c in TABLES[table])
-    cur.execute(
-        f"CREATE OR REPLACE TEMP VIEW {table} AS "
-        f"SELECT * FROM {ALIAS}.main.{table} {where} "
-        f"UNION ALL SELECT {cast} FROM _tail_{table}"
-    )

@@ -58,6 +58,8 @@ class EpisodeFilter:
     """Only this task difficulty."""
     domain: str | None = None
     """Only this domain (math, code, mc)."""
+    from_episode: int | None = None
+    """Only episodes with index >= this (to page through a long run)."""
 
     def where(self, alias: str = "e") -> tuple[str, list[Any]]:
         """A SQL ``WHERE`` clause over episodes aliased ``alias``, and its parameters."""
@@ -72,6 +74,9 @@ class EpisodeFilter:
                 params.append(value)
         if self.with_failures is not None:
             parts.append(f"{alias}.n_failed {'>' if self.with_failures else '='} 0")
+        if self.from_episode is not None:
+            parts.append(f"{alias}.episode >= ?")
+            params.append(self.from_episode)
         return ("WHERE " + " AND ".join(parts)) if parts else "", params
 
 
@@ -351,16 +356,26 @@ def action_distribution(
     }
     if by not in key:
         raise ValueError(f"by must be one of {sorted(key)}, got {by!r}")
-    where, params = (filters or EpisodeFilter()).where()
+    flt = filters or EpisodeFilter()
+    # Steps carry run_id and episode themselves: skip the join (a third of the cost on a
+    # large store) unless the grouping or a filter needs an episode column.
+    on_steps = by == "round" and all(getattr(flt, c) is None for c in _EPISODE_ONLY_FILTERS)
+    where, params = flt.where("s" if on_steps else "e")
     where = (where + " AND" if where else "WHERE") + " s.agent >= 0 AND s.alive"
+    source = (
+        "agent_steps s" if on_steps else "agent_steps s JOIN episodes e USING (run_id, episode)"
+    )
     with read_session(db) as cur:
         df = cur.execute(
-            f"SELECT {key[by]} AS {by}, s.action, count(*) AS count "
-            f"FROM agent_steps s JOIN episodes e USING (run_id, episode) {where} "
+            f"SELECT {key[by]} AS {by}, s.action, count(*) AS count FROM {source} {where} "
             "GROUP BY ALL ORDER BY ALL",
             params,
         ).df()
     return _with_shares(df, by)
+
+
+_EPISODE_ONLY_FILTERS = ("benchmark", "policy", "correct", "with_failures", "difficulty", "domain")
+"""EpisodeFilter fields that only the episodes table has (the rest are on every table)."""
 
 
 def action_mix_over_time(db: Db, run_id: str, bucket: int = 50) -> pd.DataFrame:
@@ -382,26 +397,55 @@ def _with_shares(df: pd.DataFrame, by: str) -> pd.DataFrame:
     return df
 
 
-def training_curves(db: Db, run_id: str) -> pd.DataFrame:
-    """The run's per-update metrics (loss, TD error, Q_tot, ε, moving averages) by step."""
+def training_curves(db: Db, run_id: str, max_points: int | None = None) -> pd.DataFrame:
+    """The run's per-update metrics (loss, TD error, Q_tot, ε, moving averages) by step.
+
+    With ``max_points``, every k-th row (and the last) so at most about that many remain:
+    a chart of 100,000 points costs the browser seconds and shows nothing more.
+    """
     with read_session(db) as cur:
         return cur.execute(
-            "SELECT * EXCLUDE (run_id) FROM train_metrics WHERE run_id = ? ORDER BY step",
-            [run_id],
+            _thinned("SELECT * EXCLUDE (run_id) FROM train_metrics WHERE run_id = ?", "step"),
+            [run_id, _stride_param(max_points)],
         ).df()
 
 
-def episode_curves(db: Db, run_id: str, window: int = 50) -> pd.DataFrame:
-    """Per-episode reward, accuracy and tokens of one run, with moving averages over ``window``."""
+def _stride_param(max_points: int | None) -> int:
+    if max_points is not None and max_points < 2:
+        raise ValueError(f"max_points must be >= 2 or None, got {max_points}")
+    return max_points or 0
+
+
+def _thinned(select: str, order: str) -> str:
+    """``select`` ordered by ``order``, keeping every k-th row and the last; the extra
+    parameter is the row budget (0 = keep all)."""
+    return (
+        f"WITH c AS ({select}), n AS (SELECT ?::BIGINT AS budget), "
+        f"t AS (SELECT c.*, row_number() OVER (ORDER BY {order}) - 1 AS _i, "
+        "count(*) OVER () AS _n FROM c) "
+        "SELECT t.* EXCLUDE (_i, _n) FROM t, n "
+        "WHERE n.budget = 0 OR _i % greatest(1, ceil(_n / n.budget)::BIGINT) = 0 OR _i = _n - 1 "
+        f"ORDER BY {order}"
+    )
+
+
+def episode_curves(
+    db: Db, run_id: str, window: int = 50, max_points: int | None = None
+) -> pd.DataFrame:
+    """Per-episode reward, accuracy and tokens of one run, with moving averages over ``window``.
+
+    The averages use every episode; ``max_points`` then thins the rows as in
+    :func:`training_curves`.
+    """
     if window < 1:
         raise ValueError(f"window must be >= 1, got {window}")
     frame = f"ROWS BETWEEN {int(window) - 1} PRECEDING AND CURRENT ROW"
+    select = (
+        "SELECT episode, reward, correct, tokens, n_failed, "
+        f"avg(reward) OVER (ORDER BY episode {frame}) AS reward_ma, "
+        f"avg(correct::DOUBLE) OVER (ORDER BY episode {frame}) AS accuracy_ma, "
+        f"avg(tokens) OVER (ORDER BY episode {frame}) AS tokens_ma "
+        "FROM episodes WHERE run_id = ?"
+    )
     with read_session(db) as cur:
-        return cur.execute(
-            "SELECT episode, reward, correct, tokens, n_failed, "
-            f"avg(reward) OVER (ORDER BY episode {frame}) AS reward_ma, "
-            f"avg(correct::DOUBLE) OVER (ORDER BY episode {frame}) AS accuracy_ma, "
-            f"avg(tokens) OVER (ORDER BY episode {frame}) AS tokens_ma "
-            "FROM episodes WHERE run_id = ? ORDER BY episode",
-            [run_id],
-        ).df()
+        return cur.execute(_thinned(select, "episode"), [run_id, _stride_param(max_points)]).df()

@@ -61,7 +61,8 @@ _ARROW: dict[str, pa.DataType] = {
     "STRUCT(src INTEGER, dst INTEGER)[]": pa.list_(_EDGE),
     "STRUCT(agent INTEGER, mode VARCHAR, from_round INTEGER, extra VARCHAR)[]": pa.list_(_FAILURE),
 }
-_EDGES = "STRUCT(src INTEGER, dst INTEGER)[]"
+EDGES_SQL = "STRUCT(src INTEGER, dst INTEGER)[]"
+"""Type of the edge-list columns of ``rounds`` (``edges``, ``dropped_edges``)."""
 _FAILURES = "STRUCT(agent INTEGER, mode VARCHAR, from_round INTEGER, extra VARCHAR)[]"
 
 _KEY = [_c("run_id", "VARCHAR"), _c("episode", "INTEGER")]
@@ -115,8 +116,8 @@ TABLES: dict[str, list[Column]] = {
     "rounds": [
         *_KEY,
         _c("round", "INTEGER"),
-        _c("edges", _EDGES),
-        _c("dropped_edges", _EDGES),
+        _c("edges", EDGES_SQL),
+        _c("dropped_edges", EDGES_SQL),
         _c("layers", "INTEGER[][]"),
         _c("q_tot", "DOUBLE"),
         _c("mixer_weights", "DOUBLE[][]"),
@@ -198,7 +199,7 @@ ARROW_SCHEMAS: dict[str, pa.Schema] = {
 
 
 def _spool_type(t: pa.DataType) -> pa.DataType:
-    # JSON carries timestamps as epoch microseconds; Arrow's JSON reader wants strings.
+    # Spool lines carry timestamps as epoch microseconds (exact, and no parsing of text).
     return pa.int64() if pa.types.is_timestamp(t) else t
 
 
@@ -206,7 +207,8 @@ SPOOL_ROW_TYPES: dict[str, pa.StructType] = {
     name: pa.struct([pa.field(f.name, _spool_type(f.type)) for f in schema])
     for name, schema in ARROW_SCHEMAS.items()
 }
-"""How one row of each table is spelled in a spool line (a JSON object per row)."""
+"""One row of each table with timestamps as epoch microseconds, as a ``run`` spool event
+spells the run's row (episode lines are columnar, see :mod:`core.store.spool`)."""
 
 _INTERNAL_DDL = [
     "CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)",

@@ -2,18 +2,24 @@
 
 Layout next to the database ``X.duckdb``::
 
-    X.duckdb.spool/<run_id>.lock            held with flock(LOCK_EX) while the producer lives
-    X.duckdb.spool/<run_id>.<seq>.jsonl     segments of one JSON line per event, in order
+    X.duckdb.spool/<run_id>.lock               held with flock(LOCK_EX) while the producer lives
+    X.duckdb.spool/<run_id>.<seq>.v2.jsonl     segments of one JSON line per event, in order
 
-A line is one event: the run's row (``run``), a whole episode's rows (``ep``), training
-metrics (``metrics``), a checkpoint (``ckpt``) or the end of the run (``end``). Each line
-is written with one ``write`` and ends with ``\\n``, so a reader only ever consumes
-complete lines; a producer killed mid-write leaves a partial last line, which is ignored
-(that is the episode in flight). The kernel drops the flock when the producer dies, so a
-free lock means "orphaned spool": whoever next opens the store ingests it and marks the
-run interrupted. Each row is a JSON object keyed by column name (timestamps as epoch
-microseconds), so Arrow's C++ JSON reader turns a whole batch of lines into columns with
-no per-row Python work.
+A line is one event: the run's row (``run``), a whole episode (``ep``), training metrics
+(``metrics``), a checkpoint (``ckpt``) or the end of the run (``end``). Each line is
+written with one ``write`` and ends with ``\\n``, so a reader only ever consumes complete
+lines; a producer killed mid-write leaves a partial last line, which is ignored (that is
+the episode in flight). The kernel drops the flock when the producer dies, so a free
+lock means "orphaned spool": whoever next opens the store ingests it and marks the run
+interrupted.
+
+An episode line is columnar: per table one JSON object of column -> list of values (plus
+the ``episodes`` row as one object), every column always present, timestamps as epoch
+microseconds, edges as ``[src, dst]`` pairs. That is cheap to write (one ``attrgetter``
+pass per table, no dict per row) and lets DuckDB's JSON reader turn a batch of lines into
+rows with ``json_transform_strict`` + ``unnest`` and no per-row Python work
+(:mod:`core.store.ingest`). Segments without ``.v2`` hold the older row-per-object
+format; :func:`upgrade_v1` converts their lines.
 """
 
 from __future__ import annotations
@@ -24,15 +30,47 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
-from core.records import AgentStep, EpisodeRecord
+import orjson
+
+from core.records import EpisodeRecord
+from core.store.schema import TABLES
 
 log = logging.getLogger(__name__)
 
-_SEGMENT = re.compile(r"^(?P<run>.+)\.(?P<seq>\d{6})\.jsonl$")
+_SEGMENT = re.compile(r"^(?P<run>.+)\.(?P<seq>\d{6})(?P<v2>\.v2)?\.jsonl$")
 _STANDARD_FAILURE_KEYS = ("agent", "mode", "from_round")
+_DUMPS_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
+
+
+def _columns(table: str, *derived: str) -> tuple[str, ...]:
+    """A table's columns that an episode line carries (not the key, not ``derived`` ones)."""
+    skip = {"run_id", "episode", *derived}
+    return tuple(c.name for c in TABLES[table] if c.name not in skip)
+
+
+SPOOL_COLUMNS: dict[str, tuple[str, ...]] = {
+    "episodes": _columns("episodes"),
+    "rounds": _columns("rounds"),
+    "agent_steps": _columns("agent_steps", "seq") + ("seq",),
+    "messages": _columns("messages", "seq") + ("seq",),
+    "llm_calls": _columns("llm_calls", "seq") + ("seq",),
+}
+"""Columns of each episode table in an episode line (``seq`` is the position in its list)."""
+
+METRIC_COLUMNS = tuple(c.name for c in TABLES["train_metrics"] if c.name != "run_id")
+"""Columns of a metrics row in a spool line (every one present, missing values null)."""
+
+# One C-level pass per object: attrgetter of the record's fields, named like the columns.
+_GET = {
+    "rounds": attrgetter(*SPOOL_COLUMNS["rounds"]),
+    "agent_steps": attrgetter(*SPOOL_COLUMNS["agent_steps"][:-1]),
+    "messages": attrgetter(*SPOOL_COLUMNS["messages"][:-1]),
+    "llm_calls": attrgetter(*SPOOL_COLUMNS["llm_calls"][:-1]),
+}
 
 
 def spool_dir_for(db_path: Path) -> Path:
@@ -41,54 +79,18 @@ def spool_dir_for(db_path: Path) -> Path:
 
 
 def _json_default(obj: Any) -> Any:
-    # numpy / torch scalars and arrays that slip into records (Q-values, weights).
+    # torch tensors and other array-likes that slip into records (Q-values, weights).
     if hasattr(obj, "tolist"):
         return obj.tolist()
     raise TypeError(f"cannot store {type(obj).__name__} in the episode store")
 
 
-try:  # orjson writes a line ~6x faster than the standard library; optional.
-    import orjson
-
-    def dumps(event: dict[str, Any]) -> bytes:
-        """One spool line (NaN and infinities become null)."""
-        opts = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
-        return orjson.dumps(event, default=_json_default, option=opts)
-
-except ImportError:  # pragma: no cover - depends on the environment
-
-    def dumps(event: dict[str, Any]) -> bytes:
-        """One spool line."""
-        return json.dumps(event, separators=(",", ":"), default=_json_default).encode() + b"\n"
+def dumps(event: dict[str, Any]) -> bytes:
+    """One spool line (NaN and infinities become null)."""
+    return orjson.dumps(event, default=_json_default, option=_DUMPS_OPTIONS)
 
 
 # ----------------------------------------------------------------------------- flattening
-
-
-def _step_row(run_id: str, episode: int, s: AgentStep, seq: int) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "episode": episode,
-        "round": s.round,
-        "seq": seq,
-        "agent": s.agent,
-        "role": s.role,
-        "alive": s.alive,
-        "fault": s.fault,
-        "action": s.action,
-        "q_values": s.q_values,
-        "greedy": s.greedy,
-        "epsilon": s.epsilon,
-        "answer": s.answer,
-        "confidence": s.confidence,
-        "correct": s.correct,
-        "text": s.text,
-        "prompt_tokens": s.prompt_tokens,
-        "completion_tokens": s.completion_tokens,
-        "read_from": s.read_from,
-        "agreement": s.agreement,
-        "verified": s.verified,
-    }
 
 
 def _failure(f: dict[str, Any]) -> dict[str, Any]:
@@ -101,74 +103,37 @@ def _failure(f: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _edges(edges: list[tuple[int, int]]) -> list[dict[str, int]]:
-    return [{"src": s, "dst": d} for s, d in edges]
+def _column_block(table: str, objs: list[Any], seq: list[int] | None = None) -> dict[str, Any]:
+    """``{column: values}`` of ``objs`` (every column, even for no objects)."""
+    names = SPOOL_COLUMNS[table]
+    if not objs:
+        return dict.fromkeys(names, ())
+    block = dict(zip(names, zip(*map(_GET[table], objs), strict=True), strict=False))
+    if seq is not None:
+        block["seq"] = seq
+    return block
 
 
-def episode_event(run_id: str, episode: int, rec: EpisodeRecord, created_us: int) -> dict:
-    """The spool event of one episode: its rows (JSON objects) for every episode table."""
-    steps: list[dict[str, Any]] = []
-    messages: list[dict[str, Any]] = []
-    rounds: list[dict[str, Any]] = []
-    prompt = completion = 0
+def episode_event(episode: int, rec: EpisodeRecord, created_us: int) -> dict[str, Any]:
+    """The spool event of one episode: its ``episodes`` row and columns for the other tables.
+
+    No run id: a segment belongs to one run, the ingester adds it.
+    """
+    steps: list[Any] = []
+    step_seq: list[int] = []
+    messages: list[Any] = []
+    message_seq: list[int] = []
     for r in rec.rounds:
-        rounds.append(
-            {
-                "run_id": run_id,
-                "episode": episode,
-                "round": r.round,
-                "edges": _edges(r.edges),
-                "dropped_edges": _edges(r.dropped_edges),
-                "layers": r.layers,
-                "q_tot": r.q_tot,
-                "mixer_weights": r.mixer_weights,
-                "credit": r.credit,
-            }
-        )
-        for seq, s in enumerate(r.steps):
-            steps.append(_step_row(run_id, episode, s, seq))
-            prompt += s.prompt_tokens
-            completion += s.completion_tokens
-        for seq, m in enumerate(r.messages):
-            messages.append(
-                {
-                    "run_id": run_id,
-                    "episode": episode,
-                    "round": m.round,
-                    "seq": seq,
-                    "src": m.src,
-                    "dst": m.dst,
-                    "text": m.text,
-                    "answer": m.answer,
-                    "confidence": m.confidence,
-                    "tokens": m.tokens,
-                }
-            )
+        steps += r.steps
+        step_seq += range(len(r.steps))
+        messages += r.messages
+        message_seq += range(len(r.messages))
     if rec.decision is not None:
-        steps.append(_step_row(run_id, episode, rec.decision, 0))
-        prompt += rec.decision.prompt_tokens
-        completion += rec.decision.completion_tokens
-    calls = [
-        {
-            "run_id": run_id,
-            "episode": episode,
-            "seq": seq,
-            "agent": c.agent,
-            "round": c.round,
-            "prompt_hash": c.prompt_hash,
-            "prompt_tokens": c.prompt_tokens,
-            "completion_tokens": c.completion_tokens,
-            "usage_reported": c.usage_reported,
-            "latency_s": c.latency_s,
-            "retries": c.retries,
-            "cache_hit": c.cache_hit,
-            "error": c.error,
-        }
-        for seq, c in enumerate(rec.calls)
-    ]
-    episode_row = {
-        "run_id": run_id,
-        "episode": episode,
+        steps.append(rec.decision)
+        step_seq.append(0)
+    prompt = sum(s.prompt_tokens for s in steps)
+    completion = sum(s.completion_tokens for s in steps)
+    row = {
         "task_id": rec.task_id,
         "benchmark": rec.benchmark,
         "domain": rec.domain,
@@ -195,12 +160,45 @@ def episode_event(run_id: str, episode: int, rec: EpisodeRecord, created_us: int
     }
     return {
         "t": "ep",
-        "episodes": [episode_row],
-        "rounds": rounds,
-        "agent_steps": steps,
-        "messages": messages,
-        "llm_calls": calls,
+        "episode": episode,
+        "episodes": row,
+        "rounds": _column_block("rounds", rec.rounds),
+        "agent_steps": _column_block("agent_steps", steps, step_seq),
+        "messages": _column_block("messages", messages, message_seq),
+        "llm_calls": _column_block("llm_calls", rec.calls, list(range(len(rec.calls)))),
     }
+
+
+def metrics_event(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The spool event of training-metric rows (absent fields become null)."""
+    return {"t": "metrics", "train_metrics": [{c: r.get(c) for c in METRIC_COLUMNS} for r in rows]}
+
+
+def upgrade_v1(data: bytes) -> bytes:
+    """Complete lines of a version-1 segment (one JSON object per row) in today's format."""
+    out = []
+    for line in data.splitlines():
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            out.append(line + b"\n")  # the ingester skips it with a warning
+            continue
+        if event.get("t") == "ep":
+            row = dict(event["episodes"][0])
+            upgraded = {"t": "ep", "episode": row.pop("episode"), "episodes": row}
+            row.pop("run_id", None)
+            for table in ("rounds", "agent_steps", "messages", "llm_calls"):
+                rows = event[table]
+                block = {c: [r[c] for r in rows] for c in SPOOL_COLUMNS[table]}
+                if table == "rounds":
+                    for key in ("edges", "dropped_edges"):
+                        block[key] = [[(e["src"], e["dst"]) for e in es] for es in block[key]]
+                upgraded[table] = block
+            event = upgraded
+        elif event.get("t") == "metrics":
+            event = metrics_event(event["train_metrics"])
+        out.append(dumps(event))
+    return b"".join(out)
 
 
 def failures_from_rows(structs: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
@@ -277,7 +275,13 @@ class SpoolWriter:
 
 
 def segment_path(spool_dir: Path, run_id: str, seq: int) -> Path:
-    return spool_dir / f"{run_id}.{seq:06d}.jsonl"
+    return spool_dir / f"{run_id}.{seq:06d}.v2.jsonl"
+
+
+def is_v1(segment: Path) -> bool:
+    """True for a segment in the version-1 line format (see :func:`upgrade_v1`)."""
+    m = _SEGMENT.match(segment.name)
+    return m is not None and m["v2"] is None
 
 
 def segments(spool_dir: Path, run_id: str) -> list[tuple[int, Path]]:

@@ -30,7 +30,14 @@ from core.records import EpisodeRecord
 from core.store.db import DEFAULT_TIMEOUT_S, ingest_all, write_session
 from core.store.engine import StoreBusy, attached, resolve_db
 from core.store.schema import EPISODE_TABLES, TABLES
-from core.store.spool import SpoolWriter, dumps, episode_event, lock_held, spool_dir_for
+from core.store.spool import (
+    SpoolWriter,
+    dumps,
+    episode_event,
+    lock_held,
+    metrics_event,
+    spool_dir_for,
+)
 
 RUN_KINDS = ("train", "eval", "compare", "lab")
 END_STATUSES = ("finished", "interrupted", "failed")
@@ -229,11 +236,10 @@ class RunLogger:
         now = _now_us()
         lines, indices = [], []
         for rec in records:
-            lines.append(dumps(episode_event(self.run_id, self.next_episode, rec, now)))
+            lines.append(dumps(episode_event(self.next_episode, rec, now)))
             indices.append(self.next_episode)
             self.next_episode += 1
-        self._spool.append(b"".join(lines))
-        self._maybe_ingest()
+        self._append(b"".join(lines))
         return indices
 
     def log_metrics(self, rows: Iterable[Mapping[str, Any]]) -> None:
@@ -244,16 +250,18 @@ class RunLogger:
             unknown = set(row) - set(METRIC_FIELDS)
             if unknown:
                 raise ValueError(f"unknown metric fields {sorted(unknown)}; known: {METRIC_FIELDS}")
-            out.append({"run_id": self.run_id, **row})
+            out.append(row)
         if out:
-            self._spool.append(dumps({"t": "metrics", "train_metrics": out}))
-            self._maybe_ingest()
+            self._append(dumps(metrics_event(out)))
 
     def set_checkpoint(self, path: str | os.PathLike[str], episode: int) -> None:
         """Record that ``path`` holds the learner's state after episode ``episode``."""
         self._check_open()
         event = {"t": "ckpt", "path": str(Path(path).absolute()), "episode": int(episode)}
-        self._spool.append(dumps(event))
+        self._append(dumps(event))
+
+    def _append(self, data: bytes) -> None:
+        self._spool.append(data)
         self._maybe_ingest()
 
     def flush(self, timeout: float = 0.0) -> bool:
@@ -302,7 +310,7 @@ class RunLogger:
             self._thread.start()
 
     def _ingest_loop(self) -> None:
-        # Arrow's JSON parser and DuckDB release the GIL, so this mostly runs beside training.
+        # DuckDB parses and inserts without the GIL, so this mostly runs beside training.
         while not self._stop.wait(self.settings.ingest_every_s):
             try:
                 self._ingested = self._ingest(timeout=0.0) or self._ingested

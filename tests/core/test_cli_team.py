@@ -17,6 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from core.cli import main
 from core.tasks.registry import load_benchmark
 from tests.core.backends.fake_openai import FakeOpenAIServer, default_responder
 
@@ -121,7 +122,20 @@ def test_eval_with_injected_failures_records_them(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def small_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("store") / "s.duckdb"
-    ok_json(cli("eval", "--benchmark", "math", "--policy", "single", "--episodes", "1", "--db", str(db), "--json"))
+    ok_json(
+        cli(
+            "eval",
+            "--benchmark",
+            "math",
+            "--policy",
+            "single",
+            "--episodes",
+            "1",
+            "--db",
+            str(db),
+            "--json",
+        )
+    )
     return db
 
 
@@ -229,7 +243,9 @@ def test_train_eval_compare_export(tmp_path: Path) -> None:
     assert {r["kind"] for r in runs} == {"train", "eval", "compare"}
     exported = cli("export", "--run", run, "--parquet", str(tmp_path / "pq"), "--db", str(db))
     assert exported.returncode == 0, exported.stderr
-    n = duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 'pq' / 'episodes.parquet'}'").fetchall()[0][0]
+    n = duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 'pq' / 'episodes.parquet'}'").fetchall()[0][
+        0
+    ]
     assert n == 48
 
 

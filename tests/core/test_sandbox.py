@@ -99,8 +99,10 @@ def test_fork_bomb_is_capped_and_cleaned_up():
         uid = int(r.stdout.split()[1])
         assert r.stray_processes >= 2  # it did fork, and the escapees were found ...
         assert _pids_of_uid(uid) == []  # ... and killed
-    after = len([p for p in os.listdir("/proc") if p.isdigit()])
-    assert after - before < FAST.max_processes
+    else:
+        # Without a uid of its own, only a machine-wide count is left (noisy on a busy box).
+        after = len([p for p in os.listdir("/proc") if p.isdigit()])
+        assert after - before < FAST.max_processes
 
 
 def test_writes_outside_the_sandbox_dir_are_blocked(tmp_path):

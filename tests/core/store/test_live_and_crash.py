@@ -44,7 +44,9 @@ print(json.dumps({"counts": counts, "errors": errors, "checked": checked}))
 def test_concurrent_writer_and_reader_processes(db: Path) -> None:
     n = 100
     ready = db.parent / "reader-ready"
-    writer = spawn_writer(db, n, "--sleep", "0.04", "--ingest-every", "0.05", "--wait-for", str(ready))
+    writer = spawn_writer(
+        db, n, "--sleep", "0.04", "--ingest-every", "0.05", "--wait-for", str(ready)
+    )
     first = writer.stdout.readline()
     assert first.startswith("run ")
     run_id = first.split()[1]

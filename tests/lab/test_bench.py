@@ -1,0 +1,83 @@
+"""The lab's performance pieces: thinned curves, paged episode lists, the no-join action
+mix, the episode picker's labels, and the lab benchmark itself on a small real store."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from core.store import queries as q
+from lab import data
+from lab.bench import PAGES, LabBenchConfig, run_lab_bench
+
+
+def test_curves_thin_to_a_budget_but_average_over_every_episode(seeded_db):
+    db, ids = seeded_db
+    full = q.episode_curves(db, ids["train"], window=5)
+    thin = q.episode_curves(db, ids["train"], window=5, max_points=4)
+    # 12 episodes, budget 4 -> every 3rd (0, 3, 6, 9) and the last (11).
+    assert thin["episode"].tolist() == [0, 3, 6, 9, 11]
+    kept = full.set_index("episode").loc[thin["episode"]].reset_index()
+    assert kept[["reward", "reward_ma", "accuracy_ma", "tokens_ma"]].equals(
+        thin[["reward", "reward_ma", "accuracy_ma", "tokens_ma"]]
+    )
+    assert q.training_curves(db, ids["train"], max_points=4)["step"].tolist() == [0, 3, 6, 9, 11]
+    assert len(q.training_curves(db, ids["train"])) == 12
+
+
+def test_episode_list_pages_from_an_index(seeded_db):
+    db, ids = seeded_db
+    flt = q.EpisodeFilter(run_ids=[ids["full"]], from_episode=7)
+    assert q.list_episodes(db, flt, limit=3)["episode"].tolist() == [7, 8, 9]
+    assert q.count_episodes(db, flt) == 5
+
+
+def test_action_mix_by_round_of_a_run_counts_every_live_step(seeded_db):
+    db, ids = seeded_db
+    df = q.action_distribution(db, "round", q.EpisodeFilter(run_ids=[ids["chain"]]))
+    want = Counter(
+        (s.round, s.action)
+        for k in range(12)
+        for rnd in q.load_episode(db, ids["chain"], k).record.rounds
+        for s in rnd.steps
+        if s.alive
+    )
+    assert {
+        (r, a): c for r, a, c in zip(df["round"], df["action"], df["count"], strict=True)
+    } == want
+    # The same question through the join (a filter on an episode column) agrees.
+    joined = q.action_distribution(
+        db, "round", q.EpisodeFilter(run_ids=[ids["chain"]], policy="chain")
+    )
+    assert joined[["round", "action", "count"]].equals(df[["round", "action", "count"]])
+
+
+def test_episode_labels_name_each_episode(seeded_db):
+    db, ids = seeded_db
+    episodes = q.list_episodes(db, q.EpisodeFilter(run_ids=[ids["qmix"]]), limit=5)
+    labels = data.episode_labels(episodes)
+    assert list(labels) == [0, 1, 2, 3, 4]
+    row = episodes.iloc[2]
+    assert labels[2].startswith(f"#2 · {row['task_id']} · {'✔' if row['correct'] else '✘'} ·")
+    assert (" failed" in labels[2]) == bool(row["n_failed"])
+
+
+def test_lab_bench_times_every_page_and_the_slider(tmp_path):
+    out = run_lab_bench(
+        100, db=tmp_path / "bench.duckdb", train_share=0.3, page_repeats=1, slider_moves=3
+    )
+    assert out["store"]["episodes"] == 100
+    assert out["store"]["runs"] == 6 and out["store"]["train_metric_rows"] == 30
+    assert set(out["pages"]) == set(PAGES)
+    for page in out["pages"].values():
+        assert 0 < page["warm_s"]["median"] <= page["warm_s"]["max"]
+        assert 0 < page["first_s"]["median"] <= page["first_s"]["max"]
+    assert out["replay_slider"]["moves"] == 3 and out["replay_slider"]["ms"]["max"] > 0
+    assert isinstance(out["meets_goals"], bool)
+
+
+def test_bench_config_names_bad_values():
+    for bad in (dict(episodes=10), dict(n_rounds=1), dict(train_share=0.9), dict(slider_moves=0)):
+        with pytest.raises(ValueError, match=str(next(iter(bad.values())))):
+            LabBenchConfig(**bad).validate()
