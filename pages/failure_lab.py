@@ -14,8 +14,8 @@ from lab.jobs import (
     side_by_side_commands,
 )
 
+# Largest episode index offered: replaying episode k runs the k episodes before it too.
 MAX_INDEX = 49
-"""Largest episode index offered: replaying episode k runs the k episodes before it too."""
 
 db = data.db_path()
 st.title("Failure lab")

@@ -5,8 +5,8 @@ import streamlit as st
 from core.actions import ACTION_NAMES
 from lab import data, ui
 
+# Episodes offered in the picker at a time (a long run is paged with "From episode #").
 PAGE = 200
-"""Episodes offered in the picker at a time (a long run is paged with "From episode #")."""
 
 db = data.db_path()
 st.title("Replay an episode")

@@ -154,26 +154,20 @@ def small_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ["sql", "DELETE FROM runs"],
     ],
 )
-def test_user_mistakes_exit_2_with_one_line(tmp_path: Path, args: list[str]) -> None:
-    db = tmp_path / "s.duckdb"
-    ok_json(
-        cli(
-            "eval",
-            "--benchmark",
-            "math",
-            "--policy",
-            "single",
-            "--episodes",
-            "1",
-            "--db",
-            str(db),
-            "--json",
-        )
-    )
-    proc = cli(*args, "--db", str(db))
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert proc.stderr.strip().startswith("error:") and len(proc.stderr.strip().splitlines()) == 1
+def test_user_mistakes_exit_2_with_one_line(
+    small_db: Path,
+    args: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # In process (the same main() the console script runs): a subprocess per case costs
+    # seconds of imports; test_checkpoint_from_another_team_is_refused covers a real process.
+    monkeypatch.chdir(small_db.parent)
+    code = main([*args, "--db", str(small_db)])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert err.strip().startswith("error:") and len(err.strip().splitlines()) == 1
 
 
 def test_train_eval_compare_export(tmp_path: Path) -> None:
