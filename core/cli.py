@@ -675,6 +675,22 @@ def bench_store(
         console.print_json(data=result)
 
 
+@bench_app.command("lab")
+def bench_lab(
+    episodes: Annotated[int, typer.Option(min=100, help="Episodes in the benchmark store.")] = 100_000,
+    db: Annotated[str | None, typer.Option(help="Keep (and reuse) the benchmark store here.")] = None,
+    as_json: Json = False,
+) -> None:
+    """Page render times and replay-slider latency on a large store (AppTest)."""
+    from lab.bench import run_lab_bench
+
+    result = run_lab_bench(episodes=episodes, db=db)
+    if as_json:
+        emit_json(result)
+    else:
+        console.print_json(data=result, default=str)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors become one line on stderr and exit code 2.
 
