@@ -59,6 +59,7 @@ _DATA_LINE = f"(starts_with(line, '{_EP_PREFIX}') OR starts_with(line, '{_METRIC
 _LINES = "_spool_lines"
 _EPISODES = "_spool_episodes"
 _METRICS = "_spool_metrics"
+_BATCH_LINES = 512
 
 
 def _spool_sql(c: Column) -> str:
@@ -174,27 +175,36 @@ def collect(cur: duckdb.DuckDBPyConnection, spool_dir: Path, done: dict[str, int
 
 
 def _lines_table(chunks: list[tuple[str, bytes]]) -> pa.Table:
-    """Complete lines as an Arrow string column, without copying or splitting in Python."""
-    lines, run_ids = [], []
+    """Complete lines as an Arrow string column, without copying or splitting in Python.
+
+    Batches of :data:`_BATCH_LINES` lines, because DuckDB scans one Arrow batch per thread.
+    """
+    batches, first = [], 0
     for rid, data in chunks:
         ends = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n"))
         offsets = np.concatenate(([0], ends + 1)).astype(np.int64)
-        arr = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(data))
+        lines = pa.LargeStringArray.from_buffers(
+            len(ends), pa.py_buffer(offsets), pa.py_buffer(data)
+        )
         try:
-            arr.validate(full=True)
+            lines.validate(full=True)
         except pa.ArrowInvalid:  # not UTF-8: a line torn by a power loss
             text = [line.decode("utf-8", "replace") for line in data.split(b"\n")[:-1]]
-            arr = pa.array(text, pa.large_string())
-        lines.append(arr)
-        run_ids.append(pa.array([rid] * len(arr), pa.string()))
-    n = sum(len(a) for a in lines)
-    return pa.table(
-        {
-            "i": pa.array(np.arange(n)),
-            "run_id": pa.chunked_array(run_ids, pa.string()),
-            "line": pa.chunked_array(lines, pa.large_string()),
-        }
-    )
+            lines = pa.array(text, pa.large_string())
+        for start in range(0, len(lines), _BATCH_LINES):
+            part = lines.slice(start, _BATCH_LINES)
+            batches.append(
+                pa.record_batch(
+                    [
+                        pa.array(np.arange(first, first + len(part))),
+                        pa.array([rid] * len(part), pa.string()),
+                        part,
+                    ],
+                    names=["i", "run_id", "line"],
+                )
+            )
+            first += len(part)
+    return pa.Table.from_batches(batches)
 
 
 def _stage(cur: duckdb.DuckDBPyConnection, pending: Pending, spool_dir: Path) -> None:
