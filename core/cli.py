@@ -640,13 +640,14 @@ def bench_learner(
     rounds: Annotated[int, typer.Option(min=1, help="Rounds per episode.")] = 3,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     seconds: Annotated[float, typer.Option(min=0.1, help="How long to time updates.")] = 5.0,
+    threads: Annotated[int, typer.Option(min=0, help="torch CPU threads (0 = torch's default).")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Time learner updates at the default network sizes on random data."""
     from core.bench import learner_benchmark
 
     result = learner_benchmark(
-        n_agents=agents, batch=batch, rounds=rounds, device=device, seconds=seconds
+        n_agents=agents, batch=batch, rounds=rounds, device=device, seconds=seconds, threads=threads
     )
     if as_json:
         emit_json(result)
