@@ -396,6 +396,12 @@ def evaluate(
     )
     chosen = resolve_policy(policy, checkpoint, opts, device)
     summary, _ = evaluate_team(opts, chosen, episodes, seed, db=db, log=not no_log, first=first)
+    if summary["calls"] and summary["failed_calls"] == summary["calls"]:
+        console.print(
+            "[yellow]warning:[/yellow] every call to the back-end failed; check --model, "
+            "--base-url and the API key (errors are in the llm_calls table).",
+            soft_wrap=True,
+        )
     if as_json:
         emit_json(summary)
     else:
@@ -640,7 +646,9 @@ def bench_learner(
     rounds: Annotated[int, typer.Option(min=1, help="Rounds per episode.")] = 3,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     seconds: Annotated[float, typer.Option(min=0.1, help="How long to time updates.")] = 5.0,
-    threads: Annotated[int, typer.Option(min=0, help="torch CPU threads (0 = torch's default).")] = 0,
+    threads: Annotated[
+        int, typer.Option(min=0, help="torch CPU threads (0 = torch's default).")
+    ] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Time learner updates at the default network sizes on random data."""
@@ -678,8 +686,12 @@ def bench_store(
 
 @bench_app.command("lab")
 def bench_lab(
-    episodes: Annotated[int, typer.Option(min=100, help="Episodes in the benchmark store.")] = 100_000,
-    db: Annotated[str | None, typer.Option(help="Keep (and reuse) the benchmark store here.")] = None,
+    episodes: Annotated[
+        int, typer.Option(min=100, help="Episodes in the benchmark store.")
+    ] = 100_000,
+    db: Annotated[
+        str | None, typer.Option(help="Keep (and reuse) the benchmark store here.")
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Page render times and replay-slider latency on a large store (AppTest)."""

@@ -113,7 +113,10 @@ def summarize_records(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
             for step in rnd.steps:
                 if step.alive and step.fault != "inactive":
                     counts[rnd.round][ACTION_NAMES[step.action]] += 1
+    calls = [c for rec in records for c in rec.calls]
     return {
+        "calls": len(calls),
+        "failed_calls": sum(c.error is not None for c in calls),
         "accuracy": float(np.mean([r.score for r in records])),
         "mean_tokens": float(np.mean([r.tokens for r in records])),
         "mean_reward": float(np.mean([r.reward for r in records])),

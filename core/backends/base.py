@@ -63,6 +63,9 @@ class Backend(Protocol):
 
     name: str
     model: str
+    score_blocks: bool
+    """True when ``score`` does slow blocking work (runs code); the runtime then calls it
+    in a worker thread so the other calls of a layer keep going."""
 
     async def agent_turn(self, turn: AgentTurn) -> TurnResult: ...
 

@@ -115,6 +115,8 @@ class _Malformed(Exception):
 class OpenAIBackend:
     """Plays the agents with a real model. Safe to call concurrently from one event loop."""
 
+    score_blocks = True
+
     name = "openai"
 
     def __init__(self, config: OpenAIBackendConfig) -> None:

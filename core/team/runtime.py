@@ -241,9 +241,7 @@ class TeamEpisode:
         elif fault == "garbled":
             step.text = garble(result.text, self.seed * 7919 + r * 31 + i)
             step.answer, step.confidence = None, 0.0
-        step.correct = (
-            None if step.answer is None else self.backend.score(self.task, step.answer) >= 1.0
-        )
+        step.correct = None if step.answer is None else await self._score(step.answer) >= 1.0
         read = [m.answer for m in inbox if m.answer is not None]
         if read and step.answer is not None:
             step.agreement = sum(a == step.answer for a in read) / len(read)
@@ -309,6 +307,12 @@ class TeamEpisode:
             correct=prev.correct if prev else None,
         )
 
+    async def _score(self, answer: str) -> float:
+        """Score off the event loop when the back-end says scoring blocks (running code)."""
+        if getattr(self.backend, "score_blocks", False):
+            return await asyncio.to_thread(self.backend.score, self.task, answer)
+        return self.backend.score(self.task, answer)
+
     @staticmethod
     def _fill_policy_view(step: AgentStep, plan: RoundPlan) -> None:
         i = step.agent
@@ -371,9 +375,7 @@ class TeamEpisode:
                 decision.answer, decision.confidence = result.answer, float(result.confidence)
         else:
             decision.text = "[decision] No agent has a readable answer."
-        score = (
-            self.backend.score(self.task, decision.answer) if decision.answer is not None else 0.0
-        )
+        score = await self._score(decision.answer) if decision.answer is not None else 0.0
         decision.correct = None if decision.answer is None else score >= 1.0
         if decision.answer is not None:
             read = [s.answer for s in finals]

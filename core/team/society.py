@@ -311,6 +311,7 @@ class SimBackend:
     """The synthetic society as a :class:`core.backends.base.Backend` (deterministic per seed)."""
 
     name = "sim"
+    score_blocks = False
 
     def __init__(self, config: SocietyConfig | str = DEFAULT_PRESET):
         self.config = get_preset(config) if isinstance(config, str) else config
