@@ -91,7 +91,9 @@ class RoundGraph:
         return adj
 
 
-def trusted_peer(agent: int, alive: Sequence[bool], confidence: Sequence[float] | None) -> int | None:
+def trusted_peer(
+    agent: int, alive: Sequence[bool], confidence: Sequence[float] | None
+) -> int | None:
     """The peer ``agent`` asks under ``selective_query``.
 
     The live peer with the highest confidence last round (ties: lowest index);
@@ -161,7 +163,9 @@ def _reaches(adj: list[set[int]], start: int, goal: int) -> bool:
     return False
 
 
-def _layers(n: int, alive: Sequence[bool], kept: list[tuple[int, int]]) -> tuple[tuple[int, ...], ...]:
+def _layers(
+    n: int, alive: Sequence[bool], kept: list[tuple[int, int]]
+) -> tuple[tuple[int, ...], ...]:
     depth = [0] * n
     preds: list[list[int]] = [[] for _ in range(n)]
     for s, d in kept:

@@ -14,7 +14,13 @@ from core.seeding import resolve_device, seed_everything, set_threads
 
 
 def random_batch(
-    batch: int, rounds: int, n_agents: int, obs_dim: int, state_dim: int, n_actions: int, density: float
+    batch: int,
+    rounds: int,
+    n_agents: int,
+    obs_dim: int,
+    state_dim: int,
+    n_actions: int,
+    density: float,
 ) -> EpisodeBatch:
     """A batch of random episodes with random round graphs of the given edge density."""
     t = rounds

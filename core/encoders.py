@@ -80,7 +80,9 @@ class AgentNetwork(nn.Module):
         )
         self.gru = nn.GRUCell(config.gnn_hidden, config.gru_hidden)
         self.q_head = nn.Sequential(
-            nn.Linear(config.gru_hidden, config.q_hidden), nn.ReLU(), nn.Linear(config.q_hidden, n_actions)
+            nn.Linear(config.gru_hidden, config.q_hidden),
+            nn.ReLU(),
+            nn.Linear(config.q_hidden, n_actions),
         )
         self.register_buffer("eye", torch.eye(n_agents), persistent=False)
 
@@ -102,7 +104,9 @@ class AgentNetwork(nn.Module):
             parts.append(onehot)
         return torch.cat(parts, dim=-1)
 
-    def embed(self, obs: torch.Tensor, adj: torch.Tensor, last_action: torch.Tensor | None) -> torch.Tensor:
+    def embed(
+        self, obs: torch.Tensor, adj: torch.Tensor, last_action: torch.Tensor | None
+    ) -> torch.Tensor:
         """Input projection + message passing; independent of the GRU, so any batch of rounds.
 
         Shapes: obs ``(M, N, obs_dim)``, adj ``(M, N, N)``, last_action ``(M, N)`` -> ``(M*N, H)``.
@@ -150,7 +154,9 @@ class AgentNetwork(nn.Module):
         (-1 = none) -> q ``(B, T, N, n_actions)``.
         """
         b, t, n, _ = obs.shape
-        x = self.embed(obs.reshape(b * t, n, -1), adj.reshape(b * t, n, n), last_action.reshape(b * t, n))
+        x = self.embed(
+            obs.reshape(b * t, n, -1), adj.reshape(b * t, n, n), last_action.reshape(b * t, n)
+        )
         x = x.view(b, t, n, -1)  # (B, T, N, H)
         h = self.initial_hidden(b, obs.device).reshape(b * n, -1)
         hs = []

@@ -66,7 +66,9 @@ def check_env(env: Any, where: str = "environment") -> EnvShapes:
     missing = [k for k in SPEC_ATTRS if not isinstance(getattr(env, k, None), int | np.integer)]
     missing += [m for m in ("reset", "step") if not callable(getattr(env, m, None))]
     if missing:
-        raise UserError(f"{where} does not follow the environment protocol: missing {', '.join(missing)}.")
+        raise UserError(
+            f"{where} does not follow the environment protocol: missing {', '.join(missing)}."
+        )
     shapes = EnvShapes.of(env)
     bad = [k for k, v in shapes.as_dict().items() if v <= 0]
     if bad:
@@ -101,7 +103,9 @@ def check_obs(obs: dict, shapes: EnvShapes, where: str = "environment") -> dict[
 def load_env(spec: str) -> Any:
     """Build an environment from ``package.module:factory`` or ``path/to/file.py:factory``."""
     if ":" not in spec:
-        raise UserError(f"--env {spec!r} must look like package.module:factory or path/file.py:factory.")
+        raise UserError(
+            f"--env {spec!r} must look like package.module:factory or path/file.py:factory."
+        )
     target, _, factory_name = spec.rpartition(":")
     if target.endswith(".py"):
         path = Path(target)
@@ -114,7 +118,9 @@ def load_env(spec: str) -> Any:
         try:
             module_spec.loader.exec_module(module)
         except Exception as exc:  # the user's file: report it, do not crash with a traceback
-            raise UserError(f"--env file {target} failed to load ({type(exc).__name__}: {exc}).") from exc
+            raise UserError(
+                f"--env file {target} failed to load ({type(exc).__name__}: {exc})."
+            ) from exc
     else:
         try:
             module = importlib.import_module(target)

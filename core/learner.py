@@ -41,9 +41,13 @@ class LearnerConfig:
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
         if self.batch_size < 1 or self.buffer_size < 1:
-            raise ValueError(f"batch_size and buffer_size must be >= 1, got {self.batch_size}, {self.buffer_size}")
+            raise ValueError(
+                f"batch_size and buffer_size must be >= 1, got {self.batch_size}, {self.buffer_size}"
+            )
         if self.target_update_interval < 1:
-            raise ValueError(f"target_update_interval must be >= 1, got {self.target_update_interval}")
+            raise ValueError(
+                f"target_update_interval must be >= 1, got {self.target_update_interval}"
+            )
         if not 0.0 <= self.tau <= 1.0:
             raise ValueError(f"tau must be in [0, 1], got {self.tau}")
         if self.updates_per_episode <= 0:

@@ -32,7 +32,9 @@ class MixerConfig:
         if self.kind not in MIXERS:
             raise ValueError(f"mixer kind must be one of {MIXERS}, got {self.kind!r}")
         if self.embed < 1 or self.hypernet_hidden < 1:
-            raise ValueError(f"embed and hypernet_hidden must be >= 1, got {self.embed}, {self.hypernet_hidden}")
+            raise ValueError(
+                f"embed and hypernet_hidden must be >= 1, got {self.embed}, {self.hypernet_hidden}"
+            )
 
 
 @dataclass
@@ -53,9 +55,13 @@ class MixerView:
 
 def _check(agent_qs: torch.Tensor, states: torch.Tensor, n_agents: int, state_dim: int) -> None:
     if agent_qs.shape[-1] != n_agents:
-        raise ValueError(f"mixer built for {n_agents} agents got Q-values of shape {tuple(agent_qs.shape)}")
+        raise ValueError(
+            f"mixer built for {n_agents} agents got Q-values of shape {tuple(agent_qs.shape)}"
+        )
     if states.shape[-1] != state_dim:
-        raise ValueError(f"mixer built for state_dim {state_dim} got states of shape {tuple(states.shape)}")
+        raise ValueError(
+            f"mixer built for state_dim {state_dim} got states of shape {tuple(states.shape)}"
+        )
     if agent_qs.shape[:-1] != states.shape[:-1]:
         raise ValueError(
             f"Q-values {tuple(agent_qs.shape)} and states {tuple(states.shape)} disagree on batch dims"
@@ -70,7 +76,9 @@ class QMixer(nn.Module):
         config.validate()
         self.n_agents, self.state_dim, self.embed = n_agents, state_dim, config.embed
         h, e = config.hypernet_hidden, config.embed
-        self.hyper_w1 = nn.Sequential(nn.Linear(state_dim, h), nn.ReLU(), nn.Linear(h, n_agents * e))
+        self.hyper_w1 = nn.Sequential(
+            nn.Linear(state_dim, h), nn.ReLU(), nn.Linear(h, n_agents * e)
+        )
         self.hyper_b1 = nn.Linear(state_dim, e)
         self.hyper_w_final = nn.Sequential(nn.Linear(state_dim, h), nn.ReLU(), nn.Linear(h, e))
         self.v = nn.Sequential(nn.Linear(state_dim, e), nn.ReLU(), nn.Linear(e, 1))

@@ -61,7 +61,9 @@ class QMixPolicy:
     def start(self, batch: int) -> PolicyMemory:
         return PolicyMemory(
             hidden=self.agent.initial_hidden(batch, self.device),
-            last_action=torch.full((batch, self.agent.n_agents), -1, dtype=torch.long, device=self.device),
+            last_action=torch.full(
+                (batch, self.agent.n_agents), -1, dtype=torch.long, device=self.device
+            ),
         )
 
     @torch.no_grad()
@@ -74,7 +76,9 @@ class QMixPolicy:
         avail = torch.from_numpy(np.stack([x["avail"] for x in obs])).to(self.device)
         q, hidden = self.agent(o, adj, memory.last_action, memory.hidden)
         actions, greedy = select_actions(q, avail, self.epsilon, self.generator)
-        out = StepOutput(actions=actions.cpu().numpy(), greedy=greedy.cpu().numpy(), q=q.cpu().numpy())
+        out = StepOutput(
+            actions=actions.cpu().numpy(), greedy=greedy.cpu().numpy(), q=q.cpu().numpy()
+        )
         if explain and self.mixer is not None:
             state = torch.from_numpy(np.stack([x["state"] for x in obs])).to(self.device)
             chosen = q.gather(-1, actions.unsqueeze(-1)).squeeze(-1)  # (E, N)
@@ -88,7 +92,9 @@ class QMixPolicy:
     def begin(self, n_agents: int, seed: int) -> PolicyMemory:
         return self.start(1)
 
-    def plan(self, obs: dict[str, np.ndarray], round_index: int, memory: PolicyMemory) -> tuple[RoundPlan, PolicyMemory]:
+    def plan(
+        self, obs: dict[str, np.ndarray], round_index: int, memory: PolicyMemory
+    ) -> tuple[RoundPlan, PolicyMemory]:
         out, memory = self.step([obs], memory, explain=True)
         return plan_from_output(out, 0, self.epsilon), memory
 
@@ -101,6 +107,8 @@ def plan_from_output(out: StepOutput, e: int, epsilon: float) -> RoundPlan:
         greedy=[bool(g) for g in out.greedy[e]],
         epsilon=float(epsilon),
         q_tot=None if out.q_tot is None else float(out.q_tot[e]),
-        mixer_weights=None if out.mixer_weights is None else out.mixer_weights[e].astype(float).tolist(),
+        mixer_weights=None
+        if out.mixer_weights is None
+        else out.mixer_weights[e].astype(float).tolist(),
         credit=None if out.credit is None else out.credit[e].astype(float).tolist(),
     )
