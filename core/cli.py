@@ -101,49 +101,19 @@ Json = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 Device = Annotated[str, typer.Option(help="auto (CUDA when present), cpu or cuda.")]
 
 
-def team_options(
-    benchmark: str,
-    backend: str = "sim",
-    preset: str = "flash-lite",
-    model: str | None = None,
-    base_url: str | None = None,
-    agents: str = "solver,coder,analyst,verifier",
-    rounds: int = 3,
-    token_weight: float = 0.1,
-    token_budget: float | None = None,
-    fail_prob: float = 0.0,
-    fail: str = "",
-    seed: int = 0,
-    concurrency: int = 8,
-    no_cache: bool = False,
-    cache_counts_tokens: bool = False,
-    cache_dir: str | None = None,
-    timeout: float = 60.0,
-    max_attempts: int = 4,
-) -> Any:
+def team_options(params: dict[str, Any]) -> Any:
+    """TeamOptions from a command's parameters (pass ``locals()``): CLI flag names map to
+    TeamOptions fields, flags a command does not have keep TeamOptions' defaults."""
     from core.experiment import TeamOptions
 
-    roles = tuple(r.strip() for r in agents.split(",") if r.strip())
-    opts = TeamOptions(
-        benchmark=benchmark,
-        backend=backend,
-        preset=preset,
-        model=model,
-        base_url=base_url,
-        roles=roles,
-        rounds=rounds,
-        token_weight=token_weight,
-        token_budget=token_budget,
-        fail_prob=fail_prob,
-        failures=fail,
-        seed=seed,
-        concurrency=concurrency,
-        use_cache=not no_cache,
-        cache_counts_tokens=cache_counts_tokens,
-        cache_dir=cache_dir,
-        timeout_s=timeout,
-        max_attempts=max_attempts,
-    )
+    renamed = {"fail": "failures", "timeout": "timeout_s"}
+    fields = TeamOptions.__dataclass_fields__
+    kwargs = {renamed.get(k, k): v for k, v in params.items() if renamed.get(k, k) in fields}
+    if "agents" in params:
+        kwargs["roles"] = tuple(r.strip() for r in params["agents"].split(",") if r.strip())
+    if "no_cache" in params:
+        kwargs["use_cache"] = not params["no_cache"]
+    opts = TeamOptions(**kwargs)
     opts.validate()
     opts.failure_specs()  # a bad --fail is reported before any work
     return opts
@@ -230,22 +200,7 @@ def train(
         return _train_env(env, config, out, as_json)
     from core.experiment import train_team
 
-    opts = team_options(
-        benchmark,
-        backend,
-        preset,
-        model,
-        base_url,
-        agents,
-        rounds,
-        token_weight,
-        token_budget,
-        fail_prob,
-        "",
-        seed,
-        concurrency,
-        no_cache,
-    )
+    opts = team_options(locals())
     with ProgressBar(episodes) as bar:
         outcome = train_team(
             opts, config, out, db=db, log=not no_log, progress=bar, eval_episodes=eval_episodes
@@ -374,26 +329,7 @@ def evaluate(
         return _eval_env(env, checkpoint, episodes, seed, device, as_json)
     from core.experiment import evaluate_team, resolve_policy
 
-    opts = team_options(
-        benchmark,
-        backend,
-        preset,
-        model,
-        base_url,
-        agents,
-        rounds,
-        token_weight,
-        token_budget,
-        0.0,
-        fail,
-        seed,
-        concurrency,
-        no_cache,
-        cache_counts_tokens,
-        cache_dir,
-        timeout,
-        max_attempts,
-    )
+    opts = team_options(locals())
     chosen = resolve_policy(policy, checkpoint, opts, device)
     summary, _ = evaluate_team(opts, chosen, episodes, seed, db=db, log=not no_log, first=first)
     if summary["calls"] and summary["failed_calls"] == summary["calls"]:
@@ -468,22 +404,7 @@ def compare(
     """The learned policy and every fixed topology on the same seeded held-out tasks."""
     from core.experiment import compare_team
 
-    opts = team_options(
-        benchmark,
-        backend,
-        preset,
-        model,
-        base_url,
-        agents,
-        rounds,
-        token_weight,
-        token_budget,
-        0.0,
-        fail,
-        seed,
-        concurrency,
-        no_cache,
-    )
+    opts = team_options(locals())
     rows = compare_team(opts, checkpoint, episodes, seed, db=db, log=not no_log, device=device)
     rows.sort(key=lambda r: -r["mean_reward"])
     if as_json:
@@ -520,21 +441,7 @@ def robustness(
 
     if mode not in FAILURE_MODES:
         raise UserError(f"--mode must be one of {', '.join(FAILURE_MODES)}, not {mode!r}.")
-    opts = team_options(
-        benchmark,
-        "sim",
-        preset,
-        None,
-        None,
-        agents,
-        rounds,
-        token_weight,
-        None,
-        0.0,
-        "",
-        seed,
-        concurrency,
-    )
+    opts = team_options(locals())
     rows = robustness_team(
         opts, checkpoint, episodes, seed, max_failed, mode, db=db, log=not no_log, device=device
     )

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import random
+from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,7 @@ SOLO, QUERY, AGGREGATE, DEBATE = (
 )
 
 
-class FixedTopology:
+class FixedTopology(ABC):
     """A policy whose plan does not depend on what it observes (beyond who is healthy)."""
 
     name = "fixed"
@@ -43,8 +44,9 @@ class FixedTopology:
     ) -> tuple[RoundPlan, Any]:
         return self.round_plan(memory["n"], round_index, obs, memory), memory
 
+    @abstractmethod
     def round_plan(self, n: int, round_index: int, obs: dict, memory: Any) -> RoundPlan:
-        raise NotImplementedError
+        """The plan of round ``round_index`` for a team of ``n``; each topology defines it."""
 
 
 class Single(FixedTopology):
