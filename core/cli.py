@@ -175,9 +175,9 @@ def train(
     as_json: Json = False,
 ) -> None:
     """Train the QMIX team (--benchmark) or any protocol env (--env); writes a checkpoint."""
-    from core.encoders import AgentNetConfig
-    from core.mixers import MIXERS, MixerConfig
-    from core.training import TrainConfig
+    from core.qmix.encoders import AgentNetConfig
+    from core.qmix.mixers import MIXERS, MixerConfig
+    from core.qmix.training import TrainConfig
 
     if mixer not in MIXERS:
         raise UserError(f"--mixer must be one of {', '.join(MIXERS)}, not {mixer!r}.")
@@ -251,11 +251,11 @@ def _resume_training(run_id: str, db: str | None, device: str, as_json: bool) ->
 
 
 def _train_env(env: str, config: Any, out: Path, as_json: bool) -> None:
-    from core.env import load_env
     from core.experiment import save_training_checkpoint
-    from core.policy import QMixPolicy
-    from core.runner import episode_seed, rollout, summarize
-    from core.training import train as run_training
+    from core.qmix.env import load_env
+    from core.qmix.policy import QMixPolicy
+    from core.qmix.runner import episode_seed, rollout, summarize
+    from core.qmix.training import train as run_training
 
     load_env(env)  # fail fast on a bad spec, before any work
     with ProgressBar(config.episodes) as bar:
@@ -351,11 +351,11 @@ def evaluate(
 def _eval_env(
     env: str, checkpoint: Path, episodes: int, seed: int, device: str, as_json: bool
 ) -> None:
-    from core.checkpoint import load_checkpoint
-    from core.env import EnvShapes, load_env
-    from core.policy import QMixPolicy
-    from core.runner import episode_seed, rollout, summarize
-    from core.seeding import resolve_device, seed_everything
+    from core.qmix.checkpoint import load_checkpoint
+    from core.qmix.env import EnvShapes, load_env
+    from core.qmix.policy import QMixPolicy
+    from core.qmix.runner import episode_seed, rollout, summarize
+    from core.qmix.seeding import resolve_device, seed_everything
 
     dev = resolve_device(device)
     first = load_env(env)
@@ -559,7 +559,7 @@ def bench_learner(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Time learner updates at the default network sizes on random data."""
-    from core.bench import learner_benchmark
+    from benchmarks.learner import learner_benchmark
 
     result = learner_benchmark(
         n_agents=agents, batch=batch, rounds=rounds, device=device, seconds=seconds, threads=threads
@@ -582,7 +582,7 @@ def bench_store(
     as_json: Json = False,
 ) -> None:
     """Logging throughput, one-episode load latency, training slowdown from logging."""
-    from core.store.bench import run_store_bench
+    from benchmarks.store import run_store_bench
 
     result = run_store_bench(rows=rows, throughput_episodes=episodes, train_episodes=train_episodes)
     if as_json:
@@ -602,7 +602,7 @@ def bench_lab(
     as_json: Json = False,
 ) -> None:
     """Page render times and replay-slider latency on a large store (AppTest)."""
-    from lab.bench import run_lab_bench
+    from benchmarks.lab import run_lab_bench
 
     result = run_lab_bench(episodes=episodes, db=db)
     if as_json:

@@ -18,22 +18,22 @@ import numpy as np
 import torch
 
 from core.backends.base import Backend
-from core.checkpoint import load_checkpoint, save_checkpoint
-from core.controller import ExplorationConfig
-from core.encoders import AgentNetConfig
-from core.env import EnvShapes
 from core.errors import UserError
-from core.learner import LearnerConfig
-from core.mixers import MixerConfig
-from core.policy import QMixPolicy
+from core.qmix.checkpoint import load_checkpoint, save_checkpoint
+from core.qmix.controller import ExplorationConfig
+from core.qmix.encoders import AgentNetConfig
+from core.qmix.env import EnvShapes
+from core.qmix.learner import LearnerConfig
+from core.qmix.mixers import MixerConfig
+from core.qmix.policy import QMixPolicy
+from core.qmix.runner import EpisodeResult, summarize_records
+from core.qmix.training import TrainConfig, TrainHooks, TrainState, build_state, train
 from core.records import EpisodeRecord
-from core.runner import EpisodeResult, summarize_records
 from core.team.env import TeamEnv, TeamEnvConfig
 from core.team.failures import FailureSpec, parse_failures
 from core.team.plan import TeamPolicy
 from core.team.runtime import DEFAULT_ROLES
 from core.team.topologies import FIXED_TOPOLOGIES, make_policy
-from core.training import TrainConfig, TrainHooks, TrainState, build_state, train
 
 BACKENDS = ("sim", "openai")
 
@@ -380,7 +380,7 @@ class _StopHooks(TrainHooks):
 
 def learned_policy(checkpoint: Path, opts: TeamOptions, device: str = "auto") -> QMixPolicy:
     """The greedy decentralised policy from a checkpoint, checked against the team's shapes."""
-    from core.seeding import resolve_device
+    from core.qmix.seeding import resolve_device
 
     env = make_team_env(opts, "eval")
     shapes = EnvShapes.of(env)

@@ -1,6 +1,6 @@
 """The CTDE teaching page's model: a small, real QMixer and brute-force checks of IGM.
 
-A seeded :class:`core.mixers.QMixer` (untrained: monotonicity comes from its
+A seeded :class:`core.qmix.mixers.QMixer` (untrained: monotonicity comes from its
 architecture, not from training) mixes per-agent Q-tables the student edits. Everything
 is exact: credit from :meth:`QMixer.view`, the centralised argmax by enumerating every
 joint action.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from core.actions import N_ACTIONS
-from core.mixers import MixerConfig, MixerView, QMixer
+from core.qmix.mixers import MixerConfig, MixerView, QMixer
 
 
 @dataclass

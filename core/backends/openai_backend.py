@@ -33,8 +33,8 @@ from core.backends import prompts
 from core.backends.base import AgentTurn, DecisionTurn, TurnResult
 from core.backends.cache import ResponseCache, default_cache_dir, public_url, request_key
 from core.records import DECISION_AGENT, LLMCall
-from core.sandbox import SandboxConfig, check_code, humaneval_program, run_python
 from core.tasks.base import Task
+from core.tasks.sandbox import SandboxConfig, check_code, humaneval_program, run_python
 
 log = logging.getLogger(__name__)
 

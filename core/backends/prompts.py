@@ -15,8 +15,8 @@ import re
 from core.actions import Action
 from core.backends.base import AgentTurn, DecisionTurn
 from core.records import AgentStep, Message
-from core.sandbox import extract_code
 from core.tasks.base import Task
+from core.tasks.sandbox import extract_code
 
 Chat = list[dict[str, str]]
 

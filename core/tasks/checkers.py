@@ -6,7 +6,7 @@
   fractions, percentages, LaTeX ``\\frac``) and, failing that, symbolically with sympy.
 * Multiple choice: :func:`extract_choice` finds one option letter, or ``None`` when the
   text names none or several.
-* :func:`check` dispatches on ``task.domain``; code goes to ``core.sandbox.check_code``.
+* :func:`check` dispatches on ``task.domain``; code goes to ``core.tasks.sandbox.check_code``.
 """
 
 from __future__ import annotations
@@ -286,7 +286,7 @@ def check(task: Task, response_text: str) -> float:
         return 1.0 if extract_choice(response_text, n) == task.answer.strip().upper() else 0.0
     if task.domain == "code":
         # The sandbox starts subprocesses; only code tasks need it.
-        from core.sandbox import check_code
+        from core.tasks.sandbox import check_code
 
         return float(check_code(task, response_text))
     raise ValueError(f"unknown task domain {task.domain!r} for task {task.task_id}")

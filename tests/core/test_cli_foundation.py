@@ -83,7 +83,7 @@ def relay_checkpoint(tmp_path_factory) -> Path:
     """
     out = tmp_path_factory.mktemp("relay") / "relay.pt"
     flags = "--episodes 1500 --seed 0 --hidden 64 --n-envs 8 --device cpu"
-    result = agentqmix("train", "--env", "core.games:relay_game", *flags.split(), "--out", str(out))
+    result = agentqmix("train", "--env", "core.qmix.games:relay_game", *flags.split(), "--out", str(out))
     assert result.returncode == 0, result.stderr
     assert "trained 1500 episodes" in result.stderr
     return out
@@ -92,7 +92,7 @@ def relay_checkpoint(tmp_path_factory) -> Path:
 def test_qmix_learns_the_relay_game_to_its_optimal_greedy_return(relay_checkpoint):
     flags = "--episodes 32 --seed 3 --device cpu --json"
     result = agentqmix(
-        "eval", "--env", "core.games:relay_game", "--checkpoint", str(relay_checkpoint),
+        "eval", "--env", "core.qmix.games:relay_game", "--checkpoint", str(relay_checkpoint),
         *flags.split(),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -129,9 +129,9 @@ def test_env_from_a_python_file(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("spec", "needle"),
     [
-        ("core.games", "must look like package.module:factory"),
+        ("core.qmix.games", "must look like package.module:factory"),
         ("no_such_package.env:make", "cannot be imported"),
-        ("core.games:nope", "is not a callable"),
+        ("core.qmix.games:nope", "is not a callable"),
         ("missing/env.py:make", "does not exist"),
         ("core.errors:UserError", "does not follow the environment protocol"),
     ],
@@ -156,7 +156,7 @@ def test_unreadable_checkpoints_exit_2(tmp_path, capsys):
         (tmp_path / "no.pt", "does not exist"),
     )
     for path, needle in cases:
-        args = ["eval", "--env", "core.games:relay_game", "--checkpoint", str(path), "--json"]
+        args = ["eval", "--env", "core.qmix.games:relay_game", "--checkpoint", str(path), "--json"]
         code = main(args)
         captured = capsys.readouterr()
         assert code == 2 and captured.out == ""
@@ -166,7 +166,7 @@ def test_unreadable_checkpoints_exit_2(tmp_path, capsys):
 
 def test_bad_mixer_exits_2(tmp_path, capsys):
     out = str(tmp_path / "x.pt")
-    assert main(["train", "--env", "core.games:relay_game", "--mixer", "sum", "--out", out]) == 2
+    assert main(["train", "--env", "core.qmix.games:relay_game", "--mixer", "sum", "--out", out]) == 2
     assert "--mixer must be one of qmix, vdn" in capsys.readouterr().err
 
 

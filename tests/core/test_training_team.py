@@ -6,14 +6,14 @@ from pathlib import Path
 
 import torch
 
-from core.encoders import AgentNetConfig
-from core.env import EnvShapes
 from core.experiment import TeamOptions, make_team_env, run_policy, train_team
-from core.policy import QMixPolicy
-from core.runner import summarize_records
-from core.seeding import seed_everything
+from core.qmix.encoders import AgentNetConfig
+from core.qmix.env import EnvShapes
+from core.qmix.policy import QMixPolicy
+from core.qmix.runner import summarize_records
+from core.qmix.seeding import seed_everything
+from core.qmix.training import TrainConfig, build_state
 from core.team.topologies import make_policy
-from core.training import TrainConfig, build_state
 
 HELD_OUT = 300
 

@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
+from benchmarks.lab import PAGES, LabBenchConfig, run_lab_bench
 from core.store import queries as q
 from lab import data
-from lab.bench import PAGES, LabBenchConfig, run_lab_bench
 
 
 def test_curves_thin_to_a_budget_but_average_over_every_episode(seeded_db):

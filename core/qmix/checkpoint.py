@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-from core.encoders import AgentNetConfig, AgentNetwork
-from core.env import EnvShapes
 from core.errors import UserError
-from core.mixers import MixerConfig, make_mixer
+from core.qmix.encoders import AgentNetConfig, AgentNetwork
+from core.qmix.env import EnvShapes
+from core.qmix.mixers import MixerConfig, make_mixer
 
 FORMAT = "agentqmix-checkpoint"
 VERSION = 1

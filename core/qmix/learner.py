@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from core.buffer import EpisodeBatch
-from core.encoders import AgentNetwork
+from core.qmix.buffer import EpisodeBatch
+from core.qmix.encoders import AgentNetwork
 
 
 @dataclass

@@ -117,7 +117,7 @@ def logging_overhead(train: Callable[[bool], None], repeats: int = 3) -> dict[st
 def train_job(episodes: int = 256, seed: int = 0) -> Callable[[bool], None]:
     """A fixed small sim training job (default network sizes) for :func:`logging_overhead`."""
     from core.experiment import TeamOptions, train_team
-    from core.training import TrainConfig
+    from core.qmix.training import TrainConfig
 
     def job(log: bool) -> None:
         with tempfile.TemporaryDirectory() as tmp:

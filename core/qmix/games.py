@@ -63,5 +63,5 @@ class RelayGame:
 
 
 def relay_game() -> RelayGame:
-    """Factory for ``--env core.games:relay_game``."""
+    """Factory for ``--env core.qmix.games:relay_game``."""
     return RelayGame()

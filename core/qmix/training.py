@@ -1,6 +1,6 @@
 """The training loop, top to bottom: config -> envs -> networks -> schedule -> loop -> result.
 
-Environment-agnostic: anything that follows the protocol in :mod:`core.env` trains here.
+Environment-agnostic: anything that follows the protocol in :mod:`core.qmix.env` trains here.
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.buffer import ReplayBuffer
-from core.controller import ExplorationConfig, epsilon_at
-from core.encoders import AgentNetConfig, AgentNetwork
-from core.env import EnvShapes, check_env
-from core.learner import LearnerConfig, QLearner
-from core.mixers import MixerConfig, make_mixer
-from core.policy import QMixPolicy
-from core.runner import EpisodeResult, episode_seed, rollout
-from core.seeding import resolve_device, seed_everything
+from core.qmix.buffer import ReplayBuffer
+from core.qmix.controller import ExplorationConfig, epsilon_at
+from core.qmix.encoders import AgentNetConfig, AgentNetwork
+from core.qmix.env import EnvShapes, check_env
+from core.qmix.learner import LearnerConfig, QLearner
+from core.qmix.mixers import MixerConfig, make_mixer
+from core.qmix.policy import QMixPolicy
+from core.qmix.runner import EpisodeResult, episode_seed, rollout
+from core.qmix.seeding import resolve_device, seed_everything
 
 
 @dataclass

@@ -6,11 +6,11 @@ import time
 
 import torch
 
-from core.buffer import EpisodeBatch
-from core.encoders import AgentNetConfig, AgentNetwork
-from core.learner import LearnerConfig, QLearner
-from core.mixers import MixerConfig, make_mixer
-from core.seeding import resolve_device, seed_everything, set_threads
+from core.qmix.buffer import EpisodeBatch
+from core.qmix.encoders import AgentNetConfig, AgentNetwork
+from core.qmix.learner import LearnerConfig, QLearner
+from core.qmix.mixers import MixerConfig, make_mixer
+from core.qmix.seeding import resolve_device, seed_everything, set_threads
 
 
 def random_batch(

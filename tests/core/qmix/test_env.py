@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.env import EnvShapes, check_env, check_obs, load_env
 from core.errors import UserError
-from core.games import RelayGame, relay_game
+from core.qmix.env import EnvShapes, check_env, check_obs, load_env
+from core.qmix.games import RelayGame, relay_game
 
 TINY_ENV = '''
 from pathlib import Path
@@ -59,7 +59,7 @@ def env_file(tmp_path):
 
 
 def test_load_env_from_a_module_spec():
-    env = load_env("core.games:relay_game")
+    env = load_env("core.qmix.games:relay_game")
     assert isinstance(env, RelayGame)
     assert EnvShapes.of(env) == EnvShapes(3, 3, 4, 4, 3)
 
@@ -76,11 +76,11 @@ def test_load_env_from_a_file_spec(env_file):
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("core.games", "must look like"),
-        ("core.games.relay_game", "must look like"),
+        ("core.qmix.games", "must look like"),
+        ("core.qmix.games.relay_game", "must look like"),
         ("no_such_package.mod:make", "cannot be imported"),
-        ("core.games:no_such_factory", "is not a callable"),
-        ("core.games:", "is not a callable"),
+        ("core.qmix.games:no_such_factory", "is not a callable"),
+        ("core.qmix.games:", "is not a callable"),
         ("missing/dir/env.py:make", "does not exist"),
     ],
 )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from core.env import EnvShapes
+from core.qmix.env import EnvShapes
 
 
 @dataclass

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.checkpoint import load_checkpoint, save_checkpoint
-from core.encoders import AgentNetConfig, AgentNetwork
-from core.env import EnvShapes
 from core.errors import UserError
-from core.mixers import MixerConfig, make_mixer
-from tests.core.torch_threads import one_torch_thread  # noqa: F401
+from core.qmix.checkpoint import load_checkpoint, save_checkpoint
+from core.qmix.encoders import AgentNetConfig, AgentNetwork
+from core.qmix.env import EnvShapes
+from core.qmix.mixers import MixerConfig, make_mixer
+from tests.core.qmix.torch_threads import one_torch_thread  # noqa: F401
 
 SHAPES = EnvShapes(n_agents=3, n_actions=4, obs_dim=5, state_dim=7, max_steps=3)
 AGENT_CFG = AgentNetConfig(gnn_hidden=16, gnn_layers=2, gru_hidden=8, q_hidden=12)
@@ -31,7 +31,7 @@ def write(path: Path, kind: str = "qmix", seed: int = 0) -> tuple[AgentNetwork, 
         SHAPES,
         AGENT_CFG,
         mixer_cfg,
-        env={"spec": "core.games:relay_game"},
+        env={"spec": "core.qmix.games:relay_game"},
         meta={"episodes": 12, "seed": seed},
     )
     return agent, mixer
@@ -45,7 +45,7 @@ def test_round_trip_same_weights_and_q_values(tmp_path, kind):
     ckpt = load_checkpoint(path, expect=SHAPES)
     assert ckpt.shapes == SHAPES and ckpt.agent_config == AGENT_CFG
     assert ckpt.mixer_config.kind == kind and ckpt.mixer_config.embed == 8
-    assert ckpt.env == {"spec": "core.games:relay_game"} and ckpt.meta == {
+    assert ckpt.env == {"spec": "core.qmix.games:relay_game"} and ckpt.meta == {
         "episodes": 12,
         "seed": 0,
     }

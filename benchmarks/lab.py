@@ -27,7 +27,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner.script_cache import ScriptCache
 from streamlit.testing.v1 import AppTest, app_test
 
-from core.store.bench import fill
+from benchmarks.store import fill
 from core.store.db import read_session
 from core.store.synthetic import synthetic_episode
 from core.store.writer import LoggerConfig, RunLogger

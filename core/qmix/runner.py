@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from core.buffer import EpisodeRecorder
-from core.env import EnvShapes, check_obs
-from core.policy import QMixPolicy, plan_from_output
+from core.qmix.buffer import EpisodeRecorder
+from core.qmix.env import EnvShapes, check_obs
+from core.qmix.policy import QMixPolicy, plan_from_output
 from core.records import EpisodeRecord
 from core.team.plan import RoundPlan
 
