@@ -7,7 +7,7 @@ accuracy, mean tokens, mean reward and the action counts per round; plus the sha
 episodes whose whole joint action sequence equals the most common one (1.0 = a constant
 policy).
 
-    python benchmarks/actions_by_difficulty.py --checkpoint CKPT --benchmark mixed --episodes 1000
+    agentqmix bench actions-by-difficulty --checkpoint CKPT --benchmark mixed --episodes 1000
 """
 
 from __future__ import annotations
@@ -18,25 +18,17 @@ from collections import Counter
 
 from core.actions import ACTION_NAMES
 from core.experiment import TeamOptions, learned_policy, run_policy
+from core.team.summary import summarize_records
 
 GROUPS = {"easy": (1, 2), "medium": (3,), "hard": (4, 5)}
 
 
 def _summary(records) -> dict:
-    n_rounds = max(len(r.rounds) for r in records)
-    counts = [dict.fromkeys(ACTION_NAMES, 0) for _ in range(n_rounds)]
-    for rec in records:
-        for rnd in rec.rounds:
-            for step in rnd.steps:
-                if step.alive and step.fault != "inactive":
-                    counts[rnd.round][ACTION_NAMES[step.action]] += 1
-    n = len(records)
+    row = summarize_records(records)
     return {
-        "n": n,
-        "accuracy": round(sum(r.score for r in records) / n, 4),
-        "mean_tokens": round(sum(r.tokens for r in records) / n, 1),
-        "mean_reward": round(sum(r.reward for r in records) / n, 4),
-        "action_counts_per_round": counts,
+        "n": row["episodes"],
+        **{k: round(row[k], 4) for k in ("accuracy", "mean_tokens", "mean_reward")},
+        "action_counts_per_round": row["action_counts_per_round"],
     }
 
 

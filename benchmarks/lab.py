@@ -1,8 +1,8 @@
 """Lab benchmark: page render times and round-slider latency on a 100,000-episode store.
 
-    python benchmarks/bench_lab.py [--episodes 100000] [--db PATH]
+    agentqmix bench lab [--episodes 100000] [--db PATH] --json
 
-The goal (issue 5): with 100,000 episodes every page renders in under 2 s and moving the
+The goal: with 100,000 episodes every page renders in under 2 s and moving the
 Replay round slider updates every panel in under 300 ms. Pages run headless under
 ``streamlit.testing.v1.AppTest`` (the whole script, widgets serialised, no browser), so the
 figures are the server's share of a page view. A *first* render starts with every
@@ -12,6 +12,7 @@ same session at once. Episodes are synthetic (``core.store.synthetic``), written
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import tempfile
@@ -24,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import streamlit as st
+from streamlit.logger import set_log_level
 from streamlit.runtime.scriptrunner.script_cache import ScriptCache
 from streamlit.testing.v1 import AppTest, app_test
 
+from benchmarks.common import run_main
 from benchmarks.store import fill
 from core.store.db import read_session
 from core.store.synthetic import synthetic_episode
@@ -301,3 +304,18 @@ def run_lab_bench(
         "goals": {"page_s": PAGE_BUDGET_S, "slider_ms": SLIDER_BUDGET_MS},
         "meets_goals": worst_page < PAGE_BUDGET_S and slider["ms"]["max"] < SLIDER_BUDGET_MS,
     }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=100_000)
+    parser.add_argument("--db", default=None, help="keep (and reuse) the benchmark store here")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    # Clearing Streamlit's caches outside a script run logs harmless "no ScriptRunContext" lines.
+    set_log_level("error")
+    run_main(run_lab_bench(args.episodes, db=args.db), args.json)
+
+
+if __name__ == "__main__":
+    main()

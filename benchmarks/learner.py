@@ -1,16 +1,23 @@
-"""Benchmarks that the CLI exposes (``agentqmix bench ...``); each returns a JSON-able dict."""
+"""Learner updates per second at the default network sizes, on random episodes.
+
+    agentqmix bench learner [--agents 3] [--batch 32] [--rounds 3] [--seconds 5] [--json]
+
+Prints one JSON object (with ``--json``; a line otherwise).
+"""
 
 from __future__ import annotations
 
+import argparse
 import time
 
 import torch
 
+from benchmarks.common import run_main
 from core.qmix.buffer import EpisodeBatch
 from core.qmix.encoders import AgentNetConfig, AgentNetwork
 from core.qmix.learner import LearnerConfig, QLearner
 from core.qmix.mixers import MixerConfig, make_mixer
-from core.qmix.seeding import resolve_device, seed_everything, set_threads
+from core.qmix.seeding import resolve_device, seed_everything, torch_threads
 
 
 def random_batch(
@@ -51,8 +58,24 @@ def learner_benchmark(
     threads: int = 0,
 ) -> dict:
     """Learner updates per second at the default network sizes on random data."""
+    with torch_threads(threads):
+        return _learner_benchmark(
+            n_agents, batch, rounds, device, obs_dim, n_actions, density, seconds, mixer
+        )
+
+
+def _learner_benchmark(
+    n_agents: int,
+    batch: int,
+    rounds: int,
+    device: str,
+    obs_dim: int,
+    n_actions: int,
+    density: float,
+    seconds: float,
+    mixer: str,
+) -> dict:
     seed_everything(0)
-    set_threads(threads)
     dev = resolve_device(device)
     state_dim = n_agents * obs_dim + 16
     agent = AgentNetwork(obs_dim, n_agents, n_actions, AgentNetConfig()).to(dev)
@@ -83,3 +106,32 @@ def learner_benchmark(
         "seconds": round(elapsed, 3),
         "train_steps_per_s": round(steps / elapsed, 2),
     }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--threads", type=int, default=0, help="0 = torch's default")
+    parser.add_argument("--mixer", default="qmix")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    result = learner_benchmark(
+        n_agents=args.agents,
+        batch=args.batch,
+        rounds=args.rounds,
+        device=args.device,
+        seconds=args.seconds,
+        threads=args.threads,
+        mixer=args.mixer,
+    )
+    run_main(
+        result, args.json, f"{result['train_steps_per_s']} learner updates/s on {result['device']}"
+    )
+
+
+if __name__ == "__main__":
+    main()

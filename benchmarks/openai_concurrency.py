@@ -1,26 +1,23 @@
 """Wall time per episode of the OpenAI back-end against a server with fixed latency.
 
-Runs real episodes (the team runtime's ``run_episodes``: rounds, layers gathered,
-decision agent) of 4 agents x 3 rounds against the fake chat-completions server on
+Runs real episodes (the one rollout path: rounds of ``--in-flight`` episodes in lockstep,
+layers gathered, decision agent) of 4 agents x 3 rounds against the fake chat-completions server on
 127.0.0.1 (100 ms per reply by default), through the real ``openai`` client, for
 ``--concurrency`` 1, 2, 4, 8 and 1 or 4 episodes in flight. Prints JSON.
 
-    python -m benchmarks.bench_openai_concurrency [--latency-ms 100] [--episodes 4]
+    agentqmix bench openai-concurrency [--latency-ms 100] [--episodes 4]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import tempfile
 import time
 
-from core.backends.openai_backend import OpenAIBackend, OpenAIBackendConfig
-from core.tasks.base import Task
-from core.team.embedding import make_embedder
-from core.team.observations import ObservationBuilder
-from core.team.runtime import DEFAULT_ROLES, EpisodeJob, RuntimeConfig, run_episodes
+from core.tasks.base import Task, TaskList
+from core.team.env import TeamEnv
+from core.team.options import TeamOptions
 from core.team.topologies import make_policy
 from tests.core.backends.fake_openai import FakeOpenAIServer
 
@@ -38,31 +35,16 @@ def tasks(n: int) -> list[Task]:
     ]
 
 
-async def measure(
-    url: str, policy_name: str, concurrency: int, in_flight: int, n_episodes: int
-) -> dict:
-    config = OpenAIBackendConfig(
-        model="fake", base_url=url, use_cache=False, concurrency=concurrency
+def measure(url: str, policy_name: str, concurrency: int, in_flight: int, n_episodes: int) -> dict:
+    opts = TeamOptions(
+        backend="openai", model="fake", base_url=url, use_cache=False, concurrency=concurrency
     )
-    backend = OpenAIBackend(config)
-    roles = list(DEFAULT_ROLES)
-    runtime = RuntimeConfig(n_rounds=3)
-    observe = ObservationBuilder(
-        roles, runtime.n_rounds, make_embedder("hash"), runtime.token_budget
-    )
-    jobs = [EpisodeJob(task=t, seed=k) for k, t in enumerate(tasks(n_episodes))]
+    env = TeamEnv(opts, source=TaskList(tasks(n_episodes), "bench"))
     t0 = time.perf_counter()
-    records = await run_episodes(
-        make_policy(policy_name),
-        jobs,
-        roles,
-        backend,
-        observe=observe,
-        config=runtime,
-        concurrency=in_flight,
-    )
+    records = env.run(make_policy(policy_name), range(n_episodes), width=in_flight)
     wall = time.perf_counter() - t0
-    await backend.aclose()
+    failed = env.backend.stats["failed_calls"]
+    env.close()
     calls = sum(len(r.calls) for r in records)
     return {
         "policy": policy_name,
@@ -74,7 +56,7 @@ async def measure(
         "calls": calls,
         "calls_per_s": round(calls / wall, 1),
         "accuracy": sum(r.score for r in records) / n_episodes,
-        "failed_calls": backend.stats["failed_calls"],
+        "failed_calls": failed,
     }
 
 
@@ -89,9 +71,7 @@ def main() -> None:
         for policy in args.policies.split(","):
             for in_flight in (1, 4):
                 for concurrency in (1, 2, 4, 8):
-                    rows.append(
-                        asyncio.run(measure(srv.url, policy, concurrency, in_flight, args.episodes))
-                    )
+                    rows.append(measure(srv.url, policy, concurrency, in_flight, args.episodes))
     print(
         json.dumps(
             {"latency_ms": args.latency_ms, "agents": 4, "rounds": 3, "results": rows}, indent=1

@@ -6,8 +6,8 @@ medium = 3, hard = 4-5) and by domain; the best topology by mean reward per grou
 the full-mesh / single token ratio. Compare with /work/shared/CALIBRATION.md and
 docs/simulator.md.
 
-    python benchmarks/sim_calibration.py --benchmark mixed --episodes 600
-    python benchmarks/sim_calibration.py --speed   # ms of Python per 4x3 sim episode
+    agentqmix bench sim-calibration --benchmark mixed --episodes 600
+    agentqmix bench sim-calibration --speed   # ms of Python per 4x3 sim episode
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import json
 import statistics
 import time
 
-from core.team.env import TeamEnv, TeamEnvConfig
-from core.team.society import PRESETS
+from core.backends.society import PRESETS
+from core.team.env import TeamEnv
+from core.team.options import TeamOptions
 from core.team.topologies import FIXED_TOPOLOGIES, make_policy
 
 GROUPS = {"easy": (1, 2), "medium": (3,), "hard": (4, 5)}
@@ -35,13 +36,13 @@ def summarise(records) -> dict:
 
 def calibrate(preset: str, benchmark: str, episodes: int, seed: int, token_weight: float) -> dict:
     env = TeamEnv(
-        TeamEnvConfig(benchmark=benchmark, preset=preset, seed=seed, token_weight=token_weight)
+        TeamOptions(benchmark=benchmark, preset=preset, seed=seed, token_weight=token_weight)
     )
     out: dict = {"token_budget": env.runtime_config.token_budget, "topologies": {}}
     seconds = 0.0
     for name in FIXED_TOPOLOGIES:
         start = time.perf_counter()
-        records = env.run(make_policy(name), range(episodes), concurrency=16)
+        records = env.run(make_policy(name), range(episodes), width=16)
         seconds += time.perf_counter() - start
         row = {"all": summarise(records)}
         for group, levels in GROUPS.items():
@@ -72,13 +73,13 @@ def calibrate(preset: str, benchmark: str, episodes: int, seed: int, token_weigh
 
 def speed(episodes: int) -> dict:
     """Milliseconds per 4-agent x 3-round episode, one episode at a time."""
-    env = TeamEnv(TeamEnvConfig(benchmark="mixed"))
+    env = TeamEnv(TeamOptions(benchmark="mixed"))
     env.run(make_policy("full"), range(episodes))  # warm the task and embedding caches
     out = {}
     for name in ("single", "full", "random"):
         start = time.perf_counter()
-        env.run(make_policy(name), range(episodes), concurrency=1)
-        out[f"run_episodes/{name}"] = round(1000 * (time.perf_counter() - start) / episodes, 3)
+        env.run(make_policy(name), range(episodes), width=1)
+        out[f"run/{name}"] = round(1000 * (time.perf_counter() - start) / episodes, 3)
     start = time.perf_counter()
     for k in range(episodes):
         env.reset(seed=k)

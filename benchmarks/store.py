@@ -1,14 +1,15 @@
 """Episode-store benchmark: logging throughput, one-episode load latency, logging overhead.
 
-    python benchmarks/bench_store.py [--rows 1000000] [--json]
+    agentqmix bench store [--rows 1000000] [--episodes 4000] [--train-episodes 256] --json
 
-Prints JSON. ``run_store_bench`` is what ``agentqmix bench store --json`` calls;
+Prints JSON (:func:`run_store_bench`);
 ``logging_overhead`` times a caller-supplied training loop with logging off and on.
 Episodes are synthetic (``core.store.synthetic``): this measures the store, not the team.
 """
 
 from __future__ import annotations
 
+import argparse
 import random
 import statistics
 import tempfile
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import run_main
 from core.store.db import read_session
 from core.store.queries import load_episode_from
 from core.store.synthetic import synthetic_episode
@@ -165,3 +167,20 @@ def run_store_bench(
             "logging_slowdown_pct": 10,
         },
     }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000, help="agent-step rows to load")
+    parser.add_argument("--episodes", type=int, default=4000, help="throughput episodes")
+    parser.add_argument("--train-episodes", type=int, default=256, help="logging on/off job")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    result = run_store_bench(
+        rows=args.rows, throughput_episodes=args.episodes, train_episodes=args.train_episodes
+    )
+    run_main(result, args.json)
+
+
+if __name__ == "__main__":
+    main()

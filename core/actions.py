@@ -1,4 +1,4 @@
-"""The six communication actions and the round graph they induce (SPEC §2.2).
+"""The six communication actions and the round graph they induce (docs/actions.md).
 
 Edge convention everywhere in this project: an edge ``src -> dst`` means *dst reads
 src's answer of this round*. As a PyG ``edge_index`` it is ``[[src...], [dst...]]``.
@@ -24,8 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-
-import torch
+from typing import Any
 
 
 class Action(IntEnum):
@@ -61,20 +60,29 @@ class RoundGraph:
     """The communication graph of one round.
 
     Attributes:
-        edge_index: ``(2, |E|)`` long tensor, row 0 = src, row 1 = dst (dst reads src).
+        kept: the edges ``(src, dst)`` kept, sorted (dst reads src).
         dropped: edges ``(src, dst)`` that were asked for but dropped to break a cycle.
         layers: agents grouped by topological layer; agents of a layer run together.
         order: the total order used by the cycle rule (agent indices).
     """
 
-    edge_index: torch.Tensor
+    kept: tuple[tuple[int, int], ...] = ()
     dropped: tuple[tuple[int, int], ...] = ()
     layers: tuple[tuple[int, ...], ...] = ()
     order: tuple[int, ...] = field(default=())
 
     @property
     def edges(self) -> list[tuple[int, int]]:
-        return [(int(s), int(d)) for s, d in self.edge_index.t().tolist()]
+        return list(self.kept)
+
+    @property
+    def edge_index(self) -> Any:
+        """``(2, |E|)`` long tensor, row 0 = src, row 1 = dst: the PyG form of the edges."""
+        import torch  # the runtime never needs it; keep torch out of light imports
+
+        if not self.kept:
+            return torch.empty(2, 0, dtype=torch.long)
+        return torch.tensor(self.kept, dtype=torch.long).t().contiguous()
 
     def readers_of(self, n_agents: int) -> list[list[int]]:
         """``sources[i]`` = the agents whose answer agent ``i`` reads this round, sorted."""
@@ -83,11 +91,13 @@ class RoundGraph:
             sources[d].append(s)
         return [sorted(x) for x in sources]
 
-    def adjacency(self, n_agents: int) -> torch.Tensor:
-        """``(N, N)`` float 0/1 matrix with ``adj[src, dst] = 1``."""
+    def adjacency(self, n_agents: int) -> Any:
+        """``(N, N)`` float 0/1 tensor with ``adj[src, dst] = 1``."""
+        import torch
+
         adj = torch.zeros(n_agents, n_agents)
-        if self.edge_index.numel():
-            adj[self.edge_index[0], self.edge_index[1]] = 1.0
+        for src, dst in self.kept:
+            adj[src, dst] = 1.0
         return adj
 
 
@@ -213,13 +223,8 @@ def resolve_edges(
             succ[s].add(d)
             kept.append((s, d))
     kept.sort()
-    edge_index = (
-        torch.tensor(kept, dtype=torch.long).t().contiguous()
-        if kept
-        else torch.empty(2, 0, dtype=torch.long)
-    )
     return RoundGraph(
-        edge_index=edge_index,
+        kept=tuple(kept),
         dropped=tuple(dropped),
         layers=_layers(n, alive, kept),
         order=tuple(order),

@@ -5,8 +5,12 @@ Every user mistake ends in one sentence on stderr and exit code 2 (see :func:`ma
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,7 +18,16 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from core.backends.registry import BACKENDS
+from core.backends.society import PRESETS
 from core.errors import StoreBusy, UserError
+from core.tasks.registry import TASK_SOURCES
+from core.team.failures import FAILURE_MODES
+from core.team.options import TeamOptions
+from core.team.runtime import TOKEN_PENALTIES
+from core.team.topologies import FIXED_TOPOLOGIES
+
+BENCHMARK_HELP = f"Task source: {', '.join(TASK_SOURCES)} or jsonl:PATH (the agent team)."
 
 app = typer.Typer(
     name="agentqmix",
@@ -23,8 +36,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-bench_app = typer.Typer(help="Benchmarks that print JSON.", no_args_is_help=True)
-app.add_typer(bench_app, name="bench")
 console = Console(stderr=True)
 
 
@@ -61,62 +72,156 @@ class ProgressBar:
 
 # --------------------------------------------------------------------------- shared options
 
-Benchmark = Annotated[
-    str | None, typer.Option(help="math, code, mcq, mixed or jsonl:PATH (the agent team).")
-]
 Env = Annotated[
     str | None, typer.Option(help="package.module:factory or path/file.py:factory (any env).")
 ]
-Backend = Annotated[str, typer.Option(help="sim (synthetic society, offline) or openai.")]
-Preset = Annotated[
-    str, typer.Option(help="Synthetic-society preset: flash-lite, oss-120b, balanced.")
-]
-Model = Annotated[str | None, typer.Option(help="Model name (openai back-end).")]
-BaseUrl = Annotated[
-    str | None, typer.Option(help="OpenAI-compatible endpoint; default $OPENAI_BASE_URL.")
-]
-Agents = Annotated[str, typer.Option(help="Comma-separated roles, one per agent.")]
-Rounds = Annotated[int, typer.Option(min=1, help="Communication rounds per episode.")]
-TokenWeight = Annotated[
-    float, typer.Option(min=0.0, help="w_tok: reward penalty per token budget.")
-]
-TokenBudget = Annotated[
-    float | None, typer.Option(min=1.0, help="Tokens at which the penalty saturates.")
-]
-Concurrency = Annotated[int, typer.Option(min=1, help="Episodes and LLM calls in flight at once.")]
-NoCache = Annotated[
-    bool, typer.Option("--no-cache", help="openai: do not read or write the response cache.")
-]
-CacheCounts = Annotated[
-    bool, typer.Option("--cache-counts-tokens", help="openai: cache hits count tokens.")
-]
-CacheDir = Annotated[str | None, typer.Option(help="openai: response cache directory.")]
-Timeout = Annotated[float, typer.Option(min=0.1, help="openai: per-attempt timeout in seconds.")]
-Attempts = Annotated[int, typer.Option(min=1, help="openai: attempts per call.")]
 Db = Annotated[
     str | None, typer.Option(help="DuckDB file; default $AGENTQMIX_DB or ./agentqmix.duckdb.")
 ]
 NoLog = Annotated[bool, typer.Option("--no-log", help="Do not log episodes to the database.")]
 Json = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 Device = Annotated[str, typer.Option(help="auto (CUDA when present), cpu or cuda.")]
+Seed = Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seed of the episode stream.")]
 
 
-def team_options(params: dict[str, Any]) -> Any:
-    """TeamOptions from a command's parameters (pass ``locals()``): CLI flag names map to
-    TeamOptions fields, flags a command does not have keep TeamOptions' defaults."""
-    from core.experiment import TeamOptions
+def _roles(text: str) -> tuple[str, ...]:
+    return tuple(r.strip() for r in text.split(",") if r.strip())
 
-    renamed = {"fail": "failures", "timeout": "timeout_s"}
-    fields = TeamOptions.__dataclass_fields__
-    kwargs = {renamed.get(k, k): v for k, v in params.items() if renamed.get(k, k) in fields}
-    if "agents" in params:
-        kwargs["roles"] = tuple(r.strip() for r in params["agents"].split(",") if r.strip())
-    if "no_cache" in params:
-        kwargs["use_cache"] = not params["no_cache"]
-    opts = TeamOptions(**kwargs)
-    opts.validate()
-    opts.failure_specs()  # a bad --fail is reported before any work
-    return opts
+
+@dataclass(frozen=True)
+class TeamFlag:
+    """One command-line flag that sets a :class:`TeamOptions` field (declared once, here)."""
+
+    field: str
+    """The TeamOptions field it sets."""
+    option: Any
+    """Its ``Annotated[type, typer.Option(...)]``."""
+    to_field: Callable[[Any], Any] = lambda v: v
+    """Flag value -> field value."""
+    to_flag: Callable[[Any], Any] = lambda v: v
+    """Field default -> flag default (every default lives in TeamOptions)."""
+
+
+TEAM_FLAGS: dict[str, TeamFlag] = {
+    "backend": TeamFlag(
+        "backend", Annotated[str, typer.Option(help=f"Back-end: {', '.join(BACKENDS)}.")]
+    ),
+    "preset": TeamFlag(
+        "preset", Annotated[str, typer.Option(help=f"Simulator preset: {', '.join(PRESETS)}.")]
+    ),
+    "model": TeamFlag("model", Annotated[str | None, typer.Option(help="Model name (openai).")]),
+    "base_url": TeamFlag(
+        "base_url",
+        Annotated[
+            str | None, typer.Option(help="OpenAI-compatible endpoint; default $OPENAI_BASE_URL.")
+        ],
+    ),
+    "agents": TeamFlag(
+        "roles",
+        Annotated[str, typer.Option(help="Comma-separated roles, one per agent.")],
+        _roles,
+        ",".join,
+    ),
+    "rounds": TeamFlag(
+        "rounds", Annotated[int, typer.Option(help="Communication rounds per episode.")]
+    ),
+    "token_weight": TeamFlag(
+        "token_weight", Annotated[float, typer.Option(help="w_tok: the reward's token weight.")]
+    ),
+    "token_budget": TeamFlag(
+        "token_budget",
+        Annotated[
+            float | None,
+            typer.Option(help="Tokens at which the capped penalty saturates (default: preset's)."),
+        ],
+    ),
+    "token_penalty": TeamFlag(
+        "token_penalty",
+        Annotated[
+            str,
+            typer.Option(help=f"Token penalty: {' or '.join(TOKEN_PENALTIES)} (capped = paper's)."),
+        ],
+    ),
+    "fail_prob": TeamFlag(
+        "fail_prob",
+        Annotated[float, typer.Option(help="Random failure curriculum: P(agent fails).")],
+    ),
+    "fail": TeamFlag(
+        "failures",
+        Annotated[
+            str,
+            typer.Option(
+                help=f"Inject failures: AGENT:MODE[@ROUND],... ({', '.join(FAILURE_MODES)})."
+            ),
+        ],
+    ),
+    "embedding": TeamFlag(
+        "embedding", Annotated[str, typer.Option(help="Task embedding: hash or minilm.")]
+    ),
+    "concurrency": TeamFlag(
+        "concurrency",
+        Annotated[int, typer.Option(help="Episodes in lockstep (and openai calls) at once.")],
+    ),
+    "no_cache": TeamFlag(
+        "use_cache",
+        Annotated[bool, typer.Option("--no-cache", help="openai: do not read or write the cache.")],
+        lambda v: not v,
+        lambda v: not v,
+    ),
+    "cache_counts_tokens": TeamFlag(
+        "cache_counts_tokens",
+        Annotated[bool, typer.Option("--cache-counts-tokens", help="openai: hits count tokens.")],
+    ),
+    "cache_dir": TeamFlag(
+        "cache_dir", Annotated[str | None, typer.Option(help="openai: response cache directory.")]
+    ),
+    "timeout": TeamFlag(
+        "timeout_s", Annotated[float, typer.Option(help="openai: per-attempt timeout, seconds.")]
+    ),
+    "max_attempts": TeamFlag(
+        "max_attempts", Annotated[int, typer.Option(help="openai: attempts per call.")]
+    ),
+}
+TEAM = ("agents", "rounds", "token_weight", "token_budget", "token_penalty", "preset", "embedding")
+BACKEND = ("backend", "model", "base_url", "concurrency", "no_cache")
+OPENAI_EXTRA = ("cache_counts_tokens", "cache_dir", "timeout", "max_attempts")
+
+
+def team_flags(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command the team flags ``names`` (from :data:`TEAM_FLAGS`); the command
+    receives them as one validated :class:`TeamOptions` in its ``opts`` parameter, with
+    ``benchmark`` and ``seed`` taken from its own parameters of those names."""
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        defaults = TeamOptions()
+        own = [p for p in inspect.signature(fn, eval_str=True).parameters.values()]
+        added = [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=TEAM_FLAGS[name].to_flag(getattr(defaults, TEAM_FLAGS[name].field)),
+                annotation=TEAM_FLAGS[name].option,
+            )
+            for name in names
+        ]
+
+        @functools.wraps(fn)
+        def command(**kwargs: Any) -> Any:
+            fields = {TEAM_FLAGS[n].field: TEAM_FLAGS[n].to_field(kwargs.pop(n)) for n in names}
+            for name in ("benchmark", "seed"):
+                if kwargs.get(name) is not None:
+                    fields[name] = kwargs[name]
+            opts = TeamOptions(**fields)
+            if kwargs.get("benchmark") is not None:
+                opts.validate()
+            return fn(**kwargs, opts=opts)
+
+        params = [p for p in own if p.name != "opts"] + added
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        return command
+
+    return decorate
 
 
 def print_table(rows: list[dict[str, Any]], columns: list[str], title: str) -> None:
@@ -136,13 +241,15 @@ def print_table(rows: list[dict[str, Any]], columns: list[str], title: str) -> N
 
 
 @app.command()
+@team_flags(*TEAM, *BACKEND, "fail_prob")
 def train(
+    opts: TeamOptions,
     out: Annotated[Path | None, typer.Option(help="Where to write the checkpoint.")] = None,
     env: Env = None,
-    benchmark: Benchmark = None,
+    benchmark: Annotated[str | None, typer.Option(help=BENCHMARK_HELP)] = None,
     episodes: Annotated[int, typer.Option(min=1, help="Episodes to train on.")] = 10000,
-    mixer: Annotated[str, typer.Option(help="qmix or vdn.")] = "qmix",
-    seed: Annotated[int, typer.Option(help="Seed for networks, exploration and episodes.")] = 0,
+    mixer: Annotated[str, typer.Option(help="Mixer: qmix (monotonic) or vdn (sum).")] = "qmix",
+    seed: Annotated[int, typer.Option(min=0, help="Seed of networks, exploration, episodes.")] = 0,
     device: Device = "auto",
     n_envs: Annotated[int, typer.Option(min=1, help="Episodes collected in lockstep.")] = 32,
     hidden: Annotated[
@@ -151,19 +258,6 @@ def train(
     threads: Annotated[
         int, typer.Option(min=0, help="torch CPU threads (0 = torch's default).")
     ] = 1,
-    backend: Backend = "sim",
-    preset: Preset = "flash-lite",
-    model: Model = None,
-    base_url: BaseUrl = None,
-    agents: Agents = "solver,coder,analyst,verifier",
-    rounds: Rounds = 3,
-    token_weight: TokenWeight = 0.1,
-    token_budget: TokenBudget = None,
-    fail_prob: Annotated[
-        float, typer.Option(min=0.0, max=0.99, help="Random failure curriculum.")
-    ] = 0.0,
-    concurrency: Concurrency = 8,
-    no_cache: NoCache = False,
     db: Db = None,
     no_log: NoLog = False,
     resume: Annotated[
@@ -197,10 +291,23 @@ def train(
         mixer=MixerConfig(kind=mixer),
     )
     if env is not None:
-        return _train_env(env, config, out, as_json)
+        from core.experiment.train import train_env
+        from core.qmix.env import load_env
+
+        load_env(env)  # a bad spec is one sentence, before any progress bar
+        with ProgressBar(episodes) as bar:
+            summary = train_env(env, config, out, progress=bar)
+        if as_json:
+            return emit_json(summary)
+        console.print(
+            f"[green]trained[/green] {summary['episodes']} episodes, {summary['updates']} updates; "
+            f"greedy mean return over {summary['held_out']['episodes']} held-out episodes: "
+            f"{summary['held_out']['mean_return']:.3f}; checkpoint {out}",
+            soft_wrap=True,
+        )
+        return None
     from core.experiment import train_team
 
-    opts = team_options(locals())
     with ProgressBar(episodes) as bar:
         outcome = train_team(
             opts, config, out, db=db, log=not no_log, progress=bar, eval_episodes=eval_episodes
@@ -250,72 +357,20 @@ def _resume_training(run_id: str, db: str | None, device: str, as_json: bool) ->
     _report_training(outcome, as_json)
 
 
-def _train_env(env: str, config: Any, out: Path, as_json: bool) -> None:
-    from core.experiment import save_training_checkpoint
-    from core.qmix.env import load_env
-    from core.qmix.policy import QMixPolicy
-    from core.qmix.runner import episode_seed, rollout, summarize
-    from core.qmix.training import train as run_training
-
-    load_env(env)  # fail fast on a bad spec, before any work
-    with ProgressBar(config.episodes) as bar:
-        state = run_training(lambda: load_env(env), config, progress=bar)
-    policy = QMixPolicy(state.agent, state.mixer, state.device, epsilon=0.0)
-    envs = [load_env(env) for _ in range(8)]
-    results = []
-    for start in range(0, 32, 8):
-        results += rollout(
-            envs,
-            state.shapes,
-            policy,
-            [episode_seed(config.seed, start + i, True) for i in range(8)],
-        )
-    summary = summarize(results)
-    save_training_checkpoint(out, state, config, None, env, {"greedy": summary})
-    if as_json:
-        emit_json({"checkpoint": str(out), "episodes": state.episodes_done, "held_out": summary})
-    else:
-        console.print(
-            f"[green]trained[/green] {state.episodes_done} episodes, {state.learner.updates} updates; "
-            f"greedy mean return over {summary['episodes']} held-out episodes: "
-            f"{summary['mean_return']:.3f}; checkpoint {out}",
-            soft_wrap=True,
-        )
-
-
 @app.command("eval")
+@team_flags(*TEAM, *BACKEND, *OPENAI_EXTRA, "fail")
 def evaluate(
+    opts: TeamOptions,
     checkpoint: Annotated[Path | None, typer.Option(help="Checkpoint written by train.")] = None,
     policy: Annotated[
-        str | None,
-        typer.Option(help="A fixed topology: single, chain, star, ring, full, debate, random."),
+        str | None, typer.Option(help=f"A fixed topology: {', '.join(FIXED_TOPOLOGIES)}.")
     ] = None,
     env: Env = None,
-    benchmark: Benchmark = None,
+    benchmark: Annotated[str | None, typer.Option(help=BENCHMARK_HELP)] = None,
     episodes: Annotated[int, typer.Option(min=1, help="Held-out episodes to run.")] = 32,
     first: Annotated[int, typer.Option(min=0, help="Index of the first held-out episode.")] = 0,
-    seed: Annotated[int, typer.Option(help="Seed of the held-out episode stream.")] = 0,
+    seed: Seed = 0,
     device: Device = "auto",
-    fail: Annotated[
-        str,
-        typer.Option(
-            help="Inject failures: AGENT:MODE[@ROUND],... (crash, timeout, byzantine, garbled)."
-        ),
-    ] = "",
-    backend: Backend = "sim",
-    preset: Preset = "flash-lite",
-    model: Model = None,
-    base_url: BaseUrl = None,
-    agents: Agents = "solver,coder,analyst,verifier",
-    rounds: Rounds = 3,
-    token_weight: TokenWeight = 0.1,
-    token_budget: TokenBudget = None,
-    concurrency: Concurrency = 8,
-    no_cache: NoCache = False,
-    cache_counts_tokens: CacheCounts = False,
-    cache_dir: CacheDir = None,
-    timeout: Timeout = 60.0,
-    max_attempts: Attempts = 4,
     db: Db = None,
     no_log: NoLog = False,
     as_json: Json = False,
@@ -326,10 +381,15 @@ def evaluate(
     if env is not None:
         if checkpoint is None:
             raise UserError("eval --env needs --checkpoint CKPT.")
-        return _eval_env(env, checkpoint, episodes, seed, device, as_json)
+        from core.experiment.evaluate import evaluate_env
+
+        summary = evaluate_env(env, checkpoint, episodes, seed, device)
+        if as_json:
+            return emit_json(summary)
+        console.print(f"{summary['episodes']} episodes, mean return {summary['mean_return']:.3f}")
+        return None
     from core.experiment import evaluate_team, resolve_policy
 
-    opts = team_options(locals())
     chosen = resolve_policy(policy, checkpoint, opts, device)
     summary, _ = evaluate_team(opts, chosen, episodes, seed, db=db, log=not no_log, first=first)
     if summary["calls"] and summary["failed_calls"] == summary["calls"]:
@@ -348,55 +408,17 @@ def evaluate(
         )
 
 
-def _eval_env(
-    env: str, checkpoint: Path, episodes: int, seed: int, device: str, as_json: bool
-) -> None:
-    from core.qmix.checkpoint import load_checkpoint
-    from core.qmix.env import EnvShapes, load_env
-    from core.qmix.policy import QMixPolicy
-    from core.qmix.runner import episode_seed, rollout, summarize
-    from core.qmix.seeding import resolve_device, seed_everything
-
-    dev = resolve_device(device)
-    first = load_env(env)
-    ckpt = load_checkpoint(checkpoint, dev, expect=EnvShapes.of(first))
-    seed_everything(seed)
-    policy = QMixPolicy(ckpt.agent, ckpt.mixer, dev, epsilon=0.0)
-    envs = [first] + [load_env(env) for _ in range(min(episodes, 8) - 1)]
-    results = []
-    for start in range(0, episodes, len(envs)):
-        n = min(len(envs), episodes - start)
-        seeds = [episode_seed(seed, start + i, held_out=True) for i in range(n)]
-        results += rollout(envs[:n], ckpt.shapes, policy, seeds)
-    summary = summarize(results)
-    if as_json:
-        emit_json(summary)
-    else:
-        console.print(f"{summary['episodes']} episodes, mean return {summary['mean_return']:.3f}")
-
-
 @app.command()
+@team_flags(*TEAM, *BACKEND, "fail")
 def compare(
-    benchmark: Annotated[str, typer.Option(help="math, code, mcq, mixed or jsonl:PATH.")],
+    opts: TeamOptions,
+    benchmark: Annotated[str, typer.Option(help=BENCHMARK_HELP)],
     checkpoint: Annotated[
         Path | None, typer.Option(help="Learned policy to compare (optional).")
     ] = None,
     episodes: Annotated[int, typer.Option(min=1, help="Held-out episodes per policy.")] = 100,
-    seed: Annotated[int, typer.Option(help="Seed of the held-out episode stream.")] = 0,
+    seed: Seed = 0,
     device: Device = "auto",
-    fail: Annotated[
-        str, typer.Option(help="Inject failures in every episode: AGENT:MODE[@ROUND],...")
-    ] = "",
-    backend: Backend = "sim",
-    preset: Preset = "flash-lite",
-    model: Model = None,
-    base_url: BaseUrl = None,
-    agents: Agents = "solver,coder,analyst,verifier",
-    rounds: Rounds = 3,
-    token_weight: TokenWeight = 0.1,
-    token_budget: TokenBudget = None,
-    concurrency: Concurrency = 8,
-    no_cache: NoCache = False,
     db: Db = None,
     no_log: NoLog = False,
     as_json: Json = False,
@@ -404,7 +426,6 @@ def compare(
     """The learned policy and every fixed topology on the same seeded held-out tasks."""
     from core.experiment import compare_team
 
-    opts = team_options(locals())
     rows = compare_team(opts, checkpoint, episodes, seed, db=db, log=not no_log, device=device)
     rows.sort(key=lambda r: -r["mean_reward"])
     if as_json:
@@ -418,30 +439,25 @@ def compare(
 
 
 @app.command()
+@team_flags(*TEAM, "concurrency")
 def robustness(
-    benchmark: Annotated[str, typer.Option(help="math, code, mcq, mixed or jsonl:PATH.")],
+    opts: TeamOptions,
+    benchmark: Annotated[str, typer.Option(help=BENCHMARK_HELP)],
     checkpoint: Annotated[Path | None, typer.Option(help="Learned policy (optional).")] = None,
     episodes: Annotated[int, typer.Option(min=1, help="Held-out episodes per point.")] = 100,
     max_failed: Annotated[int, typer.Option(min=0, help="Largest number of failed agents.")] = 2,
-    mode: Annotated[str, typer.Option(help="crash, timeout, byzantine or garbled.")] = "crash",
-    seed: Annotated[int, typer.Option(help="Seed of the held-out episode stream.")] = 0,
+    mode: Annotated[str, typer.Option(help=f"Failure mode: {', '.join(FAILURE_MODES)}.")] = "crash",
+    seed: Seed = 0,
     device: Device = "auto",
-    preset: Preset = "flash-lite",
-    agents: Agents = "solver,coder,analyst,verifier",
-    rounds: Rounds = 3,
-    token_weight: TokenWeight = 0.1,
-    concurrency: Concurrency = 8,
     db: Db = None,
     no_log: NoLog = False,
     as_json: Json = False,
 ) -> None:
     """Accuracy and reward vs number of failed agents: learned policy against fixed topologies."""
     from core.experiment import robustness_team
-    from core.team.failures import FAILURE_MODES
 
     if mode not in FAILURE_MODES:
         raise UserError(f"--mode must be one of {', '.join(FAILURE_MODES)}, not {mode!r}.")
-    opts = team_options(locals())
     rows = robustness_team(
         opts, checkpoint, episodes, seed, max_failed, mode, db=db, log=not no_log, device=device
     )
@@ -545,70 +561,40 @@ def lab(
 
 # --------------------------------------------------------------------------- benchmarks
 
+BENCHMARKS: dict[str, str] = {
+    "learner": "learner updates/s, multiply-adds and the machine's matmul rate",
+    "store": "logging throughput, one-episode load latency, training slowdown from logging",
+    "lab": "page render times and replay-slider latency on a large store",
+    "openai-concurrency": "seconds per episode against a local server with fixed latency",
+    "sim-calibration": "accuracy and tokens per fixed topology and difficulty (the simulator)",
+    "actions-by-difficulty": "what a trained policy does on easy and hard tasks",
+}
+"""``agentqmix bench NAME``: the modules of ``benchmarks/`` (``benchmarks.<name>``), run as
+their own process so that the lab's benchmark never loads the lab into ``core``."""
 
-@bench_app.command("learner")
-def bench_learner(
-    agents: Annotated[int, typer.Option(min=1, help="Agents per team.")] = 3,
-    batch: Annotated[int, typer.Option(min=1, help="Episodes per update.")] = 32,
-    rounds: Annotated[int, typer.Option(min=1, help="Rounds per episode.")] = 3,
-    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
-    seconds: Annotated[float, typer.Option(min=0.1, help="How long to time updates.")] = 5.0,
-    threads: Annotated[
-        int, typer.Option(min=0, help="torch CPU threads (0 = torch's default).")
-    ] = 0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    add_help_option=False,
+    help="Benchmarks that print JSON: "
+    + "; ".join(f"{name} ({what})" for name, what in BENCHMARKS.items())
+    + ". `agentqmix bench NAME --help` lists a benchmark's options.",
+)
+def bench(
+    ctx: typer.Context,
+    name: Annotated[str | None, typer.Argument(help="Which benchmark.")] = None,
 ) -> None:
-    """Time learner updates at the default network sizes on random data."""
-    from benchmarks.learner import learner_benchmark
+    import subprocess
 
-    result = learner_benchmark(
-        n_agents=agents, batch=batch, rounds=rounds, device=device, seconds=seconds, threads=threads
-    )
-    if as_json:
-        emit_json(result)
-    else:
-        console.print(f"{result['train_steps_per_s']} learner updates/s on {result['device']}")
-
-
-@bench_app.command("store")
-def bench_store(
-    rows: Annotated[
-        int, typer.Option(min=1000, help="Agent-step rows in the load test database.")
-    ] = 1_000_000,
-    episodes: Annotated[int, typer.Option(min=10, help="Episodes in the throughput test.")] = 4000,
-    train_episodes: Annotated[
-        int, typer.Option(min=0, help="Episodes of the logging-on/off training job.")
-    ] = 256,
-    as_json: Json = False,
-) -> None:
-    """Logging throughput, one-episode load latency, training slowdown from logging."""
-    from benchmarks.store import run_store_bench
-
-    result = run_store_bench(rows=rows, throughput_episodes=episodes, train_episodes=train_episodes)
-    if as_json:
-        emit_json(result)
-    else:
-        console.print_json(data=result)
-
-
-@bench_app.command("lab")
-def bench_lab(
-    episodes: Annotated[
-        int, typer.Option(min=100, help="Episodes in the benchmark store.")
-    ] = 100_000,
-    db: Annotated[
-        str | None, typer.Option(help="Keep (and reuse) the benchmark store here.")
-    ] = None,
-    as_json: Json = False,
-) -> None:
-    """Page render times and replay-slider latency on a large store (AppTest)."""
-    from benchmarks.lab import run_lab_bench
-
-    result = run_lab_bench(episodes=episodes, db=db)
-    if as_json:
-        emit_json(result)
-    else:
-        console.print_json(data=result, default=str)
+    if name is None or name in ("--help", "-h"):
+        console.print("benchmarks (agentqmix bench NAME [OPTIONS]):")
+        for key, what in BENCHMARKS.items():
+            console.print(f"  {key:<24} {what}", highlight=False)
+        return
+    if name not in BENCHMARKS:
+        raise UserError(f"no benchmark {name!r}; choose one of {', '.join(BENCHMARKS)}.")
+    module = "benchmarks." + name.replace("-", "_")
+    raise typer.Exit(subprocess.call([sys.executable, "-m", module, *ctx.args]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from core.team.failures import FAILURE_MODES
+from core.team.options import TeamOptions, options_from_dict
 from core.team.runtime import DEFAULT_ROLES
 
 
@@ -42,19 +43,24 @@ def team_roles(n_agents: int) -> tuple[str, ...]:
     return ROLE_POOL[:n_agents]
 
 
+_TEAM = TeamOptions()
+"""Every default of the lab's team specs is the team options' own."""
+
+
 @dataclass
 class TeamSpec:
-    """The team flags every team command shares (``--benchmark --agents --rounds ...``)."""
+    """The team flags every team command shares (``--benchmark --agents --rounds ...``):
+    the part of :class:`TeamOptions` the lab lets a user choose."""
 
-    benchmark: str = "mixed"
+    benchmark: str = _TEAM.benchmark
     """Benchmark (math, code, mcq, mixed)."""
-    roles: tuple[str, ...] = DEFAULT_ROLES
+    roles: tuple[str, ...] = _TEAM.roles
     """One role per agent."""
-    rounds: int = 3
+    rounds: int = _TEAM.rounds
     """Communication rounds per episode."""
-    token_weight: float = 0.1
+    token_weight: float = _TEAM.token_weight
     """w_tok: how much a token costs in the reward."""
-    preset: str = "flash-lite"
+    preset: str = _TEAM.preset
     """Synthetic-society preset."""
 
     def validate(self) -> None:
@@ -78,14 +84,8 @@ class TeamSpec:
     @classmethod
     def from_run_config(cls, config: dict[str, Any]) -> TeamSpec:
         """The team a logged run used (its ``config["team"]``, as the CLI stores it)."""
-        team = config.get("team", {})
-        return cls(
-            benchmark=team.get("benchmark", "mixed"),
-            roles=tuple(team.get("roles", DEFAULT_ROLES)),
-            rounds=int(team.get("rounds", 3)),
-            token_weight=float(team.get("token_weight", 0.1)),
-            preset=team.get("preset", "flash-lite"),
-        )
+        team = options_from_dict(config.get("team", {}))
+        return cls(team.benchmark, team.roles, team.rounds, team.token_weight, team.preset)
 
 
 @dataclass

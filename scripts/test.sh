@@ -11,4 +11,6 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "chromium is not installed and cannot be installed here; browser tests will be skipped" >&2
   fi
 fi
+# The layers of docs/architecture.md, enforced (imports only point down).
+lint-imports --no-cache
 exec python -m pytest "$@"

@@ -1,4 +1,4 @@
-"""The contract between the team runtime and whatever plays the agents (SPEC §2.5).
+"""The contract between the team runtime and whatever plays the agents (docs/team.md).
 
 The runtime decides *who* talks to *whom*; a back-end decides *what* an agent says.
 Two back-ends implement it: the synthetic society (``sim``) and any
@@ -63,16 +63,13 @@ class Backend(Protocol):
 
     name: str
     model: str
-    score_blocks: bool
-    """True when ``score`` does slow blocking work (runs code); the runtime then calls it
-    in a worker thread so the other calls of a layer keep going."""
+    answers_are_programs: bool
+    """True when its answers to code tasks are programs to run against the tests; False when
+    they are labels (the synthetic society). Scoring itself lives with the tasks
+    (:mod:`core.tasks.scoring`)."""
 
     async def agent_turn(self, turn: AgentTurn) -> TurnResult: ...
 
     async def decide(self, turn: DecisionTurn) -> TurnResult: ...
-
-    def score(self, task: Task, answer: str | None) -> float:
-        """1.0 when ``answer`` solves ``task``, else 0.0 (partial credit allowed)."""
-        ...
 
     async def aclose(self) -> None: ...

@@ -1,4 +1,4 @@
-"""Real LLM agents over any OpenAI-compatible chat-completions endpoint (SPEC §2.5).
+"""Real LLM agents over any OpenAI-compatible chat-completions endpoint (docs/openai.md).
 
 OpenAI itself, or a local vLLM / llama.cpp / Ollama server, chosen by ``base_url``
 and ``model``. Calls are bounded by an ``asyncio.Semaphore`` so that the calls of
@@ -34,7 +34,7 @@ from core.backends.base import AgentTurn, DecisionTurn, TurnResult
 from core.backends.cache import ResponseCache, default_cache_dir, public_url, request_key
 from core.records import DECISION_AGENT, LLMCall
 from core.tasks.base import Task
-from core.tasks.sandbox import SandboxConfig, check_code, humaneval_program, run_python
+from core.tasks.sandbox import SandboxConfig, humaneval_program, run_python
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class _Malformed(Exception):
 class OpenAIBackend:
     """Plays the agents with a real model. Safe to call concurrently from one event loop."""
 
-    score_blocks = True
+    answers_are_programs = True
 
     name = "openai"
 
@@ -144,7 +144,6 @@ class OpenAIBackend:
         self._sem: asyncio.Semaphore | None = None
         self._sandbox_sem: asyncio.Semaphore | None = None
         self._retired: list[AsyncOpenAI] = []
-        self._scores: dict[tuple[str, str, str], float] = {}
 
     def __repr__(self) -> str:
         return f"OpenAIBackend(model={self.model!r}, base_url={public_url(self.base_url)!r})"
@@ -404,24 +403,6 @@ class OpenAIBackend:
             return _failed(done)
         answer, confidence = prompts.parse_reply(turn.task, done.text)
         return TurnResult(done.text, answer, confidence, done.call)
-
-    def score(self, task: Task, answer: str | None) -> float:
-        if not answer:
-            return 0.0
-        key = (task.benchmark, task.task_id, answer)
-        if key not in self._scores:
-            # The runtime scores every step synchronously; running the same code through
-            # the sandbox again would only cost time, so scores are remembered.
-            if len(self._scores) >= 4096:
-                self._scores.clear()
-            if task.domain == "code":
-                cfg = SandboxConfig(timeout_s=self.config.sandbox_timeout_s)
-                self._scores[key] = check_code(task, answer, cfg)
-            else:
-                from core.tasks.checkers import check
-
-                self._scores[key] = float(check(task, answer))
-        return self._scores[key]
 
     async def aclose(self) -> None:
         if self._client is not None:

@@ -1,4 +1,4 @@
-"""The prompts real LLM agents get, and how their replies are read back (SPEC §2.2, §2.5).
+"""The prompts real LLM agents get, and how their replies are read back (docs/openai.md).
 
 One system prompt per role (a persona plus the task's answer format), one
 instruction per communication action, the agent's own previous answer (temporal

@@ -11,6 +11,17 @@ The observation dict holds ``"obs"`` float32 ``[n_agents, obs_dim]``, ``"state"`
 float32 ``[state_dim]``, ``"adj"`` 0/1 ``[n_agents, n_agents]`` with
 ``adj[src, dst] = 1`` when src sends to dst, and ``"avail"`` bool
 ``[n_agents, n_actions]``. See docs/environment.md.
+
+The runner steps a :class:`VecEnv`: ``E`` episodes in lockstep, named by their *episode
+index* in the environment's stream (an index is never a seed). :class:`SerialVecEnv`
+makes one from protocol environments, handing each ``reset`` the seed
+:func:`env_seed` derives from the run seed, the index and the split. Environments that
+can do better (the agent team plays a round of all ``E`` episodes concurrently) provide
+their own.
+
+Held-out evaluation has one mechanism: the ``split``. A ``"train"`` and an ``"eval"``
+stream never share an episode (protocol environments: disjoint seeds; the agent team:
+disjoint questions, docs/team.md).
 """
 
 from __future__ import annotations
@@ -28,6 +39,12 @@ import numpy as np
 from core.errors import UserError
 
 SPEC_ATTRS = ("n_agents", "n_actions", "obs_dim", "state_dim", "max_steps")
+SPLITS = ("train", "eval")
+EVAL_SEED_OFFSET = 1_000_000_007
+"""Seeds of the ``eval`` stream start here, so held-out episodes never reuse a training seed."""
+
+Transition = tuple[dict, float, bool, dict]
+"""What ``step`` returns: next observation dict, team reward, done, info."""
 
 
 @runtime_checkable
@@ -41,6 +58,68 @@ class Environment(Protocol):
     def reset(self, seed: int | None = None) -> dict: ...
 
     def step(self, actions: Sequence[int]) -> tuple[dict, float, bool, dict]: ...
+
+
+class VecEnv(Protocol):
+    """``E`` episodes stepped together; slots ``0..E-1`` hold the episodes of the last reset."""
+
+    n_agents: int
+    n_actions: int
+    obs_dim: int
+    state_dim: int
+    max_steps: int
+
+    def reset(self, episodes: Sequence[int]) -> list[dict]:
+        """Start episodes ``episodes`` (indices in the stream) in slots ``0..len-1``."""
+        ...
+
+    def step(
+        self, slots: Sequence[int], actions: np.ndarray, directives: Sequence[Any] | None = None
+    ) -> list[Transition]:
+        """Step the episodes in ``slots`` with ``actions (len(slots), N)``. ``directives``
+        carries, per slot, what the actor decided beyond the actions (its Q-values and
+        mixer view, or a fixed topology's explicit edges); environments may ignore it."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def env_seed(run_seed: int, episode: int, split: str = "train") -> int:
+    """The seed a protocol environment's ``reset`` gets for ``episode`` of a run's ``split``."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    return (EVAL_SEED_OFFSET if split == "eval" else 0) + run_seed * 100_003 + episode
+
+
+class SerialVecEnv:
+    """Protocol environments behind the :class:`VecEnv` interface, stepped one by one."""
+
+    def __init__(self, envs: Sequence[Any], seed: int = 0, split: str = "train"):
+        if not envs:
+            raise ValueError("SerialVecEnv needs at least one environment")
+        self.envs, self.seed, self.split = list(envs), seed, split
+        self.shapes = check_env(self.envs[0])
+        for k, v in self.shapes.as_dict().items():
+            setattr(self, k, v)
+
+    def reset(self, episodes: Sequence[int]) -> list[dict]:
+        if len(episodes) > len(self.envs):
+            raise ValueError(f"{len(episodes)} episodes for {len(self.envs)} environments")
+        return [
+            env.reset(seed=env_seed(self.seed, k, self.split))
+            for env, k in zip(self.envs, episodes, strict=False)
+        ]
+
+    def step(
+        self, slots: Sequence[int], actions: np.ndarray, directives: Sequence[Any] | None = None
+    ) -> list[Transition]:
+        return [self.envs[s].step(a.tolist()) for s, a in zip(slots, actions, strict=True)]
+
+    def close(self) -> None:
+        for env in self.envs:
+            close = getattr(env, "close", None)
+            if callable(close):
+                close()
 
 
 @dataclass(frozen=True)

@@ -65,11 +65,6 @@ def unroll(agent: AgentNetwork, batch: EpisodeBatch) -> torch.Tensor:
     return agent.forward_sequence(batch.obs, batch.adj, last)
 
 
-def _fast_adam() -> dict[str, bool]:
-    """Fused Adam: one kernel for all parameters (CPU and CUDA, torch >= 2.4)."""
-    return {"fused": True}
-
-
 class QLearner:
     """Owns online and target networks and the optimiser; ``train(batch)`` does one update."""
 
@@ -79,7 +74,8 @@ class QLearner:
         self.target_agent = copy.deepcopy(agent).requires_grad_(False)
         self.target_mixer = copy.deepcopy(mixer).requires_grad_(False)
         self.params = list(agent.parameters()) + list(mixer.parameters())
-        self.optimiser = torch.optim.Adam(self.params, lr=config.lr, **_fast_adam())
+        # Fused Adam: one kernel for all parameters (CPU and CUDA, torch >= 2.4).
+        self.optimiser = torch.optim.Adam(self.params, lr=config.lr, fused=True)
         self.updates = 0
 
     def loss(self, batch: EpisodeBatch) -> tuple[torch.Tensor, dict[str, float]]:

@@ -14,8 +14,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-MIXERS = ("qmix", "vdn")
-
 
 @dataclass
 class MixerConfig:
@@ -30,7 +28,7 @@ class MixerConfig:
 
     def validate(self) -> None:
         if self.kind not in MIXERS:
-            raise ValueError(f"mixer kind must be one of {MIXERS}, got {self.kind!r}")
+            raise ValueError(f"mixer kind must be one of {tuple(MIXERS)}, got {self.kind!r}")
         if self.embed < 1 or self.hypernet_hidden < 1:
             raise ValueError(
                 f"embed and hypernet_hidden must be >= 1, got {self.embed}, {self.hypernet_hidden}"
@@ -139,8 +137,11 @@ class VDNMixer(nn.Module):
         )
 
 
+MIXERS: dict[str, type[nn.Module]] = {"qmix": QMixer, "vdn": VDNMixer}
+"""Name -> mixer class (``--mixer``); adding a mixer is one line here."""
+
+
 def make_mixer(n_agents: int, state_dim: int, config: MixerConfig) -> nn.Module:
     """Build the mixer named by ``config.kind``."""
     config.validate()
-    cls = QMixer if config.kind == "qmix" else VDNMixer
-    return cls(n_agents, state_dim, config)
+    return MIXERS[config.kind](n_agents, state_dim, config)

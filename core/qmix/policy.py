@@ -3,6 +3,10 @@
 Execution is decentralised: each agent's action is the ε-greedy choice over its own
 Q-values. The mixer is only consulted to *report* Q_tot, its weights and the
 per-agent credit, which the lab draws; it never changes an action.
+
+Anything with ``name``, ``start(episodes)`` and ``act(obs, memory, explain)`` is an
+*actor* the runner can drive (:mod:`core.qmix.decisions`); :class:`QMixPolicy` is the
+learned one.
 """
 
 from __future__ import annotations
@@ -15,21 +19,8 @@ import torch
 from torch import nn
 
 from core.qmix.controller import select_actions
+from core.qmix.decisions import StepOutput
 from core.qmix.encoders import AgentNetwork
-from core.team.plan import RoundPlan
-
-
-@dataclass
-class StepOutput:
-    """One batched decision. Shapes: ``actions (E, N)``, ``greedy (E, N)``, ``q (E, N, A)``;
-    mixer fields ``(E,)``, ``(E, N, embed)``, ``(E, N)`` or None when not asked for."""
-
-    actions: np.ndarray
-    greedy: np.ndarray
-    q: np.ndarray
-    q_tot: np.ndarray | None = None
-    mixer_weights: np.ndarray | None = None
-    credit: np.ndarray | None = None
 
 
 @dataclass
@@ -42,9 +33,7 @@ class PolicyMemory:
 
 
 class QMixPolicy:
-    """Acts for a batch of episodes at once; also usable as a :class:`TeamPolicy`."""
-
-    name = "qmix"
+    """The learned actor: one batched forward of the agent network per round."""
 
     def __init__(
         self,
@@ -58,7 +47,8 @@ class QMixPolicy:
         self.agent, self.mixer, self.device = agent, mixer, device
         self.epsilon, self.generator, self.name = epsilon, generator, label
 
-    def start(self, batch: int) -> PolicyMemory:
+    def start(self, episodes: list[int]) -> PolicyMemory:
+        batch = len(episodes)
         return PolicyMemory(
             hidden=self.agent.initial_hidden(batch, self.device),
             last_action=torch.full(
@@ -67,7 +57,7 @@ class QMixPolicy:
         )
 
     @torch.no_grad()
-    def step(
+    def act(
         self, obs: list[dict[str, np.ndarray]], memory: PolicyMemory, explain: bool = False
     ) -> tuple[StepOutput, PolicyMemory]:
         """Decide for ``E`` episodes given their protocol observation dicts."""
@@ -77,7 +67,10 @@ class QMixPolicy:
         q, hidden = self.agent(o, adj, memory.last_action, memory.hidden)
         actions, greedy = select_actions(q, avail, self.epsilon, self.generator)
         out = StepOutput(
-            actions=actions.cpu().numpy(), greedy=greedy.cpu().numpy(), q=q.cpu().numpy()
+            actions=actions.cpu().numpy(),
+            greedy=greedy.cpu().numpy(),
+            q=q.cpu().numpy(),
+            epsilon=self.epsilon,
         )
         if explain and self.mixer is not None:
             state = torch.from_numpy(np.stack([x["state"] for x in obs])).to(self.device)
@@ -87,28 +80,3 @@ class QMixPolicy:
             out.mixer_weights = view.w1.cpu().numpy()
             out.credit = view.credit.cpu().numpy()
         return out, PolicyMemory(hidden=hidden, last_action=actions)
-
-    # TeamPolicy interface: one episode at a time, used by the async team runtime.
-    def begin(self, n_agents: int, seed: int) -> PolicyMemory:
-        return self.start(1)
-
-    def plan(
-        self, obs: dict[str, np.ndarray], round_index: int, memory: PolicyMemory
-    ) -> tuple[RoundPlan, PolicyMemory]:
-        out, memory = self.step([obs], memory, explain=True)
-        return plan_from_output(out, 0, self.epsilon), memory
-
-
-def plan_from_output(out: StepOutput, e: int, epsilon: float) -> RoundPlan:
-    """The :class:`RoundPlan` of episode ``e`` of a batched decision."""
-    return RoundPlan(
-        actions=[int(a) for a in out.actions[e]],
-        q_values=out.q[e].astype(float).tolist(),
-        greedy=[bool(g) for g in out.greedy[e]],
-        epsilon=float(epsilon),
-        q_tot=None if out.q_tot is None else float(out.q_tot[e]),
-        mixer_weights=None
-        if out.mixer_weights is None
-        else out.mixer_weights[e].astype(float).tolist(),
-        credit=None if out.credit is None else out.credit[e].astype(float).tolist(),
-    )

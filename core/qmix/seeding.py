@@ -1,8 +1,11 @@
-"""The one place that seeds every random number generator and picks the device."""
+"""The one place that seeds every random number generator, picks the device and sets
+torch's CPU threads."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -30,11 +33,25 @@ def resolve_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
-def set_threads(threads: int) -> None:
-    """Intra-op CPU threads for torch. The agent networks are small, so on CPU one thread
-    is often as fast as several and never collapses when other processes (the lab, a
-    second run, a test suite) compete for the cores; 0 keeps torch's default."""
-    if threads < 0:
-        raise UserError(f"--threads must be >= 0, not {threads}.")
+MAX_THREADS = 1024
+
+
+def check_threads(threads: int) -> None:
+    if not 0 <= threads <= MAX_THREADS:
+        raise UserError(f"--threads must be between 0 and {MAX_THREADS}, not {threads}.")
+
+
+@contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """Intra-op CPU threads for torch inside the block, restored after it; 0 keeps torch's
+    setting. The agent networks are small, so on CPU one thread is often as fast as several
+    and never collapses when other processes (the lab, a second run, a test suite) compete
+    for the cores."""
+    check_threads(threads)
+    before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -9,7 +9,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
@@ -17,12 +16,12 @@ import torch
 from core.qmix.buffer import ReplayBuffer
 from core.qmix.controller import ExplorationConfig, epsilon_at
 from core.qmix.encoders import AgentNetConfig, AgentNetwork
-from core.qmix.env import EnvShapes, check_env
+from core.qmix.env import EnvShapes, VecEnv, check_env
 from core.qmix.learner import LearnerConfig, QLearner
 from core.qmix.mixers import MixerConfig, make_mixer
 from core.qmix.policy import QMixPolicy
-from core.qmix.runner import EpisodeResult, episode_seed, rollout
-from core.qmix.seeding import resolve_device, seed_everything
+from core.qmix.runner import EpisodeResult, rollout
+from core.qmix.seeding import resolve_device, seed_everything, torch_threads
 
 
 @dataclass
@@ -113,38 +112,35 @@ def updates_per_episode(config: TrainConfig) -> float:
 
 
 def train(
-    env_factory: Callable[[], Any],
+    make_venv: Callable[[int], VecEnv],
     config: TrainConfig,
     hooks: TrainHooks | None = None,
     progress: Callable[[int, int, dict[str, float]], None] | None = None,
     state: TrainState | None = None,
 ) -> TrainState:
-    """Train a QMIX team on environments made by ``env_factory``.
+    """Train a QMIX team on the training stream of ``make_venv(config.n_envs)``.
 
     ``state`` continues an earlier run (``--resume``): its ``episodes_done`` is where the
     episode stream and the ε schedule pick up.
     """
     config.validate()
-    threads = torch.get_num_threads()
-    if config.cpu_threads:
-        torch.set_num_threads(config.cpu_threads)
+    venv = make_venv(config.n_envs)
     try:
-        return _train(env_factory, config, hooks, progress, state)
+        with torch_threads(config.cpu_threads):
+            return _train(venv, config, hooks or TrainHooks(), progress, state)
     finally:
-        torch.set_num_threads(threads)
+        venv.close()
 
 
 def _train(
-    env_factory: Callable[[], Any],
+    venv: VecEnv,
     config: TrainConfig,
-    hooks: TrainHooks | None,
+    hooks: TrainHooks,
     progress: Callable[[int, int, dict[str, float]], None] | None,
     state: TrainState | None,
 ) -> TrainState:
-    hooks = hooks or TrainHooks()
     seed_everything(config.seed)
-    envs = [env_factory() for _ in range(config.n_envs)]
-    shapes = check_env(envs[0])
+    shapes = check_env(venv)
     state = state or build_state(shapes, config)
     buffer = ReplayBuffer(shapes, config.learner.buffer_size)
     generator = torch.Generator().manual_seed(config.seed)
@@ -158,8 +154,8 @@ def _train(
         # --- collect
         n = min(config.n_envs, config.episodes - state.episodes_done)
         policy.epsilon = epsilon_at(config.exploration, state.episodes_done, config.episodes)
-        seeds = [episode_seed(config.seed, state.episodes_done + i) for i in range(n)]
-        results = rollout(envs[:n], shapes, policy, seeds, explain=config.explain)
+        episodes = list(range(state.episodes_done, state.episodes_done + n))
+        results = rollout(venv, policy, episodes, explain=config.explain)
         for res in results:
             buffer.add(res.recorder)
             recent.append(res.ret)

@@ -1,4 +1,4 @@
-"""What a task is, and where tasks come from (SPEC §2.6)."""
+"""What a task is, and where tasks come from (docs/team.md, Tasks)."""
 
 from __future__ import annotations
 
@@ -49,3 +49,16 @@ class TaskSource(Protocol):
 
 
 Checker = Callable[[Task, str], float]
+
+
+class TaskList:
+    """A fixed list of tasks as a :class:`TaskSource` (benchmarks, the lab, tests)."""
+
+    def __init__(self, tasks: list[Task], name: str = "tasks"):
+        self.tasks, self.name = list(tasks), name
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def get(self, index: int) -> Task:
+        return self.tasks[index]

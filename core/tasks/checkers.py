@@ -1,4 +1,4 @@
-"""Scoring a response against a task: answer extraction and equivalence (SPEC §2.6).
+"""Scoring a response against a task: answer extraction and equivalence (docs/team.md, Tasks).
 
 * Maths: :func:`extract_math_answer` finds the final answer in free text (``\\boxed{}``
   with nested braces, ``####``, "final answer is", "Answer:", else the last number);

@@ -22,8 +22,6 @@ read the same way. Mistakes in the file raise ``UserError`` naming the file and 
 
 from __future__ import annotations
 
-import gzip
-import json
 import random
 import re
 from fractions import Fraction
@@ -33,6 +31,7 @@ from core.errors import UserError
 from core.tasks.base import Task
 from core.tasks.checkers import extract_boxed, normalize_answer, parse_number
 from core.tasks.code import humaneval_task
+from core.tasks.files import read_jsonl
 from core.tasks.mcq import LETTERS, format_mcq
 
 LAYOUTS = ("humaneval", "mmlu-pro", "math", "gsm8k", "aime")
@@ -41,33 +40,6 @@ _COMPETITION = re.compile(r"aime|hmmt|olymp|amc|beyond", re.IGNORECASE)
 
 class _RowError(Exception):
     """A record that does not fit its layout; the loader adds file and line."""
-
-
-def read_jsonl(path: Path) -> list[tuple[int, dict]]:
-    """``(line number, record)`` for every non-blank line of a JSONL(.gz) file."""
-    if not path.is_file():
-        raise UserError(f"Task file {path} does not exist.")
-    opener = gzip.open if path.suffix == ".gz" else open
-    rows: list[tuple[int, dict]] = []
-    try:
-        with opener(path, "rt", encoding="utf-8") as fh:
-            for number, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise UserError(
-                        f"{path}, line {number} is not valid JSON ({err.msg})."
-                    ) from err
-                if not isinstance(row, dict):
-                    raise UserError(f"{path}, line {number} is not a JSON object.")
-                rows.append((number, row))
-    except (UnicodeDecodeError, gzip.BadGzipFile, EOFError) as err:
-        raise UserError(f"{path} is not a UTF-8 JSONL file ({err}).") from err
-    if not rows:
-        raise UserError(f"Task file {path} is empty.")
-    return rows
 
 
 def detect_layout(row: dict) -> str | None:

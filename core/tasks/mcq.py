@@ -11,6 +11,7 @@ import random
 from pathlib import Path
 
 from core.tasks.base import Task
+from core.tasks.files import read_jsonl
 
 MCQ_PATH = Path(__file__).resolve().parents[2] / "data" / "mcq.jsonl"
 """Where the shipped set lives (``data/`` at the project root)."""
@@ -51,9 +52,6 @@ class MCQSource:
     name = "mcq"
 
     def __init__(self, seed: int = 0, path: Path = MCQ_PATH) -> None:
-        # Local import: jsonl imports this module for its MMLU-Pro layout.
-        from core.tasks.jsonl import read_jsonl
-
         self.seed = seed
         self.tasks = [mcq_task(row) for _, row in read_jsonl(Path(path))]
         random.Random(f"mcq|{seed}").shuffle(self.tasks)

@@ -13,11 +13,11 @@ text always fall on the same side).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 from core.errors import UserError
 from core.tasks.base import Task, TaskSource
 
-BENCHMARKS = ("math", "code", "mcq", "mixed")
 SPLITS = ("train", "eval")
 EVAL_FRACTION = 0.2
 """Share of questions held out for evaluation."""
@@ -37,6 +37,40 @@ def load_benchmark(spec: str, seed: int = 0, split: str | None = None) -> TaskSo
     return SplitSource(source, split)
 
 
+def _math(seed: int) -> TaskSource:
+    from core.tasks.math import MathSource
+
+    return MathSource(seed)
+
+
+def _code(seed: int) -> TaskSource:
+    from core.tasks.code import CodeSource
+
+    return CodeSource(seed)
+
+
+def _mcq(seed: int) -> TaskSource:
+    from core.tasks.mcq import MCQSource
+
+    return MCQSource(seed)
+
+
+def _mixed(seed: int) -> TaskSource:
+    from core.tasks.mixed import MixedSource
+
+    return MixedSource(seed)
+
+
+TASK_SOURCES: dict[str, Callable[[int], TaskSource]] = {
+    "math": _math,
+    "code": _code,
+    "mcq": _mcq,
+    "mixed": _mixed,
+}
+"""Built-in benchmarks: name -> ``factory(seed)``. Sources load lazily (HumanEval, sympy)."""
+BENCHMARKS = tuple(TASK_SOURCES)
+
+
 def _load(spec: str, seed: int) -> TaskSource:
     if spec.startswith("jsonl:"):
         path = spec[len("jsonl:") :]
@@ -45,25 +79,11 @@ def _load(spec: str, seed: int) -> TaskSource:
         from core.tasks.jsonl import JsonlSource
 
         return JsonlSource(path, seed)
-    if spec == "math":
-        from core.tasks.math import MathSource
-
-        return MathSource(seed)
-    if spec == "code":
-        from core.tasks.code import CodeSource
-
-        return CodeSource(seed)
-    if spec == "mcq":
-        from core.tasks.mcq import MCQSource
-
-        return MCQSource(seed)
-    if spec == "mixed":
-        from core.tasks.mixed import MixedSource
-
-        return MixedSource(seed)
-    raise UserError(
-        f"Unknown benchmark {spec!r}; valid benchmarks: {', '.join(BENCHMARKS)}, jsonl:PATH."
-    )
+    if spec not in TASK_SOURCES:
+        raise UserError(
+            f"Unknown benchmark {spec!r}; valid benchmarks: {', '.join(TASK_SOURCES)}, jsonl:PATH."
+        )
+    return TASK_SOURCES[spec](seed)
 
 
 def is_held_out(task: Task, eval_fraction: float = EVAL_FRACTION) -> bool:

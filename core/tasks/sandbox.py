@@ -1,4 +1,4 @@
-"""Run generated Python for real, without letting it harm the host (SPEC §2.6).
+"""Run generated Python for real, without letting it harm the host (docs/openai.md, Sandbox).
 
 Each run gets a separate interpreter (``sys.executable -I``) in a fresh temporary
 directory, a clean environment (no API keys or other secrets, minimal ``PATH``),

@@ -1,4 +1,4 @@
-"""Task embeddings for the observations (SPEC §2.3).
+"""Task embeddings for the observations (docs/team.md, Observations).
 
 ``hash`` (default, offline, instant): word unigrams and bigrams, numbers replaced by their
 digit count (so "17" and "42" look alike but "1234567" does not), signed feature hashing

@@ -1,15 +1,19 @@
-"""The agent team as a cooperative environment with the project's protocol.
+"""The agent team as a cooperative environment: the protocol of :mod:`core.qmix.env`.
 
-``TeamEnv`` has ``n_agents``, ``n_actions`` (6), ``obs_dim``, ``state_dim``, ``max_steps``
-(= rounds), ``reset(seed=None) -> obs_dict`` and ``step(actions) -> (obs_dict, reward,
-done, info)``. One ``step`` plays one round on the async runtime (one event loop per
-environment). The reward is 0 until the last round, then SPEC §2.4's
-``w_acc * score - w_tok * min(tokens / token_budget, 1)``; the final ``info`` holds the
-:class:`EpisodeRecord` (``"episode"``), ``"score"`` and ``"tokens"``.
+:class:`TeamEnv` is one team on one benchmark split. As a protocol environment it plays one
+episode at a time (``reset(seed) -> obs``, ``step(actions) -> (obs, reward, done, info)``);
+:meth:`TeamEnv.vectorized` gives the runner a :class:`TeamVecEnv` that plays a round of
+``E`` episodes concurrently on one event loop (so an OpenAI-compatible server sees their
+calls in flight together). Training, evaluation, comparisons and the lab all play episodes
+through :func:`core.qmix.runner.rollout` on a :class:`TeamVecEnv`.
 
-Episodes are indexed: ``reset(seed=k)`` plays episode ``k`` (task ``k`` of the seeded
-benchmark, its own episode seed and random failures), ``reset()`` the next index. So
-training, evaluation and :meth:`TeamEnv.run` see exactly the same episode for the same ``k``.
+The reward is 0 until the last round, then :func:`core.team.runtime.reward`; the final
+``info`` holds the :class:`EpisodeRecord` (``"episode"``), ``"score"`` and ``"tokens"``.
+
+Names: an *episode index* ``k`` names episode ``k`` of the split's stream (task ``k`` of
+the seeded benchmark, its own random seed and curriculum failures), so training,
+evaluation and the lab see exactly the same episode for the same ``k``; a *seed* is only
+ever a random seed (``reset(seed=s)`` draws the episode from ``s``).
 """
 
 from __future__ import annotations
@@ -17,79 +21,23 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from core.actions import N_ACTIONS
 from core.backends.base import Backend
 from core.errors import UserError
+from core.qmix.env import Transition
+from core.qmix.runner import rollout_all
 from core.records import EpisodeRecord
 from core.tasks.base import Task, TaskSource
-from core.team.embedding import EMBEDDERS, make_embedder
+from core.team.embedding import make_embedder
 from core.team.failures import FailureSpec, sample_failures
 from core.team.observations import ObservationBuilder
-from core.team.plan import RoundPlan, TeamPolicy
-from core.team.runtime import DEFAULT_ROLES, EpisodeJob, RuntimeConfig, TeamEpisode, run_episodes
-from core.team.society import PRESETS, SimBackend, get_preset
-
-FALLBACK_TOKEN_BUDGET = 20000
-"""Token budget for non-simulated back-ends when none is given."""
-
-
-@dataclass
-class TeamEnvConfig:
-    """Everything that defines a team environment."""
-
-    benchmark: str = "mixed"
-    """Task source spec for ``core.tasks.registry.load_benchmark``."""
-    split: str | None = None
-    """``train`` or ``eval`` keeps that side of the held-out split; None keeps every task."""
-    roles: tuple[str, ...] = DEFAULT_ROLES
-    """One role per agent; the number of roles is the number of agents."""
-    rounds: int = 3
-    """Communication rounds per episode (= max_steps)."""
-    backend: str = "sim"
-    """Back-end name; ``sim`` is built here, others are passed in as objects."""
-    preset: str = "flash-lite"
-    """Synthetic-society preset (``sim`` only)."""
-    token_weight: float = 0.1
-    """w_tok in the reward."""
-    accuracy_weight: float = 1.0
-    """w_acc in the reward."""
-    token_budget: float | None = None
-    """Tokens at which the penalty saturates; None = the preset's full-mesh mean."""
-    fail_prob: float = 0.0
-    """Per episode, each agent independently fails with this probability (training curriculum)."""
-    failures: tuple[FailureSpec, ...] = ()
-    """Failures injected in every episode."""
-    seed: int = 0
-    """Seeds the task order, episode seeds and random failures."""
-    embedding: str = "hash"
-    """Task embedding: ``hash`` (offline word n-gram hashing) or ``minilm``."""
-    embedding_dim: int = 96
-    """Dimensions of the hash embedding (minilm is 384)."""
-
-    def validate(self) -> None:
-        if len(self.roles) < 1:
-            raise ValueError("roles is empty: a team needs at least one agent")
-        if self.rounds < 1:
-            raise ValueError(f"rounds = {self.rounds} must be at least 1")
-        if not 0.0 <= self.fail_prob < 1.0:
-            raise ValueError(f"fail_prob = {self.fail_prob} is not in [0, 1)")
-        if self.token_budget is not None and self.token_budget <= 0:
-            raise ValueError(f"token_budget = {self.token_budget} must be positive")
-        if self.token_weight < 0 or self.accuracy_weight < 0:
-            raise ValueError(f"token_weight = {self.token_weight} must be non-negative")
-        if self.embedding not in EMBEDDERS:
-            raise ValueError(f"embedding = {self.embedding!r} is not one of {EMBEDDERS}")
-        if self.backend == "sim" and self.preset not in PRESETS:
-            raise ValueError(f"preset = {self.preset!r} is not one of {tuple(PRESETS)}")
-        for spec in self.failures:
-            spec.validate(len(self.roles))
-        if len({s.agent for s in self.failures}) == len(self.roles):
-            raise ValueError("failures fail every agent; at least one must stay healthy")
-
+from core.team.options import TeamOptions
+from core.team.plan import TeamPolicy, as_actor, plan_for
+from core.team.runtime import EpisodeJob, TeamEpisode
 
 _SOURCES: dict[tuple[str, int, str | None], TaskSource] = {}
 
@@ -97,9 +45,9 @@ _SOURCES: dict[tuple[str, int, str | None], TaskSource] = {}
 def _load_source(benchmark: str, seed: int, split: str | None) -> TaskSource:
     """The benchmark's task source; generated ones are shared between environments.
 
-    Building a split of ``mixed`` generates every task (~0.7 s); training makes one
-    environment per lockstep slot. Sources are read-only, so one copy serves all.
-    ``jsonl:`` files are re-read each time (the user may edit them between runs).
+    Building a split of ``mixed`` generates every task (~0.7 s); sources are read-only, so
+    one copy serves all. ``jsonl:`` files are re-read each time (the user may edit them
+    between runs).
     """
     from core.tasks.registry import load_benchmark
 
@@ -115,77 +63,71 @@ def _load_source(benchmark: str, seed: int, split: str | None) -> TaskSource:
 
 
 def episode_seed(base_seed: int, index: int) -> int:
-    """The seed of episode ``index`` (tuples of ints hash the same in every process)."""
+    """The random seed of episode ``index`` (tuples of ints hash the same in every process)."""
     return hash((base_seed, index, 0x5EED)) & 0x7FFF_FFFF
 
 
 class TeamEnv:
-    """A team of LLM agents on a benchmark, one round per step."""
+    """A team of LLM agents on one split of a benchmark, one round per step."""
 
     def __init__(
         self,
-        config: TeamEnvConfig | None = None,
+        opts: TeamOptions | None = None,
+        split: str | None = None,
         *,
         backend: Backend | None = None,
         source: TaskSource | None = None,
     ):
-        self.config = config or TeamEnvConfig()
-        self.config.validate()
-        c = self.config
-        if backend is None:
-            if c.backend != "sim":
-                raise UserError(
-                    f"Back-end {c.backend!r} must be built by the caller; only 'sim' is built-in here."
-                )
-            backend = SimBackend(get_preset(c.preset))
-        self.backend = backend
-        if source is None:
-            source = _load_source(c.benchmark, c.seed, c.split)
-        if len(source) == 0:
-            raise UserError(f"Benchmark {c.benchmark!r} has no tasks.")
-        self.source = source
-        budget = c.token_budget
-        if budget is None:
-            budget = (
-                backend.config.token_budget
-                if isinstance(backend, SimBackend)
-                else FALLBACK_TOKEN_BUDGET
-            )
-        self.runtime_config = RuntimeConfig(
-            n_rounds=c.rounds,
-            accuracy_weight=c.accuracy_weight,
-            token_weight=c.token_weight,
-            token_budget=float(budget),
+        self.opts = opts = opts or TeamOptions()
+        opts.validate()
+        self.split = split
+        self.backend = backend if backend is not None else opts.make_backend()
+        self.source = (
+            source if source is not None else _load_source(opts.benchmark, opts.seed, split)
         )
+        if len(self.source) == 0:
+            raise UserError(f"Benchmark {opts.benchmark!r} has no tasks.")
+        self.runtime_config = opts.runtime_config()
+        self.failures = opts.failure_specs()
         self.observe = ObservationBuilder(
-            c.roles, c.rounds, make_embedder(c.embedding, c.embedding_dim), budget
+            opts.roles,
+            opts.rounds,
+            make_embedder(opts.embedding, opts.embedding_dim),
+            self.runtime_config.token_budget,
         )
-        self.n_agents = len(c.roles)
+        self.n_agents = len(opts.roles)
         self.n_actions = N_ACTIONS
         self.obs_dim = self.observe.obs_dim
         self.state_dim = self.observe.state_dim
-        self.max_steps = c.rounds
-        self._loop = asyncio.new_event_loop()
+        self.max_steps = opts.rounds
+        self.loop = asyncio.new_event_loop()
         self._next_index = 0
         self._tasks: dict[int, Task] = {}
-        self.episode: TeamEpisode | None = None
+        self._single: TeamVecEnv | None = None
 
     # -- episodes ----------------------------------------------------------------------
 
     def job(self, index: int) -> EpisodeJob:
-        """Episode ``index``: its task, seed and failures (fixed ones + the curriculum draw)."""
-        c = self.config
-        seed = episode_seed(c.seed, index)
-        failures = list(c.failures)
-        if c.fail_prob > 0:
+        """Episode ``index`` of the stream: its task, seed and failures."""
+        seed = episode_seed(self.opts.seed, index)
+        return EpisodeJob(self._task(index % len(self.source)), seed, self._failures(seed))
+
+    def job_from_seed(self, seed: int) -> EpisodeJob:
+        """The episode a random ``seed`` draws: a task of the split, the seed, its failures."""
+        index = random.Random(seed).randrange(len(self.source))
+        return EpisodeJob(self._task(index), seed, self._failures(seed))
+
+    def _failures(self, seed: int) -> list[FailureSpec]:
+        """The injected failures plus this episode's draw from the random curriculum."""
+        failures = list(self.failures)
+        p = self.opts.fail_prob
+        if p > 0:
             taken = {f.agent for f in failures}
-            drawn = sample_failures(
-                self.n_agents, c.rounds, c.fail_prob, random.Random(seed ^ 0xFA11)
-            )
+            drawn = sample_failures(self.n_agents, self.max_steps, p, random.Random(seed ^ 0xFA11))
             failures += [f for f in drawn if f.agent not in taken]
             if len({f.agent for f in failures}) == self.n_agents:
                 failures = failures[:-1]
-        return EpisodeJob(task=self._task(index % len(self.source)), seed=seed, failures=failures)
+        return failures
 
     def _task(self, index: int) -> Task:
         # Generated sources rebuild a task on every get(); training revisits the same ones.
@@ -196,73 +138,139 @@ class TeamEnv:
             task = self._tasks[index] = self.source.get(index)
         return task
 
-    def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
-        index = self._next_index if seed is None else int(seed)
-        self._next_index = index + 1
-        job = self.job(index)
-        self.episode = TeamEpisode(
-            job.task,
-            self.config.roles,
-            self.backend,
-            config=self.runtime_config,
-            failures=job.failures,
-            seed=job.seed,
-            policy_name="env",
-        )
-        return self.observe(self.episode)
+    # -- the protocol, one episode at a time ----------------------------------------------
 
-    def step(
-        self, actions: Sequence[int], plan: RoundPlan | None = None
-    ) -> tuple[dict[str, np.ndarray], float, bool, dict]:
-        """Play one round. ``plan`` optionally carries the policy's view (Q-values, ε, mixer)
-        to be recorded; its actions must equal ``actions``."""
-        if self.episode is None or self.episode.done:
-            raise RuntimeError("step() before reset() or after the episode ended")
-        actions = [int(a) for a in actions]
-        if plan is None:
-            plan = RoundPlan(actions=actions)
-        elif [int(a) for a in plan.actions] != actions:
-            raise ValueError(f"plan actions {plan.actions} differ from actions {actions}")
-        self._loop.run_until_complete(self.episode.play_round(plan))
-        obs = self.observe(self.episode)
-        if not self.episode.done:
-            return obs, 0.0, False, {}
-        record: EpisodeRecord = self._loop.run_until_complete(self.episode.finish())
-        return (
-            obs,
-            float(record.reward),
-            True,
-            {"episode": record, "score": record.score, "tokens": record.tokens},
-        )
+    def reset(self, seed: int | None = None) -> dict[str, np.ndarray]:
+        """Start the next episode of the stream, or the one ``seed`` draws."""
+        if seed is None:
+            job = self.job(self._next_index)
+            self._next_index += 1
+        else:
+            job = self.job_from_seed(int(seed))
+        if self._single is None:
+            self._single = self.vectorized(1)
+        return self._single.start([job])[0]
+
+    @property
+    def episode(self) -> TeamEpisode | None:
+        """The episode in progress under the one-at-a-time protocol."""
+        return self._single.episodes[0] if self._single and self._single.episodes else None
+
+    def step(self, actions: Sequence[int]) -> Transition:
+        if self._single is None:
+            raise RuntimeError("step() before reset()")
+        return self._single.step([0], np.asarray([actions]))[0]
+
+    # -- many episodes ------------------------------------------------------------------
+
+    def vectorized(
+        self,
+        width: int,
+        policy_name: str = "env",
+        failures: Sequence[FailureSpec] | None = None,
+    ) -> TeamVecEnv:
+        """A vec env of up to ``width`` episodes of this stream; ``failures`` replaces every
+        episode's own failures (robustness sweeps, the failure lab)."""
+        return TeamVecEnv(self, width, policy_name, failures)
 
     def run(
         self,
-        policy: TeamPolicy,
+        policy: TeamPolicy | Any,
         indices: Sequence[int],
         *,
-        concurrency: int = 8,
         failures: Sequence[FailureSpec] | None = None,
+        width: int | None = None,
     ) -> list[EpisodeRecord]:
-        """Play episodes ``indices`` with ``policy`` (fixed topology or learned) concurrently.
-
-        ``failures`` replaces the episodes' own failures (used by robustness sweeps).
-        """
-        jobs = [self.job(k) for k in indices]
-        if failures is not None:
-            jobs = [EpisodeJob(j.task, j.seed, list(failures)) for j in jobs]
-        return self._loop.run_until_complete(
-            run_episodes(
-                policy,
-                jobs,
-                self.config.roles,
-                self.backend,
-                observe=self.observe,
-                config=self.runtime_config,
-                concurrency=concurrency,
-            )
-        )
+        """Play episodes ``indices`` with ``policy`` (a fixed topology, or any actor such as
+        the learned policy), ``width`` (default: the options' concurrency) in lockstep."""
+        actor = as_actor(policy, lambda k: self.job(k).seed, self.n_agents)
+        width = width or self.opts.concurrency
+        venv = self.vectorized(width, actor.name, failures)
+        results = rollout_all(venv, actor, indices, width, explain=True)
+        return [r.info["episode"] for r in results]
 
     def close(self) -> None:
-        if not self._loop.is_closed():
-            self._loop.run_until_complete(self.backend.aclose())
-            self._loop.close()
+        if not self.loop.is_closed():
+            self.loop.run_until_complete(self.backend.aclose())
+            self.loop.close()
+
+
+class TeamVecEnv:
+    """Up to ``width`` team episodes in lockstep (the :class:`~core.qmix.env.VecEnv` protocol).
+
+    One ``step`` plays one round of every listed episode concurrently (``asyncio.gather``
+    on the team's event loop), then, for episodes that played their last round, the
+    decision agent.
+    """
+
+    def __init__(
+        self,
+        team: TeamEnv,
+        width: int,
+        policy_name: str = "env",
+        failures: Sequence[FailureSpec] | None = None,
+    ):
+        if width < 1:
+            raise ValueError(f"width = {width} must be at least 1")
+        self.team, self.width, self.policy_name = team, width, policy_name
+        self.failures = None if failures is None else list(failures)
+        for k in ("n_agents", "n_actions", "obs_dim", "state_dim", "max_steps"):
+            setattr(self, k, getattr(team, k))
+        self.episodes: list[TeamEpisode] = []
+
+    def reset(self, episodes: Sequence[int]) -> list[dict[str, np.ndarray]]:
+        return self.start([self.team.job(int(k)) for k in episodes])
+
+    def start(self, jobs: Sequence[EpisodeJob]) -> list[dict[str, np.ndarray]]:
+        """Start ``jobs`` in slots ``0..len-1``."""
+        if len(jobs) > self.width:
+            raise ValueError(f"{len(jobs)} episodes for a vec env of width {self.width}")
+        team = self.team
+        self.episodes = [
+            TeamEpisode(
+                job.task,
+                team.opts.roles,
+                team.backend,
+                config=team.runtime_config,
+                failures=job.failures if self.failures is None else self.failures,
+                seed=job.seed,
+                policy_name=self.policy_name,
+            )
+            for job in jobs
+        ]
+        return [team.observe(ep) for ep in self.episodes]
+
+    def step(
+        self, slots: Sequence[int], actions: np.ndarray, directives: Sequence[Any] | None = None
+    ) -> list[Transition]:
+        episodes = [self.episodes[s] for s in slots]
+        if any(ep.done for ep in episodes):
+            raise RuntimeError("step() after the episode ended")
+        plans = [
+            plan_for(a, None if directives is None else directives[i])
+            for i, a in enumerate(actions)
+        ]
+        loop = self.team.loop
+        loop.run_until_complete(
+            _gather(ep.play_round(p) for ep, p in zip(episodes, plans, strict=True))
+        )
+        finished = [ep for ep in episodes if ep.done]
+        if finished:
+            loop.run_until_complete(_gather(ep.finish() for ep in finished))
+        out: list[Transition] = []
+        for ep in episodes:
+            obs = self.team.observe(ep)
+            if not ep.done:
+                out.append((obs, 0.0, False, {}))
+                continue
+            record = ep.record
+            info = {"episode": record, "score": record.score, "tokens": record.tokens}
+            out.append((obs, float(record.reward), True, info))
+        return out
+
+    def close(self) -> None:
+        """The team owns the back-end and the loop; closing the team closes them."""
+
+
+async def _gather(coros: Any) -> list:
+    return list(await asyncio.gather(*coros))

@@ -1,4 +1,4 @@
-"""Agent failures: what can go wrong with an agent, and from which round (SPEC §2.7).
+"""Agent failures: what can go wrong with an agent, and from which round (docs/team.md).
 
 Modes, each active from ``from_round`` to the end of the episode:
 

@@ -1,4 +1,4 @@
-"""The protocol observation dict of a team episode (SPEC §2.3).
+"""The protocol observation dict of a team episode (docs/team.md, Observations).
 
 Local observation of agent ``i`` before round ``r`` (``obs_dim = E + N + R + 30``):
 

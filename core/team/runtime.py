@@ -1,4 +1,4 @@
-"""The team runtime: one episode of N agents on one task, round by round (SPEC §2.1–2.2).
+"""The team runtime: one episode of N agents on one task, round by round (docs/team.md).
 
 Per round: the plan's actions (or explicit edges) induce the graph over the agents that are
 live (not crashed / timed out) and active; the graph's layers run in topological order,
@@ -6,7 +6,7 @@ the agents of one layer concurrently (``asyncio.gather``); each agent reads the 
 its in-edges (this round's :class:`Message` objects) and its own previous step (temporal
 edge). After the last round the decision agent (agent ``-1``) reads the live agents' final
 answers; the back-end scores the team answer and the reward is
-``w_acc * score - w_tok * min(tokens / token_budget, 1)`` (SPEC §2.4).
+``w_acc * score - w_tok * min(tokens / token_budget, 1)`` (:func:`reward`).
 
 Rules worth knowing (docs/team.md):
 
@@ -24,38 +24,53 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from core.actions import Action, RoundGraph, induce_graph, resolve_edges
 from core.backends.base import AgentTurn, Backend, DecisionTurn, TurnResult
+from core.backends.society import DEFAULT_PRESET, get_preset
 from core.records import DECISION_AGENT, AgentStep, EpisodeRecord, LLMCall, Message, RoundRecord
 from core.tasks.base import Task
+from core.tasks.scoring import score, scoring_blocks
 from core.team.failures import SILENT_MODES, FailureSpec, fault_table
-from core.team.plan import RoundPlan, TeamPolicy
+from core.team.plan import RoundPlan
 
 DEFAULT_ROLES = ("solver", "coder", "analyst", "verifier")
+DEFAULT_ROUNDS = 3
+DEFAULT_TOKEN_WEIGHT = 0.1
+"""w_tok, as in the paper's code."""
+TOKEN_PENALTIES = ("capped", "linear")
+
+
+def _default_budget() -> float:
+    return float(get_preset(DEFAULT_PRESET).token_budget)
 
 
 @dataclass
 class RuntimeConfig:
     """How an episode is run and rewarded."""
 
-    n_rounds: int = 3
+    n_rounds: int = DEFAULT_ROUNDS
     """Communication rounds before the decision agent answers."""
     accuracy_weight: float = 1.0
     """w_acc in the reward."""
-    token_weight: float = 0.1
+    token_weight: float = DEFAULT_TOKEN_WEIGHT
     """w_tok in the reward."""
-    token_budget: float = 16000.0
-    """Tokens at which the token penalty saturates."""
+    token_budget: float = field(default_factory=_default_budget)
+    """Tokens at which the capped penalty saturates (the default preset's full-mesh mean)."""
+    token_penalty: str = "capped"
+    """``capped``: ``min(tokens / budget, 1)`` (the paper's); ``linear``: ``tokens / budget``."""
 
     def validate(self) -> None:
         if self.n_rounds < 1:
             raise ValueError(f"n_rounds = {self.n_rounds} must be at least 1")
         if self.token_budget <= 0:
             raise ValueError(f"token_budget = {self.token_budget} must be positive")
+        if self.token_penalty not in TOKEN_PENALTIES:
+            raise ValueError(
+                f"token_penalty = {self.token_penalty!r} is not one of {TOKEN_PENALTIES}"
+            )
         if self.token_weight < 0 or self.accuracy_weight < 0:
             raise ValueError(
                 f"weights must be non-negative (w_acc={self.accuracy_weight}, w_tok={self.token_weight})"
@@ -308,10 +323,11 @@ class TeamEpisode:
         )
 
     async def _score(self, answer: str) -> float:
-        """Score off the event loop when the back-end says scoring blocks (running code)."""
-        if getattr(self.backend, "score_blocks", False):
-            return await asyncio.to_thread(self.backend.score, self.task, answer)
-        return self.backend.score(self.task, answer)
+        """Score through the tasks' one entry point, off the event loop when it runs code."""
+        run_code = self.backend.answers_are_programs
+        if scoring_blocks(self.task, run_code):
+            return await asyncio.to_thread(score, self.task, answer, run_code)
+        return score(self.task, answer, run_code)
 
     @staticmethod
     def _fill_policy_view(step: AgentStep, plan: RoundPlan) -> None:
@@ -375,8 +391,8 @@ class TeamEpisode:
                 decision.answer, decision.confidence = result.answer, float(result.confidence)
         else:
             decision.text = "[decision] No agent has a readable answer."
-        score = await self._score(decision.answer) if decision.answer is not None else 0.0
-        decision.correct = None if decision.answer is None else score >= 1.0
+        team_score = await self._score(decision.answer) if decision.answer is not None else 0.0
+        decision.correct = None if decision.answer is None else team_score >= 1.0
         if decision.answer is not None:
             read = [s.answer for s in finals]
             decision.agreement = sum(a == decision.answer for a in read) / len(read)
@@ -396,56 +412,30 @@ class TeamEpisode:
             rounds=self.rounds,
             decision=decision,
             team_answer=decision.answer,
-            score=float(score),
+            score=float(team_score),
             failures=[f.to_dict() for f in self.failures],
             calls=list(self.calls),
             backend=self.backend.name,
             model=self.backend.model,
         )
-        record.reward = reward(score, record.tokens, self.config)
+        record.reward = reward(record.score, record.tokens, self.config)
         self.record = record
         return record
 
 
 def reward(score: float, tokens: int, config: RuntimeConfig) -> float:
-    """SPEC §2.4: ``w_acc * score - w_tok * min(tokens / token_budget, 1)``."""
-    return config.accuracy_weight * score - config.token_weight * min(
-        tokens / config.token_budget, 1.0
-    )
+    """``w_acc * score - w_tok * penalty``, penalty = ``min(tokens / budget, 1)`` (capped, the
+    paper's) or ``tokens / budget`` (linear, for trade-off research); docs/team.md."""
+    penalty = tokens / config.token_budget
+    if config.token_penalty == "capped":
+        penalty = min(penalty, 1.0)
+    return config.accuracy_weight * score - config.token_weight * penalty
 
 
 async def _gather(jobs: list) -> list[AgentStep]:
     if len(jobs) == 1:
         return [await jobs[0]]
     return list(await asyncio.gather(*jobs))
-
-
-# ----------------------------------------------------------------------------- many episodes
-
-
-ObsBuilder = Callable[[TeamEpisode], dict]
-
-
-async def run_episode(
-    policy: TeamPolicy,
-    task: Task,
-    roles: Sequence[str],
-    backend: Backend,
-    *,
-    observe: ObsBuilder,
-    config: RuntimeConfig | None = None,
-    failures: Sequence[FailureSpec] = (),
-    seed: int = 0,
-) -> EpisodeRecord:
-    """Play one episode with ``policy`` choosing each round's plan from ``observe(episode)``."""
-    episode = TeamEpisode(
-        task, roles, backend, config=config, failures=failures, seed=seed, policy_name=policy.name
-    )
-    memory: Any = policy.begin(episode.n_agents, seed)
-    while not episode.done:
-        plan, memory = policy.plan(observe(episode), episode.round_index, memory)
-        await episode.play_round(plan)
-    return await episode.finish()
 
 
 @dataclass
@@ -455,34 +445,3 @@ class EpisodeJob:
     task: Task
     seed: int
     failures: list[FailureSpec] = field(default_factory=list)
-
-
-async def run_episodes(
-    policy: TeamPolicy,
-    jobs: Sequence[EpisodeJob],
-    roles: Sequence[str],
-    backend: Backend,
-    *,
-    observe: ObsBuilder,
-    config: RuntimeConfig | None = None,
-    concurrency: int = 8,
-) -> list[EpisodeRecord]:
-    """Run many episodes, at most ``concurrency`` in flight; results in ``jobs`` order."""
-    if concurrency < 1:
-        raise ValueError(f"concurrency = {concurrency} must be at least 1")
-    gate = asyncio.Semaphore(concurrency)
-
-    async def one(job: EpisodeJob) -> EpisodeRecord:
-        async with gate:
-            return await run_episode(
-                policy,
-                job.task,
-                roles,
-                backend,
-                observe=observe,
-                config=config,
-                failures=job.failures,
-                seed=job.seed,
-            )
-
-    return list(await asyncio.gather(*(one(job) for job in jobs)))

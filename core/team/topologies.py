@@ -1,4 +1,4 @@
-"""Fixed topologies (SPEC §2.8): baselines that run on the same runtime as learned policies.
+"""Fixed topologies (docs/team.md): baselines that run on the same runtime as learned policies.
 
 | name | every round |
 |---|---|

@@ -83,7 +83,9 @@ def relay_checkpoint(tmp_path_factory) -> Path:
     """
     out = tmp_path_factory.mktemp("relay") / "relay.pt"
     flags = "--episodes 1500 --seed 0 --hidden 64 --n-envs 8 --device cpu"
-    result = agentqmix("train", "--env", "core.qmix.games:relay_game", *flags.split(), "--out", str(out))
+    result = agentqmix(
+        "train", "--env", "core.qmix.games:relay_game", *flags.split(), "--out", str(out)
+    )
     assert result.returncode == 0, result.stderr
     assert "trained 1500 episodes" in result.stderr
     return out
@@ -166,13 +168,29 @@ def test_unreadable_checkpoints_exit_2(tmp_path, capsys):
 
 def test_bad_mixer_exits_2(tmp_path, capsys):
     out = str(tmp_path / "x.pt")
-    assert main(["train", "--env", "core.qmix.games:relay_game", "--mixer", "sum", "--out", out]) == 2
+    assert (
+        main(["train", "--env", "core.qmix.games:relay_game", "--mixer", "sum", "--out", out]) == 2
+    )
     assert "--mixer must be one of qmix, vdn" in capsys.readouterr().err
 
 
-def test_bench_learner_prints_json(capsys):
+def test_bench_learner_prints_json():
     flags = "--agents 3 --batch 4 --rounds 2 --seconds 0.3 --device cpu --json"
-    assert main(["bench", "learner", *flags.split()]) == 0
-    report = json.loads(capsys.readouterr().out)
+    done = subprocess.run(
+        [sys.executable, "-m", "core.cli", "bench", "learner", *flags.split()],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
     assert report["n_agents"] == 3 and report["batch"] == 4 and report["rounds"] == 2
     assert report["updates"] >= 1 and report["train_steps_per_s"] > 0
+
+
+def test_bench_lists_the_benchmarks_and_rejects_an_unknown_one(capsys):
+    assert main(["bench"]) == 0
+    listed = capsys.readouterr().err
+    assert "learner" in listed and "store" in listed and "lab" in listed
+    assert main(["bench", "nope"]) == 2
+    assert "no benchmark 'nope'" in capsys.readouterr().err

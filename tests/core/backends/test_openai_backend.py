@@ -20,6 +20,7 @@ from core.backends.base import AgentTurn, DecisionTurn
 from core.backends.openai_backend import OpenAIBackend, OpenAIBackendConfig
 from core.records import AgentStep, Message
 from core.tasks.base import Task
+from core.tasks.scoring import score
 from tests.core.backends.fake_openai import FakeOpenAIServer, default_responder
 
 MATH = Task("math-1", "math", "math", "What is 12 + 7 * 3?", "33")
@@ -280,8 +281,8 @@ def test_execute_verify_on_code_runs_the_tests_and_revises(tmp_path):
         feedback = srv.requests[1]["body"]["messages"][-1]["content"]
         assert "AssertionError" in feedback  # the sandbox's real report went back
         assert r.verified and not r.failed
-        assert backend.score(task, r.answer) == 1.0
-        assert backend.score(task, "def has_close_elements(n, t):\n    return False") == 0.0
+        assert score(task, r.answer) == 1.0
+        assert score(task, "def has_close_elements(n, t):\n    return False") == 0.0
         assert r.call.prompt_tokens == sum(s["usage"]["prompt_tokens"] for s in srv.requests)
     # Code that already passes needs no second call.
     with FakeOpenAIServer() as srv:

@@ -8,7 +8,7 @@ import torch
 
 from core.qmix.buffer import EpisodeRecorder, ReplayBuffer
 from core.qmix.env import EnvShapes
-from tests.core.qmix.torch_threads import one_torch_thread  # noqa: F401
+from tests.core.torch_threads import one_torch_thread  # noqa: F401
 
 SHAPES = EnvShapes(n_agents=2, n_actions=3, obs_dim=2, state_dim=3, max_steps=4)
 

@@ -13,7 +13,7 @@ from core.qmix.checkpoint import load_checkpoint, save_checkpoint
 from core.qmix.encoders import AgentNetConfig, AgentNetwork
 from core.qmix.env import EnvShapes
 from core.qmix.mixers import MixerConfig, make_mixer
-from tests.core.qmix.torch_threads import one_torch_thread  # noqa: F401
+from tests.core.torch_threads import one_torch_thread  # noqa: F401
 
 SHAPES = EnvShapes(n_agents=3, n_actions=4, obs_dim=5, state_dim=7, max_steps=3)
 AGENT_CFG = AgentNetConfig(gnn_hidden=16, gnn_layers=2, gru_hidden=8, q_hidden=12)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from core.qmix.controller import ExplorationConfig, epsilon_at, select_actions
-from tests.core.qmix.torch_threads import one_torch_thread  # noqa: F401
+from tests.core.torch_threads import one_torch_thread  # noqa: F401
 
 
 def test_epsilon_anneals_linearly_then_stays():

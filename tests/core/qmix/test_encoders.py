@@ -7,7 +7,7 @@ import torch
 from torch.nn import functional as F
 
 from core.qmix.encoders import AgentNetConfig, AgentNetwork, adjacency_to_edge_index
-from tests.core.qmix.torch_threads import one_torch_thread  # noqa: F401
+from tests.core.torch_threads import one_torch_thread  # noqa: F401
 
 OBS, N, A = 5, 4, 6
 

@@ -184,7 +184,7 @@ def test_relay_game_is_seeded():
 
 
 def test_the_documented_example_env_follows_the_protocol(tmp_path):
-    doc = (Path(__file__).resolve().parents[2] / "docs" / "environment.md").read_text()
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "environment.md").read_text()
     code = doc.split("```python\n", 1)[1].split("```", 1)[0]
     (tmp_path / "meet.py").write_text(code)
     env = load_env(f"{tmp_path / 'meet.py'}:make")

@@ -9,7 +9,7 @@ from benchmarks.learner import random_batch
 from core.qmix.encoders import AgentNetConfig, AgentNetwork
 from core.qmix.learner import LearnerConfig, QLearner, unroll
 from core.qmix.mixers import MixerConfig, make_mixer
-from tests.core.qmix.torch_threads import one_torch_thread  # noqa: F401
+from tests.core.torch_threads import one_torch_thread  # noqa: F401
 
 N, OBS, S, A, B, T = 3, 6, 10, 4, 8, 3
 

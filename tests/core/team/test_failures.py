@@ -8,11 +8,11 @@ import random
 import pytest
 
 from core.actions import Action
+from core.backends.society import SimBackend
 from core.errors import UserError
 from core.team.failures import FailureSpec, parse_failures, sample_failures
 from core.team.plan import RoundPlan
 from core.team.runtime import RuntimeConfig, TeamEpisode
-from core.team.society import SimBackend
 from tests.core.team.conftest import LatencyBackend, make_task
 
 ROLES = ["solver", "coder", "analyst", "verifier"]

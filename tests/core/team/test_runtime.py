@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 
 from core.actions import Action
-from core.team.env import TeamEnv, TeamEnvConfig
+from core.backends.society import SimBackend
+from core.team.env import TeamEnv
+from core.team.options import TeamOptions
 from core.team.plan import RoundPlan
-from core.team.runtime import EpisodeJob, RuntimeConfig, TeamEpisode, reward, run_episodes
-from core.team.society import SimBackend
+from core.team.runtime import RuntimeConfig, TeamEpisode, reward
 from core.team.topologies import make_policy
 from tests.core.team.conftest import LatencyBackend, make_task
 
@@ -108,38 +109,25 @@ def test_prompt_tokens_grow_with_in_degree():
     assert mesh.rounds[0].steps[0].prompt_tokens == lone.rounds[0].steps[0].prompt_tokens
 
 
-def test_same_seed_same_record_whatever_the_concurrency():
-    env = TeamEnv(TeamEnvConfig(benchmark="hand"), source=_Source())
-    jobs = [env.job(k) for k in range(12)]
+def test_same_seed_same_record_whatever_the_width_and_order():
+    env = TeamEnv(TeamOptions(benchmark="hand"), source=_Source())
 
-    def run(concurrency: int, order: list[int]):
-        records = asyncio.run(
-            run_episodes(
-                make_policy("random"),
-                [jobs[k] for k in order],
-                ROLES,
-                SimBackend("flash-lite"),
-                observe=env.observe,
-                config=env.runtime_config,
-                concurrency=concurrency,
-            )
-        )
-        return {jobs[k].seed: r.to_dict() for k, r in zip(order, records, strict=True)}
+    def run(width: int, order: list[int]):
+        records = env.run(make_policy("random"), order, width=width)
+        return {env.job(k).seed: r.to_dict() for k, r in zip(order, records, strict=True)}
 
     first = run(1, list(range(12)))
     again = run(8, list(reversed(range(12))))
     assert first == again
     assert len({r["seed"] for r in first.values()}) == 12
-    other = asyncio.run(
-        run_episodes(
-            make_policy("random"),
-            [EpisodeJob(jobs[0].task, jobs[0].seed + 1)],
-            ROLES,
-            SimBackend("flash-lite"),
-            observe=env.observe,
-        )
+    job = env.job(0)
+    plans = [RoundPlan(actions=[A, S, A, S])] * 3
+    one, other = (
+        play(TeamEpisode(job.task, ROLES, SimBackend("flash-lite"), seed=seed), plans)
+        for seed in (job.seed, job.seed + 1)
     )
-    assert other[0].to_dict() != first[jobs[0].seed]
+    assert one.to_dict() != other.to_dict()
+    env.close()
 
 
 def test_policy_view_is_copied_into_the_record():

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from core.errors import UserError
-from core.team.env import TeamEnv, TeamEnvConfig
+from core.team.env import TeamEnv
 from core.team.failures import FailureSpec
+from core.team.options import TeamOptions
 from core.team.topologies import FIXED_TOPOLOGIES, make_policy
 from tests.core.team.test_runtime import _Source
 
@@ -24,7 +25,7 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def env():
-    env = TeamEnv(TeamEnvConfig(benchmark="hand"), source=_Source())
+    env = TeamEnv(TeamOptions(benchmark="hand"), source=_Source())
     yield env
     env.close()
 

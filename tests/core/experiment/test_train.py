@@ -10,9 +10,9 @@ from core.experiment import TeamOptions, make_team_env, run_policy, train_team
 from core.qmix.encoders import AgentNetConfig
 from core.qmix.env import EnvShapes
 from core.qmix.policy import QMixPolicy
-from core.qmix.runner import summarize_records
 from core.qmix.seeding import seed_everything
 from core.qmix.training import TrainConfig, build_state
+from core.team.summary import summarize_records
 from core.team.topologies import make_policy
 
 HELD_OUT = 300

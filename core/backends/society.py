@@ -1,4 +1,4 @@
-"""The synthetic society: an offline, mechanistic model of LLM agents (SPEC §2.5).
+"""The synthetic society: an offline, mechanistic model of LLM agents (docs/simulator.md).
 
 Every call is a small stochastic model, not a language model:
 
@@ -311,14 +311,13 @@ class SimBackend:
     """The synthetic society as a :class:`core.backends.base.Backend` (deterministic per seed)."""
 
     name = "sim"
-    score_blocks = False
+    answers_are_programs = False
 
     def __init__(self, config: SocietyConfig | str = DEFAULT_PRESET):
         self.config = get_preset(config) if isinstance(config, str) else config
         self.config.validate()
         self.model = self.config.model
         self._tasks: dict[tuple[str, str], _TaskModel] = {}
-        self._scores: dict[tuple[str, str, str | None], float] = {}
 
     # -- task model ------------------------------------------------------------------
 
@@ -534,24 +533,6 @@ class SimBackend:
         shown = _display(task, answer) if answer is not None else "none"
         text = f"[decision] Team answer: {shown} (from {len(support)} distinct answers)"
         return TurnResult(text=text, answer=answer, confidence=round(conf, 4), call=call)
-
-    # -- scoring -----------------------------------------------------------------------
-
-    def score(self, task: Task, answer: str | None) -> float:
-        """1.0 for a right answer. Code is never run under sim: only its canonical solution is right."""
-        if answer is None:
-            return 0.0
-        if answer == task.answer:
-            return 1.0
-        if task.domain == "code":
-            return 0.0
-        key = (task.benchmark, task.task_id, answer)
-        score = self._scores.get(key)
-        if score is None:
-            from core.tasks.checkers import check
-
-            score = self._scores[key] = float(check(task, answer))
-        return score
 
     async def aclose(self) -> None:
         return None

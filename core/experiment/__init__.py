@@ -1,0 +1,45 @@
+"""Experiments on the agent team: the one place that turns options into objects and runs.
+
+* :mod:`core.experiment.options` — team options (re-exported from :mod:`core.team.options`),
+  the training config read back from a run, the team environment of a split;
+* :mod:`core.experiment.train` — logged training runs (and ``--resume``), plus training on
+  any protocol environment;
+* :mod:`core.experiment.evaluate` — held-out evaluation, comparison and robustness runs.
+
+The CLI, the lab's worker and the benchmarks all go through here, so a run made anywhere
+is built and logged the same way; every episode is played by :func:`core.qmix.runner.rollout`.
+"""
+
+from core.experiment.evaluate import (
+    compare_team,
+    evaluate_team,
+    learned_policy,
+    log_run,
+    resolve_policy,
+    robustness_team,
+    run_policy,
+)
+from core.experiment.options import (
+    TeamOptions,
+    make_team_env,
+    options_from_dict,
+    train_config_from_dict,
+)
+from core.experiment.train import TrainOutcome, save_training_checkpoint, train_team
+
+__all__ = [
+    "TeamOptions",
+    "TrainOutcome",
+    "compare_team",
+    "evaluate_team",
+    "learned_policy",
+    "log_run",
+    "make_team_env",
+    "options_from_dict",
+    "resolve_policy",
+    "robustness_team",
+    "run_policy",
+    "save_training_checkpoint",
+    "train_config_from_dict",
+    "train_team",
+]

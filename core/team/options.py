@@ -1,0 +1,160 @@
+"""The one options object of a team experiment, with every default written once.
+
+The CLI's flags, the team environment, the runtime's reward, the back-end and the lab's
+job specs all derive from :class:`TeamOptions`; a run stores ``asdict(options)`` as its
+``config["team"]``, and :func:`options_from_dict` reads it back (fields an older run did
+not store take today's defaults).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from core.backends.registry import BACKENDS, make_backend
+from core.backends.society import DEFAULT_PRESET, PRESETS, get_preset
+from core.errors import UserError
+from core.team.embedding import EMBEDDERS
+from core.team.failures import FailureSpec, parse_failures
+from core.team.runtime import (
+    DEFAULT_ROLES,
+    DEFAULT_ROUNDS,
+    DEFAULT_TOKEN_WEIGHT,
+    TOKEN_PENALTIES,
+    RuntimeConfig,
+)
+
+MAX_ROUNDS = 64
+"""More rounds than anyone studies; a guard against a typo such as ``--rounds 100000``."""
+MAX_AGENTS = 64
+
+
+@dataclass
+class TeamOptions:
+    """What defines the team, its reward and where its answers come from."""
+
+    benchmark: str = "mixed"
+    """Task source: a name of the task registry or ``jsonl:PATH``."""
+    backend: str = "sim"
+    """A name of the back-end registry: ``sim`` (the synthetic society) or ``openai``."""
+    preset: str = DEFAULT_PRESET
+    """Synthetic-society preset; also sets the default token budget (its full-mesh mean)."""
+    model: str | None = None
+    """Model name (openai only)."""
+    base_url: str | None = None
+    """Endpoint (openai only); None = $OPENAI_BASE_URL or OpenAI."""
+    roles: tuple[str, ...] = DEFAULT_ROLES
+    """One role per agent."""
+    rounds: int = DEFAULT_ROUNDS
+    """Communication rounds per episode."""
+    token_weight: float = DEFAULT_TOKEN_WEIGHT
+    """w_tok in the reward."""
+    accuracy_weight: float = 1.0
+    """w_acc in the reward."""
+    token_budget: float | None = None
+    """Tokens at which the token penalty saturates; None = the preset's full-mesh mean."""
+    token_penalty: str = "capped"
+    """``capped`` (``min(tokens / budget, 1)``, the paper's) or ``linear`` (no saturation)."""
+    fail_prob: float = 0.0
+    """Random failure curriculum: per episode, each agent fails with this probability."""
+    failures: str = ""
+    """Injected failures, ``AGENT:MODE[@ROUND],...``."""
+    seed: int = 0
+    """Seeds the task order, episode seeds and failures."""
+    embedding: str = "hash"
+    """Task embedding: hash (offline n-gram hashing) or minilm."""
+    embedding_dim: int = 96
+    """Dimensions of the hash embedding (minilm is 384)."""
+    concurrency: int = 8
+    """Episodes played in lockstep (and, for openai, calls in flight) at once."""
+    use_cache: bool = True
+    """openai: read/write the response cache."""
+    cache_counts_tokens: bool = False
+    """openai: cache hits count against the token budget."""
+    cache_dir: str | None = None
+    """openai: response cache directory."""
+    timeout_s: float = 60.0
+    """openai: per-attempt timeout."""
+    max_attempts: int = 4
+    """openai: attempts per call."""
+
+    def validate(self) -> None:
+        """Raise :class:`UserError` naming the flag and the bad value."""
+        if self.backend not in BACKENDS:
+            raise UserError(
+                f"--backend must be one of {', '.join(BACKENDS)}, not {self.backend!r}."
+            )
+        if self.backend == "openai" and not self.model:
+            raise UserError(
+                "--backend openai needs --model NAME (the model as the server knows it)."
+            )
+        if self.preset not in PRESETS:
+            raise UserError(f"--preset must be one of {', '.join(PRESETS)}, not {self.preset!r}.")
+        if not 1 <= self.rounds <= MAX_ROUNDS:
+            raise UserError(f"--rounds must be between 1 and {MAX_ROUNDS}, not {self.rounds}.")
+        if not 1 <= len(self.roles) <= MAX_AGENTS:
+            raise UserError(f"--agents needs 1 to {MAX_AGENTS} roles, not {len(self.roles)}.")
+        for name in ("token_weight", "accuracy_weight"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                flag = "--" + name.replace("_", "-")
+                raise UserError(f"{flag} must be a finite number >= 0, not {value}.")
+        budget = self.token_budget
+        if budget is not None and not (math.isfinite(budget) and budget > 0):
+            raise UserError(f"--token-budget must be a finite number > 0, not {budget}.")
+        if self.token_penalty not in TOKEN_PENALTIES:
+            raise UserError(
+                f"--token-penalty must be one of {', '.join(TOKEN_PENALTIES)}, "
+                f"not {self.token_penalty!r}."
+            )
+        if not 0.0 <= self.fail_prob < 1.0:
+            raise UserError(f"--fail-prob must be in [0, 1), not {self.fail_prob}.")
+        if self.embedding not in EMBEDDERS:
+            raise UserError(
+                f"--embedding must be one of {', '.join(EMBEDDERS)}, not {self.embedding!r}."
+            )
+        if not 1 <= self.concurrency <= 4096:
+            raise UserError(f"--concurrency must be between 1 and 4096, not {self.concurrency}.")
+        self.failure_specs()  # a bad --fail is reported before any work
+
+    def failure_specs(self) -> tuple[FailureSpec, ...]:
+        """The injected failures, parsed (``--fail`` is checked against the team)."""
+        if not self.failures:
+            return ()
+        specs = tuple(parse_failures(self.failures, self.roles, self.rounds))
+        if len({s.agent for s in specs}) == len(self.roles):
+            raise UserError("--fail fails every agent; at least one must stay healthy.")
+        return specs
+
+    def resolved_token_budget(self) -> float:
+        """The budget in force: the one given, else the preset's full-mesh mean."""
+        if self.token_budget is not None:
+            return float(self.token_budget)
+        return float(get_preset(self.preset).token_budget)
+
+    def runtime_config(self) -> RuntimeConfig:
+        """How each episode is run and rewarded."""
+        return RuntimeConfig(
+            n_rounds=self.rounds,
+            accuracy_weight=self.accuracy_weight,
+            token_weight=self.token_weight,
+            token_budget=self.resolved_token_budget(),
+            token_penalty=self.token_penalty,
+        )
+
+    def make_backend(self) -> Any:
+        """The back-end these options name (:mod:`core.backends.registry`)."""
+        return make_backend(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def options_from_dict(d: dict[str, Any]) -> TeamOptions:
+    """Options stored by a run (``config["team"]``); unknown keys are ignored."""
+    names = {f.name for f in fields(TeamOptions)}
+    known = {k: v for k, v in d.items() if k in names}
+    if "roles" in known:
+        known["roles"] = tuple(known["roles"])
+    return TeamOptions(**known)
