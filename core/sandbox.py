@@ -47,6 +47,8 @@ not root. ``containment()`` reports which layers are active on this machine.
 
 from __future__ import annotations
 
+import ast
+import doctest
 import json
 import logging
 import os
@@ -755,26 +757,143 @@ def humaneval_program(task: Task, completion: str) -> str:
 
 
 def humaneval_examples_program(task: Task, completion: str) -> str:
-    """A program that runs the reply's code on the examples in the task's docstring only
-    (the ``>>>`` lines of the prompt) and prints doctest's report of each; it holds none
-    of the hidden tests, so nothing it prints can reveal them."""
+    """A program that runs the reply's code on the examples of the entry point's docstring
+    (:func:`docstring_examples`) and prints each outcome; it holds none of the hidden
+    tests, so nothing it prints can reveal them."""
     solution = _solution(task, completion)
-    prompt, entry = task.meta.get("prompt", ""), task.meta["entry_point"]
-    return (
-        f"{solution}\n\n"
-        "import doctest as _doctest\n"
-        "try:\n"
-        f"    _test = _doctest.DocTestParser().get_doctest({prompt!r}, dict(globals()), "
-        f"{entry!r}, None, 0)\n"
-        "except ValueError as _e:\n"
-        "    raise SystemExit('the docstring examples could not be read: %s' % _e)\n"
-        "_runner = _doctest.DocTestRunner(verbose=True, optionflags=_doctest.NORMALIZE_WHITESPACE)\n"
-        "_result = _runner.run(_test)\n"
-        "if not _result.attempted:\n"
-        "    print('The docstring has no runnable examples.')\n"
-        "else:\n"
-        "    print('%d of %d docstring examples failed.' % (_result.failed, _result.attempted))\n"
+    examples = docstring_examples(task.meta.get("prompt", ""), task.meta["entry_point"])
+    return f"{solution}\n\n_EXAMPLES = {examples!r}\n{_EXAMPLE_RUNNER}"
+
+
+# Runs each (source, expected) pair after the solution; a match is equal values (the
+# expected text read as a literal) or equal text (whitespace aside), as doctest would see.
+_EXAMPLE_RUNNER = r"""
+import ast as _ast, contextlib as _contextlib, io as _io
+_failed = 0
+_lines = []
+for _src, _want in _EXAMPLES:
+    _out = _io.StringIO()
+    _value, _has_value = None, False
+    try:
+        with _contextlib.redirect_stdout(_out):
+            try:
+                _code = compile(_src, "<example>", "eval")
+            except SyntaxError:
+                exec(compile(_src, "<example>", "exec"), globals())
+            else:
+                _value, _has_value = eval(_code, globals()), True
+    except Exception as _e:
+        _failed += 1
+        _lines.append("FAILED  %s\n        raised %s: %s" % (_src, type(_e).__name__, _e))
+        continue
+    _got = (_out.getvalue() + (repr(_value) if _has_value and _value is not None else "")).strip()
+    _ok = " ".join(_got.split()) == " ".join(_want.split())
+    if not _ok and _has_value:
+        try:
+            _ok = _value == _ast.literal_eval(_want)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            pass
+    if _ok:
+        _lines.append("ok      %s  ->  %s" % (_src, _want))
+    else:
+        _failed += 1
+        _lines.append("FAILED  %s\n        expected %s\n        got      %s" % (_src, _want, _got[:300]))
+print("\n".join(_lines))
+if _EXAMPLES:
+    print("%d of %d docstring examples failed." % (_failed, len(_EXAMPLES)))
+else:
+    print("The docstring has no examples that can be run.")
+"""
+
+_ARROW = re.compile(r"\s*#?\s*(==>|=>|➞|->|==|=|should return|returns?)\s*", re.IGNORECASE)
+# What may follow an expected value on its line: nothing, punctuation, a comment, or prose
+# (an operator means the value was only the start of an expression, e.g. "1 + 9 = 10").
+_AFTER_VALUE = re.compile(r"\s*$|\s*[.,;#(]|\s+[A-Za-z]")
+
+
+def docstring_examples(prompt: str, entry: str) -> list[tuple[str, str]]:
+    """The runnable examples of function ``entry``'s docstring as (source, expected) pairs:
+    ``>>>`` lines (doctest's reading) and lines such as ``f([1, 2]) ➞ 3``,
+    ``f("a") == "b"`` or ``f(4) should return 16.`` whose arguments and value are literals."""
+    docstring = _docstring(prompt, entry)
+    examples: list[tuple[str, str]] = []
+    try:
+        for ex in doctest.DocTestParser().get_examples(docstring):
+            source, want = ex.source.strip(), ex.want.strip()
+            if not want and _is_comparison(source):
+                want = "True"  # ">>> f(x) == y" with no output line claims the comparison
+            examples.append((source, want))
+    except ValueError:  # inconsistent indentation: read it line by line below only
+        pass
+    for line in docstring.splitlines():
+        if ">>>" in line:
+            continue
+        example = _call_example(line, entry)
+        if example is not None:
+            examples.append(example)
+    return examples
+
+
+def _call_example(line: str, entry: str) -> tuple[str, str] | None:
+    """``(call, value)`` from a line like ``f(1, 'a') ==> [2]``, else None."""
+    match = re.search(rf"(?<![\w.]){re.escape(entry)}\(", line)
+    if match is None:
+        return None
+    rest = line[match.start() :]
+    call = next(
+        (rest[: j + 1] for j, c in enumerate(rest) if c == ")" and _literal_call(rest[: j + 1])),
+        None,
     )
+    if call is None:
+        return None
+    arrow = _ARROW.match(rest, len(call))
+    if arrow is None:
+        return None
+    tail = rest[arrow.end() :]
+    for end in range(len(tail), 0, -1):
+        if _is_literal(tail[:end]) and _AFTER_VALUE.match(tail, end):
+            return call, tail[:end].strip()
+    return None
+
+
+def _is_comparison(source: str) -> bool:
+    try:
+        return isinstance(ast.parse(source, mode="eval").body, ast.Compare)
+    except SyntaxError:
+        return False
+
+
+def _is_literal(text: str) -> bool:
+    try:
+        ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+def _literal_call(text: str) -> bool:
+    """``text`` is one call whose arguments are all literals (runnable without context)."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return False
+    return (
+        isinstance(node, ast.Call)
+        and not node.keywords
+        and all(_is_literal(ast.unparse(arg)) for arg in node.args)
+    )
+
+
+def _docstring(prompt: str, entry: str) -> str:
+    """The docstring of function ``entry`` in ``prompt`` ("" when there is none)."""
+    try:
+        tree = ast.parse(prompt)
+    except SyntaxError:
+        return ""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == entry:
+            return ast.get_docstring(node) or ""
+    return ""
 
 
 def examples_report(task: Task, completion: str, config: SandboxConfig | None = None) -> str:

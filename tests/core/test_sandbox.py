@@ -21,6 +21,8 @@ from core.sandbox import (
     _pids_of_uid,
     check_code,
     containment,
+    docstring_examples,
+    examples_report,
     extract_code,
     run_python,
     sandbox_kind,
@@ -513,3 +515,54 @@ def test_bwrap_from_an_unprivileged_parent():
     assert 400 * holding <= got["bound"], got
     assert "refused" in got["userns"] and "NEW USERNS" not in got["userns"], got
     assert "WROTE" not in got["probe"], got
+
+
+# --- what execute_verify may show an agent ------------------------------------------------
+
+
+def _humaneval(task_id: str) -> Task:
+    p = read_problems()[task_id]
+    meta = {k: p[k] for k in ("prompt", "test", "entry_point")}
+    return Task(p["task_id"], "humaneval", "code", p["prompt"], p["canonical_solution"], meta=meta)
+
+
+def test_docstring_examples_read_both_styles():
+    he0, he72 = _humaneval("HumanEval/0"), _humaneval("HumanEval/72")
+    assert docstring_examples(he0.meta["prompt"], "has_close_elements") == [
+        ("has_close_elements([1.0, 2.0, 3.0], 0.5)", "False"),
+        ("has_close_elements([1.0, 2.8, 3.0, 4.0, 5.0, 2.0], 0.3)", "True"),
+    ]
+    assert docstring_examples(he72.meta["prompt"], "will_it_fly") == [
+        ("will_it_fly([1, 2], 5)", "False"),
+        ("will_it_fly([3, 2, 3], 1)", "False"),
+        ("will_it_fly([3, 2, 3], 9)", "True"),
+        ("will_it_fly([3], 5)", "True"),
+    ]
+    prompt = (
+        "def f(x):\n"
+        '    """Doubles.\n'
+        "    >>> f(2) == 4\n"  # a claim with no output line
+        "\n"
+        "    f(3) should return 6.\n"
+        "    f(4) = 1 + 7 = 8\n"  # an expression, not a value: skipped
+        "    f(y) => 10\n"  # not runnable without context: skipped
+        "    g(1) == 2\n"
+        '    """\n'
+    )
+    assert docstring_examples(prompt, "f") == [("f(2) == 4", "True"), ("f(3)", "6.")]
+
+
+@pytest.mark.parametrize("task_id", ["HumanEval/0", "HumanEval/72"])
+def test_examples_report_shows_examples_never_the_hidden_tests(task_id):
+    task = _humaneval(task_id)
+    entry, test = task.meta["entry_point"], task.meta["test"]
+    right = examples_report(task, task.meta["prompt"] + task.answer, fast("auto"))
+    assert right.endswith("0 of 2 docstring examples failed.") or "0 of 4" in right
+    wrong = examples_report(task, f"def {entry}(*args):\n    return False", fast("auto"))
+    assert "FAILED" in wrong and "docstring examples failed" in wrong
+    for line in test.splitlines():
+        if "assert" in line:
+            assert line.strip() not in wrong
+            # Inputs the docstring shows anyway (HumanEval/72 tests some of them) are public.
+            args = line.split("candidate(")[1].rsplit(")", 1)[0]
+            assert args not in wrong or args in task.meta["prompt"]
