@@ -474,7 +474,8 @@ def _remove_tree(root: Path) -> bool:
     except OSError as e:
         log.warning("sandbox: could not remove %s: %s", root, e)
         return False
-    moved = 0
+    # Unguessable names, so that the code cannot make a move collide with its own folders.
+    token, moved = secrets.token_hex(8), 0
     try:
         while entries := list(os.scandir(top)):
             for entry in entries:
@@ -487,7 +488,9 @@ def _remove_tree(root: Path) -> bool:
                     for inner in list(os.scandir(sub)):
                         if inner.is_dir(follow_symlinks=False):
                             moved += 1
-                            os.rename(inner.name, f".rm-{moved}", src_dir_fd=sub, dst_dir_fd=top)
+                            os.rename(
+                                inner.name, f".rm-{token}-{moved}", src_dir_fd=sub, dst_dir_fd=top
+                            )
                         else:
                             os.unlink(inner.name, dir_fd=sub)
                 finally:

@@ -566,3 +566,27 @@ def test_examples_report_shows_examples_never_the_hidden_tests(task_id):
             # Inputs the docstring shows anyway (HumanEval/72 tests some of them) are public.
             args = line.split("candidate(")[1].rsplit(")", 1)[0]
             assert args not in wrong or args in task.meta["prompt"]
+
+
+def test_remove_tree_is_depth_proof_and_never_follows_links(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep")
+    root = tmp_path / "run"
+    root.mkdir()
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        for _ in range(1500):  # deeper than the recursion limit; longer than PATH_MAX
+            os.mkdir("dd", dir_fd=fd)
+            nxt = os.open("dd", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        os.symlink(outside, "link", dir_fd=fd)
+        os.mkdir("locked", dir_fd=fd)
+        os.chmod("locked", 0o000, dir_fd=fd)
+    finally:
+        os.close(fd)
+    assert sandbox._remove_tree(root) is True
+    assert not root.exists()
+    assert (outside / "keep.txt").read_text() == "keep"
+    assert sandbox._remove_tree(root) is True  # already gone: fine
