@@ -238,6 +238,11 @@ def test_config_validate_names_the_value():
         SandboxConfig(timeout_s=0).validate()
     with pytest.raises(ValueError, match="memory_mb"):
         SandboxConfig(memory_mb=8).validate()
+    with pytest.raises(ValueError, match="work_dir_mb"):
+        SandboxConfig(work_dir_mb=0).validate()
+    with pytest.raises(ValueError, match="'docker'"):
+        SandboxConfig(backend="docker").validate()
+    assert SandboxConfig().memory_bound_mb() == 4 * 512 + 64
 
 
 # --- Probes of the gaps a tester found (issue 10, item 6) ------------------------------------
@@ -250,7 +255,12 @@ PROBE = SandboxConfig(timeout_s=20.0, cpu_s=10)
 def test_probe_etc_shadow_is_unreadable():
     if not os.path.exists("/etc/shadow"):
         pytest.skip("this host has no /etc/shadow")
-    code = "try:\n    print('READ', len(open('/etc/shadow').read()))\nexcept OSError as e:\n    print('denied', type(e).__name__)"
+    code = (
+        "try:\n"
+        "    print('READ', len(open('/etc/shadow').read()))\n"
+        "except OSError as e:\n"
+        "    print('denied', type(e).__name__)\n"
+    )
     r = run_python(code, config=PROBE)
     assert r.passed, r.stderr
     assert "READ" not in r.stdout and "denied" in r.stdout
@@ -295,6 +305,7 @@ def test_probe_udp_to_loopback_arrives_nowhere():
             "        print('send failed', e)\n"
         )
         r = run_python(code, config=PROBE)
+        assert r.passed, r.stderr
         # Loopback delivers during sendto: anything sent is already queued when the run ends.
         server.setblocking(False)
         with pytest.raises(BlockingIOError):
