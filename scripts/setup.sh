@@ -2,8 +2,18 @@
 # Installs the project and its dependencies into the current Python environment.
 # torch is pinned to 2.13.0: a CPU wheel on machines without a GPU image, the CUDA
 # build from PyPI on a Linux machine with a GPU (device=auto then uses it).
+# bubblewrap (Debian's package) gives generated code its strong sandbox; without it
+# core/sandbox.py falls back to a weaker one and says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"
 python -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
 python -m pip install --quiet --disable-pip-version-check -e ".${extras:+[$extras]}"
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  else
+    echo "bubblewrap (bwrap) is not installed and cannot be installed here (needs root and" \
+      "apt-get); generated code will run in the weaker fallback sandbox" >&2
+  fi
+fi

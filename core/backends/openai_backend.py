@@ -34,7 +34,12 @@ from core.backends.base import AgentTurn, DecisionTurn, TurnResult
 from core.backends.cache import ResponseCache, default_cache_dir, public_url, request_key
 from core.records import DECISION_AGENT, LLMCall
 from core.tasks.base import Task
-from core.tasks.sandbox import SandboxConfig, humaneval_program, run_python
+from core.tasks.sandbox import (
+    SandboxConfig,
+    examples_report,
+    humaneval_program,
+    run_python,
+)
 
 log = logging.getLogger(__name__)
 
@@ -377,7 +382,10 @@ class OpenAIBackend:
             return True, "all tests passed"
         if result.timed_out:
             return False, f"Timed out after {cfg.timeout_s:.0f} s (an infinite loop?)."
-        return False, (result.stderr or result.stdout or f"exit status {result.returncode}")[-2000:]
+        # The hidden tests' output would show their assertions, i.e. the answers: the agent
+        # sees only that they failed, and its code run on the docstring's examples.
+        async with self._sandbox_sem:
+            return False, await asyncio.to_thread(examples_report, task, code, cfg)
 
     async def decide(self, turn: DecisionTurn) -> TurnResult:
         finals = [s for s in turn.finals if s.alive and (s.answer is not None or s.text)]

@@ -160,7 +160,8 @@ def code_feedback_messages(turn: AgentTurn, first: str, report: str) -> Chat:
         {
             "role": "user",
             "content": (
-                "Your code was run against the task's tests in a sandbox and did not pass:\n"
+                "Your code was run against the task's hidden tests in a sandbox and did not "
+                "pass. Here is what it does on the examples in the task's docstring:\n"
                 f"<<<\n{_cut(report, 2000)}\n>>>\n\n"
                 "Find the bug and give the corrected complete function. " + answer_format(turn.task)
             ),

@@ -279,7 +279,8 @@ def test_execute_verify_on_code_runs_the_tests_and_revises(tmp_path):
         r = run(backend, turn(action=Action.EXECUTE_VERIFY, task=task))
         assert srv.request_count == 2
         feedback = srv.requests[1]["body"]["messages"][-1]["content"]
-        assert "AssertionError" in feedback  # the sandbox's real report went back
+        # The sandbox's real report on the docstring's examples went back.
+        assert "got      False" in feedback and "1 of 2 docstring examples failed" in feedback
         assert r.verified and not r.failed
         assert score(task, r.answer) == 1.0
         assert score(task, "def has_close_elements(n, t):\n    return False") == 0.0
@@ -290,6 +291,37 @@ def test_execute_verify_on_code_runs_the_tests_and_revises(tmp_path):
             make(srv, tmp_path, use_cache=False), turn(action=Action.EXECUTE_VERIFY, task=task)
         )
         assert ok.verified and srv.request_count == 1
+
+
+def test_execute_verify_feedback_never_shows_the_hidden_tests(tmp_path):
+    p = read_problems()["HumanEval/0"]
+    task = Task(
+        p["task_id"],
+        "humaneval",
+        "code",
+        p["prompt"],
+        p["canonical_solution"],
+        meta={k: p[k] for k in ("prompt", "test", "entry_point")},
+    )
+    # Every assertion of the hidden tests, and each call it makes (the inputs are answers too).
+    hidden = [line.strip() for line in p["test"].splitlines() if "assert" in line]
+    hidden += [h.split("candidate(")[1].split(")")[0] for h in hidden]
+    assert len(hidden) == 14
+    wrong_answer = "def has_close_elements(numbers, threshold):\n    return False"
+    crashing = "def has_close_elements(numbers, threshold):\n    raise ValueError('boom')"
+    for code, shown in ((wrong_answer, "got      False"), (crashing, "raised ValueError: boom")):
+        reply = f"```python\n{code}\n```\nConfidence: 90"
+        with FakeOpenAIServer(responder=lambda messages, reply=reply: reply) as srv:
+            r = run(
+                make(srv, tmp_path, use_cache=False), turn(action=Action.EXECUTE_VERIFY, task=task)
+            )
+            assert srv.request_count == 2 and r.verified
+            revision = srv.requests[1]["body"]["messages"]
+        feedback = revision[-1]["content"]
+        assert "did not pass" in feedback and shown in feedback, feedback
+        everything = json.dumps(revision)
+        leaked = [h for h in hidden if json.dumps(h)[1:-1] in everything]
+        assert leaked == [], leaked
 
 
 def test_execute_verify_on_maths_rederives(fake_server, tmp_path):
