@@ -568,6 +568,8 @@ BENCHMARKS: dict[str, str] = {
     "openai-concurrency": "seconds per episode against a local server with fixed latency",
     "sim-calibration": "accuracy and tokens per fixed topology and difficulty (the simulator)",
     "actions-by-difficulty": "what a trained policy does on easy and hard tasks",
+    "headroom": "the oracle, a hand-written adaptive plan and the best fixed plan per task",
+    "fuzz-checker": "the maths checker on random explosive expressions (time per check)",
 }
 """``agentqmix bench NAME``: the modules of ``benchmarks/`` (``benchmarks.<name>``), run as
 their own process so that the lab's benchmark never loads the lab into ``core``."""

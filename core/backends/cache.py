@@ -6,6 +6,11 @@ entry is one JSON file, ``<dir>/<key[:2]>/<key>.json``, written to a temporary f
 in the same directory and renamed into place, so an interrupted run (Ctrl-C, a
 crash) leaves either the whole entry or none. A file that does not parse is a miss.
 
+Every string of an entry is cleaned and scrubbed (:mod:`core.sanitize`) both
+when it is written and when it is read: no lone surrogate, NUL or secret (the ``secrets``
+the cache was given, any URL's ``user:password@``) is written, and an entry written by
+an older version cannot bring one back.
+
 Default directory: ``$AGENTQMIX_CACHE`` if set, else ``~/.cache/agentqmix/responses``.
 """
 
@@ -15,9 +20,12 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+from core.sanitize import clean_tree
 
 
 def default_cache_dir() -> Path:
@@ -52,8 +60,11 @@ def public_url(url: str | None) -> str | None:
 class ResponseCache:
     """Maps a request key to the stored response (a JSON object)."""
 
-    def __init__(self, directory: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str] | None = None, secrets: Iterable[str] = ()
+    ) -> None:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
+        self._secrets = tuple(secrets)
 
     def path(self, key: str) -> Path:
         return self.directory / key[:2] / f"{key}.json"
@@ -63,12 +74,13 @@ class ResponseCache:
         try:
             with open(self.path(key), encoding="utf-8") as f:
                 entry = json.load(f)
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return None
-        return entry if isinstance(entry, dict) else None
+        return clean_tree(entry, self._secrets) if isinstance(entry, dict) else None
 
     def put(self, key: str, entry: dict[str, Any]) -> None:
         """Store ``entry`` atomically (temporary file + rename in the same directory)."""
+        entry = clean_tree(entry, self._secrets)
         target = self.path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=target.parent)

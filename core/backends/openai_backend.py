@@ -8,10 +8,12 @@ each call has a timeout and is retried with exponential back-off and jitter on 4
 A call that still fails gives a failed turn (``TurnResult.failed``) with the reason
 in ``LLMCall.error``; the runtime marks the agent failed for the round.
 
-Token counts come only from the responses' ``usage``; a response without it is
-recorded with ``usage_reported=False`` and zero tokens. Cache hits cost no tokens
-unless ``cache_counts_tokens``. The API key is never logged, stored or put into an
-error message.
+Token counts come only from the responses' ``usage``; a response without a valid one
+(both counts whole numbers in ``[0, MAX_CALL_TOKENS]``) is recorded with
+``usage_reported=False`` and zero tokens. Cache hits cost no tokens unless
+``cache_counts_tokens``. Every reply, cache entry and error is cleaned and scrubbed
+(:mod:`core.sanitize`) before it becomes a record: no lone surrogate or NUL, no
+API key or base-URL password, even when the server echoes them back.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import math
 import os
 import random
 import time
@@ -33,6 +36,7 @@ from core.backends import prompts
 from core.backends.base import AgentTurn, DecisionTurn, TurnResult
 from core.backends.cache import ResponseCache, default_cache_dir, public_url, request_key
 from core.records import DECISION_AGENT, LLMCall
+from core.sanitize import clean_text, scrub, url_secrets, usage_counts
 from core.tasks.base import Task
 from core.tasks.sandbox import (
     SandboxConfig,
@@ -131,9 +135,11 @@ class OpenAIBackend:
         self.base_url = config.base_url or os.environ.get("OPENAI_BASE_URL") or None
         key = config.api_key or os.environ.get(config.api_key_env) or ""
         self._key = key or NO_KEY
-        self._secrets = [s for s in (key, config.api_key) if s and len(s) >= 4]
+        self._secrets = [s for s in (key, config.api_key) if s] + url_secrets(self.base_url)
         self.cache = (
-            ResponseCache(config.cache_dir or default_cache_dir()) if config.use_cache else None
+            ResponseCache(config.cache_dir or default_cache_dir(), self._secrets)
+            if config.use_cache
+            else None
         )
         self.stats: dict[str, int] = {
             "requests": 0,
@@ -176,10 +182,9 @@ class OpenAIBackend:
         return self._client, self._sem
 
     def scrub(self, text: str) -> str:
-        """``text`` with every occurrence of the API key replaced by ``***``."""
-        for s in self._secrets:
-            text = text.replace(s, "***")
-        return text
+        """``text`` fit to store or show: cleaned, and the API key, the base URL's password
+        and any URL's ``user:password@`` replaced by ``***``."""
+        return scrub(clean_text(text), self._secrets)
 
     def _request(self, messages: list[dict[str, str]], sample: list[int]) -> dict[str, Any]:
         seed = None if self.config.seed is None else self.config.seed + sample[0]
@@ -202,7 +207,10 @@ class OpenAIBackend:
         delay = min(cap, self.config.backoff_base_s * 2**attempt)
         return delay * random.uniform(0.5, 1.0)
 
-    async def _once(self, request: dict[str, Any]) -> tuple[str, Any]:
+    async def _once(self, request: dict[str, Any]) -> tuple[str, tuple[int, int] | None]:
+        """One attempt: the reply's scrubbed text and its checked ``(prompt, completion)``
+        usage (``None`` = not reported). Everything taken from the response is checked
+        here, inside the caller's retry ``try``: a malformed reply is a failed attempt."""
         client, sem = self._bind_loop()
         kwargs: dict[str, Any] = {
             "model": request["model"],
@@ -218,13 +226,16 @@ class OpenAIBackend:
                 client.chat.completions.create(**kwargs), timeout=self.config.timeout_s + 1.0
             )
         choices = getattr(resp, "choices", None)
-        if not choices:
+        if not isinstance(choices, list) or not choices:
             raise _Malformed("response has no choices")
         message = getattr(choices[0], "message", None)
         text = getattr(message, "content", None)
         if not isinstance(text, str) or not text.strip():
             raise _Malformed("response has empty content")
-        return text, getattr(resp, "usage", None)
+        text = self.scrub(text)
+        if not text.strip():
+            raise _Malformed("response has empty content")
+        return text, usage_counts(getattr(resp, "usage", None))
 
     async def _complete(
         self, messages: list[dict[str, str]], agent: int, round_: int, sample: list[int]
@@ -233,7 +244,7 @@ class OpenAIBackend:
         key = request_key(request)
         if self.cache is not None:
             hit = self.cache.get(key)
-            if hit is not None and isinstance(hit.get("text"), str):
+            if hit is not None and isinstance(hit.get("text"), str) and hit["text"].strip():
                 return self._from_cache(hit, key, agent, round_)
         t0 = time.monotonic()
         error: str | None = None
@@ -266,7 +277,7 @@ class OpenAIBackend:
                 )
                 await asyncio.sleep(delay)
         self.stats["failed_calls"] += 1
-        error = self.scrub(f"{error} (after {attempt + 1} attempt(s))")
+        error = self.scrub(f"{error} (after {attempt + 1} attempt(s))")[:2000]
         log.warning("LLM call failed for good: %s", error)
         call = LLMCall(
             agent=agent,
@@ -284,7 +295,7 @@ class OpenAIBackend:
     def _fresh(
         self,
         text: str,
-        usage: Any,
+        usage: tuple[int, int] | None,
         request: dict[str, Any],
         key: str,
         agent: int,
@@ -292,9 +303,8 @@ class OpenAIBackend:
         attempt: int,
         t0: float,
     ) -> _Completion:
-        reported = usage is not None and getattr(usage, "prompt_tokens", None) is not None
-        pt = int(getattr(usage, "prompt_tokens", 0) or 0) if reported else 0
-        ct = int(getattr(usage, "completion_tokens", 0) or 0) if reported else 0
+        reported = usage is not None
+        pt, ct = usage or (0, 0)
         if self.cache is not None:
             usage_d = {"prompt_tokens": pt, "completion_tokens": ct} if reported else None
             self.cache.put(key, {"request": request, "text": text, "usage": usage_d})
@@ -311,10 +321,10 @@ class OpenAIBackend:
         return _Completion(text=text, call=call)
 
     def _from_cache(self, hit: dict[str, Any], key: str, agent: int, round_: int) -> _Completion:
-        usage = hit.get("usage")
-        reported = isinstance(usage, dict)
-        pt = int(usage.get("prompt_tokens", 0)) if reported else 0
-        ct = int(usage.get("completion_tokens", 0)) if reported else 0
+        # The entry is a file anyone could have edited: its usage is checked like a reply's.
+        usage = usage_counts(hit.get("usage"))
+        reported = usage is not None
+        pt, ct = usage or (0, 0)
         self.stats["cache_hits"] += 1
         self.stats["cached_prompt_tokens"] += pt
         self.stats["cached_completion_tokens"] += ct
@@ -448,8 +458,11 @@ def _retry_after(e: openai.APIStatusError) -> float | None:
     value = headers.get("retry-after-ms")
     try:
         if value is not None:
-            return float(value) / 1000.0
-        value = headers.get("retry-after")
-        return float(value) if value is not None else None
+            seconds = float(value) / 1000.0
+        else:
+            value = headers.get("retry-after")
+            seconds = float(value) if value is not None else math.nan
     except ValueError:
         return None
+    # "nan" parses as a float, and sleeping NaN seconds is undefined; "inf" is capped later.
+    return None if math.isnan(seconds) else seconds

@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 _SEGMENT = re.compile(r"^(?P<run>.+)\.(?P<seq>\d{6})(?P<v2>\.v2)?\.jsonl$")
 _STANDARD_FAILURE_KEYS = ("agent", "mode", "from_round")
 _DUMPS_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _columns(table: str, *derived: str) -> tuple[str, ...]:
@@ -86,8 +87,23 @@ def _json_default(obj: Any) -> Any:
 
 
 def dumps(event: dict[str, Any]) -> bytes:
-    """One spool line (NaN and infinities become null)."""
-    return orjson.dumps(event, default=_json_default, option=_DUMPS_OPTIONS)
+    """One spool line (NaN and infinities become null; lone surrogates become U+FFFD)."""
+    try:
+        return orjson.dumps(event, default=_json_default, option=_DUMPS_OPTIONS)
+    except orjson.JSONEncodeError:
+        # The last line of defence: a lone surrogate (a model reply that escaped the
+        # back-end's cleaning) is not UTF-8 and would lose the whole episode.
+        return orjson.dumps(_no_surrogates(event), default=_json_default, option=_DUMPS_OPTIONS)
+
+
+def _no_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_no_surrogates(k): _no_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_no_surrogates(v) for v in value]
+    return value
 
 
 # ----------------------------------------------------------------------------- flattening

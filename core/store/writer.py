@@ -27,6 +27,7 @@ from typing import Any
 
 from core.errors import UserError
 from core.records import EpisodeRecord
+from core.sanitize import scrub
 from core.store.db import DEFAULT_TIMEOUT_S, ingest_all, write_session
 from core.store.engine import StoreBusy, attached, resolve_db
 from core.store.schema import EPISODE_TABLES, TABLES
@@ -82,7 +83,8 @@ def redact_config(config: Any) -> Any:
 
     A value is secret if its key looks like one (``api_key``, ``secret``, ``password``,
     ``access_token``...), or if it equals the value of a secret-looking environment
-    variable (``OPENAI_API_KEY``, ``*_TOKEN``...), or if it looks like an OpenAI key.
+    variable (``OPENAI_API_KEY``, ``*_TOKEN``...), or if it looks like an OpenAI key;
+    inside other strings such values and URL credentials (``user:password@``) become ``***``.
     Dataclasses become dicts; anything not JSON-native becomes its ``str``.
     """
     secrets_in_env = {
@@ -104,7 +106,8 @@ def _redact(value: Any, env: set[str]) -> Any:
     if isinstance(value, str):
         if value in env or re.fullmatch(r"sk-[A-Za-z0-9_\-]{16,}", value):
             return REDACTED
-        return value
+        # A secret inside a longer value: a key in a URL or option, ``user:password@``.
+        return scrub(value, env)
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, Path):

@@ -2,8 +2,14 @@
 
 * Maths: :func:`extract_math_answer` finds the final answer in free text (``\\boxed{}``
   with nested braces, ``####``, "final answer is", "Answer:", else the last number);
-  :func:`math_equal` compares it with the ground truth numerically (ints, decimals,
-  fractions, percentages, LaTeX ``\\frac``) and, failing that, symbolically with sympy.
+  :func:`math_equal` compares it with the ground truth exactly as a number (ints,
+  decimals, fractions, percentages, LaTeX ``\\frac``) and, failing that, as an expression
+  (``\\sqrt{8}``, ``2^{10}``, ``(x+1)^2``) evaluated by :func:`eval_expr` at several points.
+* Scoring is bounded in time and memory whatever a model writes: expressions are at most
+  120 characters and evaluated in 40-digit floating point, a power is computed only after
+  its result is known to stay within ``10^±MAX_LOG10``, and numbers longer than
+  ``MAX_NUMBER_CHARS`` compare as text. An answer that cannot be evaluated within those
+  bounds (``10^{10^{10^{10}}}``) is wrong, never a hang, a crash or a full memory.
 * Multiple choice: :func:`extract_choice` finds one option letter, or ``None`` when the
   text names none or several.
 * :func:`check` dispatches on ``task.domain``; code goes to ``core.tasks.sandbox.check_code``.
@@ -11,13 +17,19 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from fractions import Fraction
+
+import mpmath
 
 from core.tasks.base import Task
 
 REL_TOL = 1e-6
 """Relative tolerance for numeric equality (answers such as ``0.3333333`` vs ``1/3``)."""
+
+MAX_NUMBER_CHARS = 1000
+"""Longest string :func:`parse_number` reads as a number (longer ones compare as text)."""
 
 _NUMBER = r"-?\d+(?:,\d{3})*(?:\.\d+)?|-?\.\d+"
 _NUMBER_RE = re.compile(rf"(?<![\w.])(?:{_NUMBER})(?:\s*/\s*\d+)?")
@@ -110,6 +122,8 @@ def parse_number(text: str) -> Fraction | None:
     """Exact value of ``12``, ``-3.5``, ``1,234``, ``3/4``, ``\\frac{3}{4}``, ``-\\frac34``,
     ``25%`` (as 25), or ``None``."""
     s = text.strip().replace(" ", "").replace("$", "").rstrip(".")
+    if len(s) > MAX_NUMBER_CHARS:
+        return None  # int() refuses over 4,300 digits; no answer is that long
     s = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", s)
     s = s.rstrip("%")
     sign = 1
@@ -142,9 +156,8 @@ def _candidates(text: str) -> list[Fraction]:
 
 
 def _close(a: Fraction, b: Fraction, rel_tol: float) -> bool:
-    if a == b:
-        return True
-    return abs(float(a) - float(b)) <= rel_tol * max(1.0, abs(float(b)))
+    # Exact arithmetic: a float conversion overflows past 1e308 (an answer of 400 digits).
+    return abs(a - b) <= Fraction(rel_tol) * max(1, abs(b))
 
 
 def math_equal(pred: str | None, truth: str, rel_tol: float = REL_TOL) -> bool:
@@ -168,9 +181,10 @@ _SAFE_POWER = re.compile(r"\*\*\s*(?:\(?\s*-?\d{1,3}(?:\s*/\s*\d{1,3})?\s*\)?|[a
 
 
 def latex_to_expr(text: str) -> str | None:
-    """A LaTeX-ish answer as a Python/sympy expression string, or ``None`` if it is not one
-    a safe parser may evaluate (only numbers, + - * / ^, parentheses, sqrt, pi, a few
-    one-letter symbols; small exponents, so that nothing huge is ever computed)."""
+    """A LaTeX-ish answer as a Python-syntax expression string, or ``None`` if it is not
+    one :func:`eval_expr` may evaluate (only numbers, + - * / ^, parentheses, sqrt, pi, a
+    few one-letter symbols, short exponents). This is a cheap first filter; the bound on
+    what evaluation may compute is :func:`eval_expr`'s."""
     s = text
     for _ in range(5):  # innermost first: \frac{\sqrt{2}}{2}, \frac{\frac{..}{..}}{..}
         s = re.sub(r"\\sqrt\s*\{([^{}]*)\}", r"sqrt(\1)", s)
@@ -194,36 +208,160 @@ def _looks_symbolic(text: str) -> bool:
     return latex_to_expr(text) is not None and bool(re.search(r"\d|pi|sqrt", text))
 
 
+# --------------------------------------------------------------------- bounded evaluation
+
+MAX_LOG10 = 10_000
+"""Largest |log10 |v|| of any value met while evaluating an answer (a number of up to
+10,000 digits, or as small). Past it the answer is not comparable, hence wrong: a tower
+such as ``10^{10^{10^{10}}}`` has more digits than any computer can hold."""
+EVAL_DIGITS = 40
+"""Working precision (significant digits) of the evaluation."""
+_POINTS = 3
+"""Points at which expressions with symbols are compared."""
+
+_TOKEN = re.compile(r"\s*(?:(\d+\.?\d*|\.\d+)|([a-zA-Z]+)|(\*\*|[-+*/()]))")
+
+
+class _NotComparable(Exception):
+    """The expression is malformed, divides by zero, or leaves the ``MAX_LOG10`` range."""
+
+
+def _explicit(src: str) -> str:
+    """``src`` with implicit multiplication written out (``2sqrt(2)``, ``2pi``, ``(1)(2)``,
+    ``3x``): a ``*`` between an operand's end and the start of the next operand."""
+    out: list[str] = []
+    pos, prev_ends_operand = 0, False
+    while pos < len(src.rstrip()):
+        m = _TOKEN.match(src, pos)
+        if m is None:
+            raise _NotComparable(f"unexpected character at {pos}")
+        number, name, op = m.groups()
+        starts_operand = bool(number or name or op == "(")
+        if prev_ends_operand and starts_operand:
+            out.append("*")
+        out.append(number or name or op)
+        prev_ends_operand = bool(number or (name and name != "sqrt") or op == ")")
+        pos = m.end()
+    return " ".join(out)
+
+
+def _check(value: mpmath.mpc) -> mpmath.mpc:
+    if not mpmath.isfinite(value):
+        raise _NotComparable("not finite")
+    if value != 0 and abs(mpmath.log10(abs(value))) > MAX_LOG10:
+        raise _NotComparable("magnitude out of range")
+    return value
+
+
+def _power(base: mpmath.mpc, exp: mpmath.mpc) -> mpmath.mpc:
+    if base == 0:
+        if exp.real <= 0:
+            raise _NotComparable("zero to a non-positive power")
+        return mpmath.mpc(0)
+    # The result's size, known before computing it: log10 |b^e| = Re(e log b) / ln 10.
+    if abs((exp * mpmath.log(base)).real) / mpmath.ln(10) > MAX_LOG10:
+        raise _NotComparable("power out of range")
+    return _check(mpmath.power(base, exp))
+
+
+def _divide(a: mpmath.mpc, b: mpmath.mpc) -> mpmath.mpc:
+    if b == 0:
+        raise _NotComparable("division by zero")
+    return a / b
+
+
+_BINARY = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: _divide,
+    ast.Pow: _power,
+}
+
+
+def _eval_node(node: ast.AST, env: dict[str, mpmath.mpc]) -> mpmath.mpc:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return _check(mpmath.mpc(mpmath.mpf(repr(node.value))))
+    if isinstance(node, ast.Name) and node.id in env:
+        return env[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        value = _eval_node(node.operand, env)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        a, b = _eval_node(node.left, env), _eval_node(node.right, env)
+        return _check(_BINARY[type(node.op)](a, b))
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "sqrt"
+        and len(node.args) == 1
+        and not node.keywords
+    ):
+        return _check(mpmath.sqrt(_eval_node(node.args[0], env)))
+    raise _NotComparable(f"{type(node).__name__} is not arithmetic")
+
+
+def eval_expr(src: str, symbols: dict[str, float] | None = None) -> mpmath.mpc | None:
+    """The value of an expression from :func:`latex_to_expr`, or ``None`` if it cannot be
+    computed within bounds.
+
+    Bounded in time and memory by construction: the string is at most 120 characters
+    (or one fraction, from :func:`parse_number`), so the tree has at most that many
+    nodes; each node is one operation on
+    ``EVAL_DIGITS``-digit floats; and a power is computed only after its result is known
+    to stay within ``10^±MAX_LOG10``. Nothing is ever evaluated exactly, so ``9^9^9^9``
+    is refused in microseconds instead of filling the memory. ``symbols`` gives the values
+    of one-letter symbols; ``pi``, ``E`` and ``I`` are the constants.
+    """
+    try:
+        tree = ast.parse(_explicit(src), mode="eval")
+    except (SyntaxError, ValueError, RecursionError, MemoryError, _NotComparable):
+        return None
+    with mpmath.workdps(EVAL_DIGITS):
+        env = {"pi": mpmath.mpc(mpmath.pi), "E": mpmath.mpc(mpmath.e), "I": mpmath.mpc(0, 1)}
+        env.update({k: mpmath.mpc(v) for k, v in (symbols or {}).items()})
+        try:
+            return _eval_node(tree.body, env)
+        except (_NotComparable, ZeroDivisionError, OverflowError, ValueError, RecursionError):
+            return None
+
+
+def _sample_points(names: set[str]) -> list[dict[str, float]]:
+    """Values for the symbols at which two expressions are compared: distinct, irrational,
+    of moderate size (in (1, 3)), different per symbol and per point."""
+    ordered = sorted(names)
+    return [
+        {
+            n: 1.1 + ((0.6180339887 * (p + 1) + 0.4142135623 * j) % 1.0) * 1.8
+            for j, n in enumerate(ordered)
+        }
+        for p in range(_POINTS)
+    ]
+
+
+def _as_expr(text: str) -> str | None:
+    """An expression for :func:`eval_expr`: a plain number as its exact fraction (any
+    length up to ``MAX_NUMBER_CHARS``), anything else through :func:`latex_to_expr`."""
+    value = parse_number(text)
+    if value is not None and not text.strip().endswith("%"):
+        return f"({value.numerator})/({value.denominator})"
+    return latex_to_expr(text)
+
+
 def _symbolic_equal(pred: str, truth: str, rel_tol: float) -> bool:
-    a_src, b_src = latex_to_expr(pred), latex_to_expr(truth)
+    """Whether two expressions agree numerically (at several points if they have symbols)."""
+    a_src, b_src = _as_expr(pred), _as_expr(truth)
     if a_src is None or b_src is None:
         return False
-    # sympy is heavy to import; only symbolic answers pay for it.
-    import sympy
-    from sympy.parsing.sympy_parser import (
-        implicit_multiplication_application,
-        parse_expr,
-        standard_transformations,
-    )
-
-    transformations = (*standard_transformations, implicit_multiplication_application)
-    names = {n: sympy.Symbol(n) for n in _SAFE_NAMES - {"sqrt", "pi", "E", "I"}}
-    names.update(sqrt=sympy.sqrt, pi=sympy.pi, E=sympy.E, I=sympy.I)
-    # parse_expr evals; the string was whitelisted above, and no builtins are reachable.
-    env = {"__builtins__": {}, "Integer": sympy.Integer, "Float": sympy.Float}
-    env.update(Rational=sympy.Rational, Symbol=sympy.Symbol)
-    try:
-        a = parse_expr(a_src, local_dict=names, global_dict=env, transformations=transformations)
-        b = parse_expr(b_src, local_dict=names, global_dict=env, transformations=transformations)
-        diff = sympy.simplify(a - b)
-        if diff == 0:
-            return True
-        if diff.free_symbols:
-            return False
-        value = complex(diff.evalf())
-        return abs(value) <= rel_tol * max(1.0, abs(complex(b.evalf())))
-    except (sympy.SympifyError, SyntaxError, TypeError, ValueError, NameError, ZeroDivisionError):
-        return False  # not a well-formed expression: it cannot equal the truth
+    names = set(re.findall(r"[a-zA-Z]+", a_src + " " + b_src)) - {"sqrt", "pi", "E", "I"}
+    for point in _sample_points(names) if names else [{}]:
+        a, b = eval_expr(a_src, point), eval_expr(b_src, point)
+        if a is None or b is None:
+            return False  # malformed, or out of range: it cannot equal the truth
+        with mpmath.workdps(EVAL_DIGITS):
+            if abs(a - b) > rel_tol * max(1, abs(b)):
+                return False
+    return True
 
 
 # ----------------------------------------------------------------------------- multiple choice

@@ -67,7 +67,7 @@ TASK_SOURCES: dict[str, Callable[[int], TaskSource]] = {
     "mcq": _mcq,
     "mixed": _mixed,
 }
-"""Built-in benchmarks: name -> ``factory(seed)``. Sources load lazily (HumanEval, sympy)."""
+"""Built-in benchmarks: name -> ``factory(seed)``. Sources load lazily (HumanEval)."""
 BENCHMARKS = tuple(TASK_SOURCES)
 
 

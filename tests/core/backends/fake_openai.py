@@ -5,7 +5,10 @@ scripted reply per prompt (a function from the messages to the reply text; the
 default gives sensible maths / multiple-choice / HumanEval answers), and can be
 told to misbehave: 401, 429 with Retry-After, 500, hanging past the client's timeout,
 truncated bodies, invalid JSON, no ``usage``, no choices, empty content, dropped
-connections. It counts and records every request.
+connections. It can also be hostile while answering 200 (``HOSTILE``): a ``usage`` of
+strings, NaN, 1e30 or negative numbers; content with a lone surrogate and a NUL; content
+that echoes the request's Authorization header; an answer that is a tower of powers.
+It counts and records every request.
 
 In a test::
 
@@ -48,6 +51,31 @@ FAULTS = (
     "empty_content",
     "disconnect",
 )
+HOSTILE = (
+    "usage_string",
+    "usage_nan",
+    "usage_huge",
+    "usage_negative",
+    "surrogate",
+    "echo_auth",
+    "tower",
+)
+"""Modes that answer 200 with a reply a careless client would choke on or leak."""
+BAD_USAGE = {
+    "usage_string": {"prompt_tokens": "many", "completion_tokens": "12"},
+    "usage_nan": {"prompt_tokens": float("nan"), "completion_tokens": 7},
+    "usage_huge": {"prompt_tokens": 1e30, "completion_tokens": 10**30},
+    "usage_negative": {"prompt_tokens": -5, "completion_tokens": -1},
+}
+"""The ``usage`` each hostile usage mode sends (``json`` writes NaN as the bare token)."""
+TOWERS = (
+    "Answer: #### 10^{10^{10^{10}}}",
+    "Answer: the final answer is 99^99^99^99",
+    r"Answer: so the answer is $99^{99^{99}}$",
+    "Answer: final answer: 10**10**10**10",
+)
+"""Replies whose answer (after the reply parser and the checker's own extraction) is a
+number no computer can hold; scoring must not try to compute it."""
 
 
 # -- the default responder: plausible answers in the format the prompts ask for ----------
@@ -194,8 +222,8 @@ class FakeOpenAIServer:
     def inject(self, *faults: str) -> None:
         """Queue faults: the next ``len(faults)`` requests get them, in order."""
         for f in faults:
-            if f not in FAULTS:
-                raise ValueError(f"unknown fault {f!r}; one of {FAULTS}")
+            if f not in FAULTS + HOSTILE:
+                raise ValueError(f"unknown fault {f!r}; one of {FAULTS + HOSTILE}")
         with self._lock:
             self._faults.extend(faults)
 
@@ -227,6 +255,18 @@ class FakeOpenAIServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _hostile_text(fault: str | None, text: str, headers: dict[str, str], n: int) -> str:
+    """The reply ``text`` as a hostile mode rewrites it (unchanged for other modes)."""
+    if fault == "surrogate":
+        # json.dumps escapes it as \ud800: valid JSON that decodes to a lone surrogate.
+        return "Broken \ud800 bytes\x00 here.\n" + text
+    if fault == "echo_auth":
+        return f"Your request said Authorization: {headers.get('authorization')}.\n{text}"
+    if fault == "tower":
+        return f"This one grows fast.\n{TOWERS[n % len(TOWERS)]}\nConfidence: 90"
+    return text
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -302,12 +342,16 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(fake.hang_s)
         messages = body.get("messages", [])
         text = "" if fault == "empty_content" else fake.responder(messages)
+        text = _hostile_text(fault, text, entry["headers"], len(fake.requests))
         prompt_tokens = sum(count_tokens(str(m.get("content", ""))) for m in messages)
-        usage = {
+        usage: dict[str, Any] = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": count_tokens(text),
             "total_tokens": prompt_tokens + count_tokens(text),
         }
+        entry["usage_valid"] = fault not in BAD_USAGE
+        if fault in BAD_USAGE:
+            usage = {**BAD_USAGE[fault], "total_tokens": usage["total_tokens"]}
         payload: dict[str, Any] = {
             "id": f"chatcmpl-fake-{len(fake.requests)}",
             "object": "chat.completion",
@@ -349,7 +393,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Fake OpenAI-compatible chat server (tests).")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0 = free port)")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="delay before each reply")
-    parser.add_argument("--fault", choices=FAULTS, default=None, help="apply to every request")
+    parser.add_argument(
+        "--fault", choices=FAULTS + HOSTILE, default=None, help="apply to every request"
+    )
     args = parser.parse_args(argv)
     server = FakeOpenAIServer(latency_s=args.latency_ms / 1000.0, port=args.port)
     server.always = args.fault

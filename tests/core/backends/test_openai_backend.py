@@ -21,7 +21,7 @@ from core.backends.openai_backend import OpenAIBackend, OpenAIBackendConfig
 from core.records import AgentStep, Message
 from core.tasks.base import Task
 from core.tasks.scoring import score
-from tests.core.backends.fake_openai import FakeOpenAIServer, default_responder
+from tests.core.backends.fake_openai import BAD_USAGE, FakeOpenAIServer, default_responder
 
 MATH = Task("math-1", "math", "math", "What is 12 + 7 * 3?", "33")
 ROOT = Path(__file__).resolve().parents[3]
@@ -365,3 +365,68 @@ def test_fake_server_runs_from_the_command_line():
         proc.terminate()
         proc.wait(timeout=5)
     assert proc.returncode == 0
+
+
+# -- a hostile server: well-formed replies with values that must not reach our files ----
+
+
+@pytest.mark.parametrize("mode", sorted(BAD_USAGE))
+def test_invalid_usage_is_recorded_as_unreported(fake_server, tmp_path, mode):
+    fake_server.inject(mode)
+    r = run(make(fake_server, tmp_path))
+    assert not r.failed and r.answer == "33"
+    assert r.call.usage_reported is False
+    assert r.call.prompt_tokens == r.call.completion_tokens == 0
+    (entry,) = [json.loads(p.read_text()) for p in (tmp_path / "cache").rglob("*.json")]
+    assert entry["usage"] is None
+    again = run(make(fake_server, tmp_path, cache_counts_tokens=True))
+    assert again.call.cache_hit and again.call.usage_reported is False
+    assert again.call.prompt_tokens == 0
+
+
+def test_lone_surrogate_and_nul_are_cleaned_before_records_and_cache(fake_server, tmp_path):
+    fake_server.inject("surrogate")
+    r = run(make(fake_server, tmp_path))
+    assert not r.failed and r.answer == "33"
+    assert r.text.startswith("Broken \ufffd bytes here.")
+    r.text.encode("utf-8")  # raises on a lone surrogate
+    (path,) = (tmp_path / "cache").rglob("*.json")
+    assert "Broken \ufffd bytes here." in path.read_text("utf-8")
+    assert "\\u0000" not in path.read_text("utf-8")
+
+
+def test_echoed_authorization_header_is_scrubbed(fake_server, tmp_path, monkeypatch):
+    secret = "sk-test-ECHOED-987654321"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    fake_server.inject("echo_auth")
+    r = run(make(fake_server, tmp_path))
+    assert fake_server.requests[0]["reply"].startswith(
+        f"Your request said Authorization: Bearer {secret}"
+    )
+    assert r.text.startswith("Your request said Authorization: Bearer ***.")
+    cached = "".join(p.read_text() for p in (tmp_path / "cache").rglob("*.json"))
+    assert cached and secret not in cached
+
+
+def test_a_hand_edited_cache_entry_is_checked_like_a_reply(fake_server, tmp_path, monkeypatch):
+    secret = "sk-test-INCACHE-13579"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    run(make(fake_server, tmp_path))
+    (path,) = (tmp_path / "cache").rglob("*.json")
+    entry = json.loads(path.read_text())
+    entry["text"] = f"key {secret} and \ud800\x00 then\nAnswer: 33"
+    entry["usage"] = {"prompt_tokens": -3, "completion_tokens": 1e30}
+    path.write_text(json.dumps(entry))  # ASCII JSON: the surrogate as a \ud800 escape
+    r = run(make(fake_server, tmp_path, cache_counts_tokens=True))
+    assert r.call.cache_hit and r.answer == "33"
+    assert r.text.startswith("key *** and \ufffd then")
+    assert r.call.usage_reported is False and r.call.prompt_tokens == 0
+
+
+def test_retry_after_nan_falls_back_to_backoff(fake_server, tmp_path, caplog):
+    fake_server.retry_after_s = float("nan")
+    fake_server.inject("429")
+    caplog.set_level(logging.WARNING)
+    r = run(make(fake_server, tmp_path, backoff_base_s=0.01, backoff_max_s=0.02))
+    assert not r.failed and fake_server.requests[0]["fault"] == "429"
+    assert "retrying in 0.0" in caplog.text and "nan" not in caplog.text

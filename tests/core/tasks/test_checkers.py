@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from core.tasks.base import Task
 from core.tasks.checkers import (
     check,
+    eval_expr,
     extract_boxed,
     extract_choice,
     extract_math_answer,
@@ -14,6 +21,8 @@ from core.tasks.checkers import (
     math_equal,
     parse_number,
 )
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.parametrize(
@@ -172,3 +181,94 @@ def test_check_runs_code_in_the_sandbox():
     wrong = "```python\n" + task.meta["prompt"] + "    return False\n```"
     assert check(task, right) == 1.0
     assert check(task, wrong) == 0.0
+
+
+TOWERS = [
+    "10^{10^{10^{10}}}",
+    "99^99^99^99",
+    "99^{99^{99}}",
+    "10**10**10**10",
+    "(99^99)^(99^99)",
+    "x^{99^{99^{99}}}",
+    "2^{99^{99}} - 2^{99^{99}}",
+    "\\sqrt{10^{10^{10^{10}}}}",
+]
+"""Answers whose value has more digits than any memory holds, each written the way the
+extraction keeps it (before the fix each one hung ``math_equal`` for good)."""
+
+
+def test_towers_of_powers_are_wrong_without_being_computed(tmp_path):
+    # Hang guard only (pytest-timeout is not installed): a subprocess with a generous limit.
+    script = (
+        "import json, sys\n"
+        "from core.tasks.base import Task\n"
+        "from core.tasks.checkers import check, math_equal\n"
+        "towers = json.loads(sys.argv[1])\n"
+        "task = Task('t', 'unit', 'math', 'q?', '42')\n"
+        "out = [math_equal(t, '42') for t in towers]\n"
+        "out += [check(task, f'So the final answer is {t}') for t in towers]\n"
+        "out += [check(task, f'Answer: \\\\boxed{{{t}}}') for t in towers]\n"
+        "print(json.dumps(out))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, json.dumps(TOWERS)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [False] * len(TOWERS) + [0.0] * (2 * len(TOWERS))
+
+
+@pytest.mark.parametrize("tower", TOWERS)
+def test_towers_are_refused_by_the_evaluator(tower):
+    src = latex_to_expr(tower)
+    assert src is None or eval_expr(src, {"x": 1.5}) is None
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("2^{100}", str(2**100)),  # a 31-digit truth: compared exactly, not as an expression
+        ("2^{1000}", str(2**1000)),
+        ("(x+1)^2", "x^2+2x+1"),
+        ("\\sqrt{-1}", "I"),
+        ("(-8)^{1/3}", "1+\\sqrt{3}I"),  # principal cube root
+        ("10^{-300}", "0"),
+        ("1" + "0" * 400, "1" + "0" * 400 + ".0"),
+        ("1" * 5000, "1" * 5000),
+    ],
+    ids=lambda v: v if len(v) < 40 else f"{len(v)}-chars",
+)
+def test_large_but_finite_values_still_compare(a, b):
+    assert math_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("1" + "0" * 400, "42"),  # a float conversion overflows here
+        ("1" * 5000, "42"),  # int() refuses more than 4,300 digits
+        ("1" * 5000, "1" * 4999),
+        ("x+y", "2x"),
+        ("x", "3"),
+        ("1/0", "1"),
+        ("0^{-1}", "1"),
+        ("10^{9999}", "1"),
+        ("2^{1000}", str(2**1000 + 2**990)),
+    ],
+    ids=lambda v: v if len(v) < 40 else f"{len(v)}-chars",
+)
+def test_overflow_and_undefined_values_are_wrong_not_errors(a, b):
+    assert not math_equal(a, b)
+
+
+def test_eval_expr_bounds_and_implicit_multiplication():
+    assert eval_expr("2sqrt(2)") == eval_expr("sqrt(8)")
+    assert eval_expr("(1)(2)3") == 6 and eval_expr("2pi") == eval_expr("2 * pi")
+    assert eval_expr("10**9999") is not None and eval_expr("10**10001") is None
+    assert eval_expr("9**9**9") is None and eval_expr("1/0") is None
+    assert eval_expr("3x", {"x": 2.0}) == 6
+    assert eval_expr("x") is None  # a symbol without a value
