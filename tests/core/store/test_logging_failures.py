@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from core.store import RunLogger, get_run, load_episode
+from core.store.engine import _engine
 from core.store.queries import count_episodes
 from core.store.spool import spool_dir_for
 from core.store.synthetic import synthetic_episode
@@ -45,29 +46,33 @@ def test_a_database_damaged_mid_run_keeps_the_spool_until_it_is_usable(
     db: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     log = RunLogger(db, "train", settings=LoggerConfig(ingest_every_s=0.01))
-    log.log_episodes(synthetic_episode(i) for i in range(5))
-    assert log.flush()
-    sound = db.read_bytes()
-    _flip(db, HEADER)
-    with caplog.at_level(logging.WARNING, logger="core.store.writer"):
-        log.log_episodes((synthetic_episode(i) for i in range(5, 20)), first=5)
-        assert not log.flush()  # the lines stay in the spool
-        # The background ingester meets the damage too, and must neither stop nor raise.
-        tried = log._since_ingest
-        deadline = time.monotonic() + 60
-        while log._since_ingest == tried and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert log._since_ingest != tried and log._thread.is_alive()
-        log.log_episode(synthetic_episode(20))
-        warned = _messages(caplog)
-        assert len(warned) == 1 and "is damaged (checksum error)" in warned[0], warned
-        assert str(spool_dir_for(db)) in warned[0]
-
-        db.write_bytes(sound)  # usable again (a restored copy, or `agentqmix repair`)
-        log.log_episodes((synthetic_episode(i) for i in range(21, 25)), first=21)
+    try:
+        log.log_episodes(synthetic_episode(i) for i in range(5))
         assert log.flush()
-        assert "usable again" in _messages(caplog)[-1]
-    log.close()
+        with _engine.lock:  # no ingest in flight (it could rewrite the header) while we damage it
+            sound = db.read_bytes()
+            _flip(db, HEADER)
+        with caplog.at_level(logging.WARNING, logger="core.store.writer"):
+            log.log_episodes((synthetic_episode(i) for i in range(5, 20)), first=5)
+            assert not log.flush()  # the lines stay in the spool
+            # The background ingester meets the damage too, and must neither stop nor raise.
+            tried = log._since_ingest
+            deadline = time.monotonic() + 60
+            while log._since_ingest == tried and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert log._since_ingest != tried and log._thread.is_alive()
+            log.log_episode(synthetic_episode(20))
+            warned = _messages(caplog)
+            assert len(warned) == 1 and "is damaged (checksum error)" in warned[0], warned
+            assert str(spool_dir_for(db)) in warned[0]
+
+            with _engine.lock:
+                db.write_bytes(sound)  # usable again (a restored copy, or `agentqmix repair`)
+            log.log_episodes((synthetic_episode(i) for i in range(21, 25)), first=21)
+            assert log.flush()
+            assert "usable again" in _messages(caplog)[-1]
+    finally:
+        log.close()  # stops the ingest thread even if an assertion failed
     assert count_episodes(db) == 25 and get_run(db, log.run_id).status == "finished"
     for i in range(25):
         assert load_episode(db, log.run_id, i).record == synthetic_episode(i)
