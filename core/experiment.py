@@ -197,14 +197,14 @@ class StoreHooks(TrainHooks):
             self.rewards.append(rec.reward)
             self.scores.append(rec.score)
             self.tokens.append(rec.tokens)
-        first = state.episodes_done - len(results)
-        self.logger.log_episodes(records, first=first)
+        # The logger numbers the episodes: after a resume, on from the last one stored.
+        self.logger.log_episodes(records)
         if self.pending:
             self.logger.log_metrics(self.pending)
             self.pending = []
         if state.episodes_done >= self.next_checkpoint:
             self.save(state)
-            self.logger.set_checkpoint(self.checkpoint_path, state.episodes_done - 1)
+            self.logger.set_checkpoint(self.checkpoint_path, self.logger.next_episode - 1)
             self.next_checkpoint = state.episodes_done + self.checkpoint_every
 
     def on_update(self, stats: dict[str, float], state: TrainState) -> None:
@@ -349,7 +349,7 @@ def train_team(
         )
         save(state)
         if logger:
-            logger.set_checkpoint(out, state.episodes_done - 1)
+            logger.set_checkpoint(out, logger.next_episode - 1)
         evaluation = {}
         if eval_episodes > 0:
             if config.cpu_threads and state.device.type == "cpu":
