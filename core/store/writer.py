@@ -132,6 +132,16 @@ def _now_us() -> int:
     return time.time_ns() // 1000
 
 
+def _open_spool(spool_dir: Path, run_id: str, settings: LoggerConfig) -> SpoolWriter:
+    try:
+        return SpoolWriter(spool_dir, run_id, fsync=settings.fsync)
+    except OSError as err:
+        raise UserError(
+            f"Cannot log run {run_id}: cannot create its spool in {spool_dir} "
+            f"({err.strerror or err})."
+        ) from err
+
+
 def new_run_id(kind: str) -> str:
     """``kind-YYYYmmdd-HHMMSS-xxxx``: unique without asking the database, sortable by time."""
     return f"{kind}-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
@@ -179,7 +189,7 @@ class RunLogger:
         # Creating the store up front surfaces a bad --db (not a database, newer schema)
         # before any work is done.
         with write_session(self.db, timeout=timeout):
-            self._spool = SpoolWriter(self._spool_dir, self.run_id, fsync=self.settings.fsync)
+            self._spool = _open_spool(self._spool_dir, self.run_id, self.settings)
         row = {
             "id": self.run_id,
             "kind": kind,
@@ -194,7 +204,7 @@ class RunLogger:
             "pid": os.getpid(),
             "host": socket.gethostname(),
         }
-        self._spool.append(dumps({"t": "run", "run": row}))
+        self._write(dumps({"t": "run", "run": row}))
         self._start_ingester()
 
     @classmethod
@@ -237,7 +247,7 @@ class RunLogger:
             )
             cur.execute("DELETE FROM spool_progress WHERE run_id = ?", [run_id])
             cur.execute("COMMIT")
-            spool = SpoolWriter(spool_dir, run_id, fsync=settings.fsync)
+            spool = _open_spool(spool_dir, run_id, settings)
         first = 0 if last is None else last + 1
         return cls(path, settings=settings, _resume=(run_id, first), _resume_spool=spool)
 

@@ -63,6 +63,13 @@ def main() -> None:
         report["close_error"] = None
     except UserError as err:
         report["close_error"] = str(err)
+
+    # 3. Full before a run starts: it does not start, in one sentence.
+    try:
+        RunLogger(db, "eval", settings=settings).close()
+        report["start_error"] = None
+    except UserError as err:
+        report["start_error"] = str(err)
     ballast.unlink()
     print(json.dumps(report), flush=True)
 

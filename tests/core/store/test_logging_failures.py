@@ -130,3 +130,6 @@ def test_a_full_disk_mid_run(tmp_path: Path) -> None:
     # Still full at the end: one sentence that says what was lost.
     error = report["close_error"]
     assert error is not None and "\n" not in error and "the disk is full" in error
+    # Full before a run starts: it does not start, and says why in one sentence.
+    error = report["start_error"]
+    assert error is not None and "\n" not in error and "No space left on device" in error
