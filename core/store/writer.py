@@ -35,8 +35,8 @@ import duckdb
 
 from core.errors import UserError
 from core.records import EpisodeRecord
-from core.store.db import DEFAULT_TIMEOUT_S, ingest_all, write_session
-from core.store.engine import StoreBusy, attached, resolve_db
+from core.store.db import DEFAULT_TIMEOUT_S, write_session
+from core.store.engine import StoreBusy, resolve_db
 from core.store.queries import last_episode_from
 from core.store.schema import TABLES
 from core.store.spool import (
@@ -350,8 +350,9 @@ class RunLogger:
         """One ingest of every spool; returns (current segment, its ingested offset)."""
         segment = self._spool.segment_path.name
         try:
-            with attached(self.db, write=True, timeout=timeout) as cur:
-                ingest_all(cur, self.db)
+            # A full write session (schema ensured): the file may have been moved aside
+            # or replaced since the last try, and ATTACH creates an empty one.
+            with write_session(self.db, timeout=timeout) as cur:
                 row = cur.execute(
                     "SELECT byte_offset FROM spool_progress WHERE file = ?", [segment]
                 ).fetchall()

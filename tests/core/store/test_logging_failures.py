@@ -95,6 +95,21 @@ def test_a_database_still_damaged_at_the_end_leaves_the_spool_for_later(
     assert run.status == "finished" and run.episodes == 6
 
 
+def test_a_database_moved_aside_mid_run_is_started_afresh(db: Path) -> None:
+    # What the damaged-file message suggests ("move it aside"), done while a run logs.
+    log = RunLogger(db, "train", settings=LoggerConfig(ingest_every_s=1e9))
+    try:
+        log.log_episodes(synthetic_episode(i) for i in range(4))
+        assert log.flush()
+        with _engine.lock:
+            db.rename(db.with_name("aside.duckdb"))
+        log.log_episodes((synthetic_episode(i) for i in range(4, 7)), first=4)
+        assert log.flush()  # a new store, filled from the spool (the run's whole segment)
+    finally:
+        log.close()
+    assert count_episodes(db) == 7 and get_run(db, log.run_id).status == "finished"
+
+
 def _bwrap_tmpfs_works(tmp_path: Path) -> bool:
     if shutil.which("bwrap") is None:
         return False
