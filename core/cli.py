@@ -526,6 +526,14 @@ def delete_run(run: Annotated[str, typer.Option(help="RUN_ID to delete.")], db: 
 
 
 @app.command()
+def repair(db: Db = None) -> None:
+    """Rebuild a damaged episode store from what it still reads back and the spools."""
+    from core.store import commands
+
+    console.print(commands.repair(db).summary(), soft_wrap=True, markup=False, highlight=False)
+
+
+@app.command()
 def lab(
     db: Db = None,
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port on 127.0.0.1.")] = 8501,

@@ -59,13 +59,14 @@ class StoreHooks(TrainHooks):
             self.rewards.append(rec.reward)
             self.scores.append(rec.score)
             self.tokens.append(rec.tokens)
-        self.logger.log_episodes(records, first=results[0].episode if results else 0)
+        # The logger numbers the episodes: after a resume, on from the last one stored.
+        self.logger.log_episodes(records)
         if self.pending:
             self.logger.log_metrics(self.pending)
             self.pending = []
         if state.episodes_done >= self.next_checkpoint:
             self.save(state)
-            self.logger.set_checkpoint(self.checkpoint_path, state.episodes_done - 1)
+            self.logger.set_checkpoint(self.checkpoint_path, self.logger.next_episode - 1)
             self.next_checkpoint = state.episodes_done + self.checkpoint_every
 
     def on_update(self, stats: dict[str, float], state: TrainState) -> None:
@@ -213,7 +214,7 @@ def train_team(
         state = train(team.vectorized, config, hooks=hooks, progress=progress, state=state)
         save(state)
         if logger:
-            logger.set_checkpoint(out, state.episodes_done - 1)
+            logger.set_checkpoint(out, logger.next_episode - 1)
         evaluation = {}
         if eval_episodes > 0:
             policy = QMixPolicy(state.agent, state.mixer, state.device, epsilon=0.0)

@@ -1,7 +1,7 @@
 """The store's CLI commands as functions that return data, plus a thin rich/JSON printer.
 
-``core/cli.py`` wires them into typer: ``runs``, ``sql``, ``export``, ``delete-run``.
-Each takes ``db`` (``None`` = ``$AGENTQMIX_DB`` or ``./agentqmix.duckdb``).
+``core/cli.py`` wires them into typer: ``runs``, ``sql``, ``export``, ``delete-run``,
+``repair``. Each takes ``db`` (``None`` = ``$AGENTQMIX_DB`` or ``./agentqmix.duckdb``).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import json
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -19,15 +20,21 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from core.errors import UserError
-from core.store.db import read_session, write_session
-from core.store.engine import resolve_db
+from core.store.db import DEFAULT_TIMEOUT_S, open_store, read_session, write_session
+from core.store.engine import (
+    attach_with_retry,
+    attached,
+    damage,
+    is_duckdb_file,
+    resolve_db,
+    store_error,
+)
+from core.store.ingest import apply, collect, progress, release
 from core.store.queries import list_runs
-from core.store.schema import RUN_TABLES
-from core.store.spool import lock_held, segments, spool_dir_for
+from core.store.schema import RUN_TABLES, SCHEMA_VERSION, ensure_schema
+from core.store.spool import list_spools, lock_held, segments, spool_dir_for
 
 Db = str | os.PathLike[str] | None
-
-_READ_ONLY_STATEMENTS = {"SELECT", "EXPLAIN", "PRAGMA", "SHOW"}
 
 
 class Table:
@@ -57,22 +64,37 @@ def runs(db: Db = None) -> Table:
 
 
 def sql(query: str, db: Db = None) -> Table:
-    """Run one read-only statement (SELECT, WITH ... SELECT, EXPLAIN, SHOW, PRAGMA)."""
+    """Run one statement a user wrote; it can read the store and nothing else.
+
+    DuckDB enforces that, not a filter of ours: the store is attached read-only, the spool
+    tail is staged beforehand, and then the session loses every file (even the store's own
+    paths) and its settings are locked (:func:`core.store.engine.lock_down`). So COPY,
+    IMPORT/EXPORT DATABASE, read_*() and glob(), ATTACH, INSTALL/LOAD and SET fail however
+    they are wrapped (``EXPLAIN ANALYZE COPY ...``).
+    """
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise UserError("The SQL text is not valid UTF-8.") from err
     try:
         statements = duckdb.extract_statements(query)
     except duckdb.Error as err:
         raise UserError(f"Bad SQL: {_first_line(err)}") from err
     if len(statements) != 1:
         raise UserError(f"sql runs exactly one statement; got {len(statements)}.")
-    kind = statements[0].type.name
-    if kind not in _READ_ONLY_STATEMENTS:
-        raise UserError(f"sql only reads; {kind} statements are not allowed.")
-    with read_session(db, create=False) as cur:
+    path = resolve_db(db)
+    with read_session(path, create=False, locked=True) as cur:
         try:
-            result = cur.execute(query)
+            result = cur.execute(statements[0])
             columns = [d[0] for d in result.description or []]
             rows = result.fetchall()
         except duckdb.Error as err:
+            if (converted := store_error(path, err)) is not None:
+                raise converted from err
+            if isinstance(err, duckdb.PermissionException):
+                raise UserError(
+                    f"sql only reads the episode store, not files or extensions: {_first_line(err)}"
+                ) from err
             raise UserError(f"Bad SQL: {_first_line(err)}") from err
     return Table(columns, [[_plain(v) for v in row] for row in rows])
 
@@ -122,6 +144,180 @@ def delete_run(run_id: str, db: Db = None) -> dict[str, int]:
         for _, seg in segments(spool_dir, run_id):
             seg.unlink(missing_ok=True)
     return counts
+
+
+# ------------------------------------------------------------------ repair
+
+
+@dataclass
+class RepairReport:
+    """What :func:`repair` did."""
+
+    db: Path
+    damaged: bool
+    """False: the file read back whole and was left as it is."""
+    problem: str | None = None
+    """What was wrong with the file (``checksum error``, ``the file is truncated``...)."""
+    moved_to: Path | None = None
+    """Where the damaged file went (it is never deleted)."""
+    runs: int = 0
+    """Runs in the rebuilt database."""
+    episodes: int = 0
+    """Episodes in the rebuilt database."""
+    from_file: int = 0
+    """Runs copied whole from the damaged file."""
+    from_spools: int = 0
+    """Runs with events read back from spools."""
+    lost: list[str] = field(default_factory=list)
+    """Runs of the damaged file none of whose rows could be kept."""
+
+    def summary(self) -> str:
+        if not self.damaged:
+            return f"{self.db} read back whole; no damage found, so it was left as it is."
+        lost = ""
+        if self.lost:
+            shown = ", ".join(self.lost[:3]) + (", ..." if len(self.lost) > 3 else "")
+            lost = f"; {len(self.lost)} runs could not be read ({shown})"
+        moved = f"; the damaged file is now {self.moved_to}" if self.moved_to else ""
+        return (
+            f"Rebuilt {self.db} ({self.problem}): recovered {self.runs} runs and "
+            f"{self.episodes} episodes ({self.from_file} runs from the damaged file, "
+            f"{self.from_spools} from spools){lost}{moved}."
+        )
+
+
+def repair(db: Db = None) -> RepairReport:
+    """Rebuild a damaged store from what it still reads back and the spools next to it.
+
+    A new database gets every run of the old file that reads back whole (its rows of every
+    table, copied run by run) and every spool event, then replaces the old file, which is
+    moved to ``<db>.damaged-<timestamp>``, never deleted. A file that reads back whole is
+    left alone. UserError while a producer is still logging to the store.
+    """
+    path = resolve_db(db)
+    spool_dir = spool_dir_for(path)
+    if path.is_dir():
+        raise UserError(f"{path} is a folder, not a DuckDB database file.")
+    spools = list_spools(spool_dir)
+    live = sorted(rid for rid, s in spools.items() if s.alive)
+    if live:
+        raise UserError(f"Run {live[0]} is still logging to {path}; stop it before repairing.")
+    exists = path.exists()
+    if not exists and not spools:
+        raise UserError(f"No episode store at {path} and no spools next to it to rebuild from.")
+    if exists and not is_duckdb_file(path) and not spools:
+        raise UserError(f"{path} is not a DuckDB database and there are no spools to rebuild from.")
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    tmp = path.with_name(f"{path.name}.repair-{stamp}.tmp")
+    report = RepairReport(path, damaged=True)
+    try:
+        # A private instance: a damaged file must not take the process's engine down.
+        with attached(tmp, write=True, timeout=0, private=True) as cur:
+            ensure_schema(cur, str(tmp))
+            if exists:
+                _salvage(cur, path, report)
+            else:
+                report.problem = "the file was missing"
+            pending = collect(cur, spool_dir, progress(cur))
+            apply(cur, pending)
+            release(cur)
+            report.from_spools = len({rid for rid, _ in pending.offsets.values()})
+            _add_lost_run_rows(cur)
+            report.runs = cur.execute("SELECT count(*) FROM runs").fetchone()[0]
+            report.episodes = cur.execute("SELECT count(*) FROM episodes").fetchone()[0]
+    except BaseException:
+        _remove_db(tmp)
+        raise
+    if not report.damaged:
+        _remove_db(tmp)
+        open_store(path)  # the usual recovery of dead producers' spools
+        return report
+    if exists:
+        report.moved_to = path.with_name(f"{path.name}.damaged-{stamp}")
+        os.replace(path, report.moved_to)
+        wal = path.with_name(path.name + ".wal")
+        if wal.exists():  # it belongs to the damaged file; it must not meet the new one
+            os.replace(wal, report.moved_to.with_name(report.moved_to.name + ".wal"))
+    os.replace(tmp, path)
+    open_store(path)  # marks dead runs interrupted, removes the spools now ingested
+    return report
+
+
+def _salvage(cur: duckdb.DuckDBPyConnection, path: Path, report: RepairReport) -> None:
+    """Copy every run of the damaged file that reads back whole into the current database."""
+    try:
+        attach_with_retry(cur, path, write=False, timeout=DEFAULT_TIMEOUT_S, alias="damaged")
+    except duckdb.Error as err:
+        report.problem = damage(err) or _first_line(err)
+        return
+    try:
+        try:
+            tables = {
+                r[0]
+                for r in cur.execute(
+                    "SELECT table_name FROM duckdb_tables() WHERE database_name = 'damaged'"
+                ).fetchall()
+            }
+            if "meta" not in tables:
+                raise UserError(
+                    f"{path} is a DuckDB database but not an Agent Q-Mix episode store."
+                )
+            version = cur.execute(
+                "SELECT value FROM damaged.main.meta WHERE key = 'schema_version'"
+            ).fetchone()
+            if version is None or int(version[0]) != SCHEMA_VERSION:
+                raise UserError(
+                    f"{path} has store schema {version and version[0]}; this program repairs "
+                    f"schema {SCHEMA_VERSION} only."
+                )
+            run_ids = [r[0] for r in cur.execute("SELECT id FROM damaged.main.runs").fetchall()]
+        except duckdb.Error as err:
+            report.problem = damage(err) or _first_line(err)
+            return
+        for rid in run_ids:
+            try:
+                _copy_run(cur, rid)
+                report.from_file += 1
+            except duckdb.Error as err:
+                cur.execute("ROLLBACK")
+                report.lost.append(rid)
+                report.problem = report.problem or damage(err) or _first_line(err)
+        report.damaged = report.problem is not None
+    finally:
+        cur.execute("DETACH damaged")
+
+
+def _copy_run(cur: duckdb.DuckDBPyConnection, run_id: str) -> None:
+    """One run's rows of every table (and its spool offsets), all or nothing."""
+    cur.execute("BEGIN")
+    cur.execute("INSERT INTO runs SELECT * FROM damaged.main.runs WHERE id = ?", [run_id])
+    for table in RUN_TABLES:
+        cur.execute(
+            f"INSERT INTO {table} SELECT * FROM damaged.main.{table} WHERE run_id = ?", [run_id]
+        )
+    # With the rows, their offsets: the spool after them is ingested, not what they hold.
+    cur.execute(
+        "INSERT INTO spool_progress SELECT * FROM damaged.main.spool_progress WHERE run_id = ?",
+        [run_id],
+    )
+    cur.execute("COMMIT")
+
+
+def _add_lost_run_rows(cur: duckdb.DuckDBPyConnection) -> None:
+    """Give episodes whose run row is gone (in an unreadable file, or in a spool segment
+    already deleted) a run row, so that ``runs`` lists them."""
+    cur.execute(
+        "INSERT INTO runs (id, kind, status, started_at, message) "
+        "SELECT run_id, CASE WHEN split_part(run_id, '-', 1) IN ('train', 'eval', 'compare', "
+        "'lab') THEN split_part(run_id, '-', 1) END, 'interrupted', min(created_at), "
+        "'recovered by agentqmix repair; the run row was lost' "
+        "FROM episodes WHERE run_id NOT IN (SELECT id FROM runs) GROUP BY run_id"
+    )
+
+
+def _remove_db(path: Path) -> None:
+    for p in (path, path.with_name(path.name + ".wal")):
+        p.unlink(missing_ok=True)
 
 
 # ------------------------------------------------------------------ printing

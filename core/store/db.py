@@ -7,6 +7,9 @@
   spool tail that is not ingested yet, so a reader sees all logged episodes even while
   a producer is between ingests. If it finds the leftovers of a dead producer it first
   runs a write session to recover them (ingest, mark the run interrupted).
+* A **locked** read session (``read_session(..., locked=True)``, for ``agentqmix sql``)
+  is a read session on a private DuckDB instance that, once the spool tail is staged,
+  may touch no file, extension or setting (:func:`core.store.engine.lock_down`).
 
 Both retry lock conflicts with back-off (see :mod:`core.store.engine`); neither keeps
 the file attached after the ``with`` block.
@@ -22,7 +25,7 @@ from pathlib import Path
 import duckdb
 
 from core.errors import UserError
-from core.store.engine import StoreBusy, attached, check_file, resolve_db
+from core.store.engine import StoreBusy, attached, check_file, lock_down, resolve_db
 from core.store.ingest import (
     Pending,
     apply,
@@ -81,10 +84,13 @@ def read_session(
     *,
     timeout: float = DEFAULT_TIMEOUT_S,
     create: bool = True,
+    locked: bool = False,
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-only cursor whose tables include the not-yet-ingested spool tail.
 
     ``create=False`` turns a missing database into a UserError instead of creating it.
+    ``locked=True`` runs on a private instance locked down before the cursor is yielded:
+    for statements written by a user, which must not reach any file (not even the store's).
     """
     path = resolve_db(db)
     if not check_file(path):
@@ -95,13 +101,15 @@ def read_session(
     if needs_recovery(spool_dir):
         _try_recover(path, timeout)
     for attempt in range(2):
-        with attached(path, write=False, timeout=timeout) as cur:
+        with attached(path, write=False, timeout=timeout, private=locked) as cur:
             version = stored_version(cur, str(path))
             pending = collect(cur, spool_dir, progress(cur))
             if attempt == 0 and (version < SCHEMA_VERSION or _orphans(cur, pending)):
                 stale = True
             else:
                 install_tail_views(cur, pending)
+                if locked:
+                    lock_down(cur)
                 yield cur
                 return
         if stale:

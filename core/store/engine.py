@@ -8,6 +8,11 @@ costs ~20 ms but ATTACH/DETACH on a live one costs < 1 ms, hence one in-memory e
 per process. All uses in a process are serialised by one lock: two engines (or two
 attachments) of the same file in one process would both get the process-wide fcntl
 lock and could corrupt it.
+
+Errors that are not the caller's fault but the file's (a checksum mismatch, a truncated
+file, a full disk) become one-sentence :class:`StoreDamaged` / :class:`StoreUnwritable`
+errors that say how to recover (:func:`store_error`). User SQL runs on a private,
+locked-down instance (:func:`lock_down`).
 """
 
 from __future__ import annotations
@@ -36,6 +41,21 @@ ENV_VAR = "AGENTQMIX_DB"
 _MAGIC = b"DUCK"
 
 
+class StoreDamaged(UserError):
+    """The database file is damaged (checksum mismatch, truncated); ``agentqmix repair`` helps."""
+
+
+class StoreUnwritable(UserError):
+    """The database file cannot be written (disk full, quota, I/O error)."""
+
+
+def _new_instance() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(":memory:")
+    # Never reach for the network to read a file someone passed us.
+    con.execute("SET autoinstall_known_extensions = false")
+    return con
+
+
 class _Engine:
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -44,9 +64,7 @@ class _Engine:
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
         if self._con is None:
-            self._con = duckdb.connect(":memory:")
-            # Never reach for the network to read a file someone passed us.
-            self._con.execute("SET autoinstall_known_extensions = false")
+            self._con = _new_instance()
         return self._con
 
 
@@ -68,6 +86,13 @@ def resolve_db(db: str | os.PathLike[str] | None) -> Path:
     return Path(raw).expanduser().absolute()
 
 
+def is_duckdb_file(path: Path) -> bool:
+    """Whether the file starts like a DuckDB database (it may still be damaged)."""
+    with open(path, "rb") as f:
+        head = f.read(12)
+    return head[8:12] == _MAGIC
+
+
 def check_file(path: Path) -> bool:
     """Whether the database exists; UserError if the path is not usable as one."""
     if path.is_dir():
@@ -78,29 +103,83 @@ def check_file(path: Path) -> bool:
                 f"Cannot create a database at {path}: folder {path.parent} does not exist."
             )
         return False
-    with open(path, "rb") as f:
-        head = f.read(12)
-    if head[8:12] != _MAGIC:
+    if not is_duckdb_file(path):
         raise UserError(f"{path} is not a DuckDB database.")
     return True
 
 
 def _is_lock_conflict(err: duckdb.Error) -> bool:
+    """DuckDB's own lock errors: another process holds the file (fcntl), or this process has
+    it open elsewhere. Matched on their exact wording: a damaged file's "... in block at
+    location ..." must not look like a lock."""
     text = str(err)
-    return "lock" in text.lower() or "Unique file handle conflict" in text
+    if isinstance(err, duckdb.IOException) and "Could not set lock on file" in text:
+        return True
+    return "Unique file handle conflict" in text
+
+
+def damage(err: duckdb.Error) -> str | None:
+    """What is wrong with the file if ``err`` is DuckDB finding it damaged, else None."""
+    text = str(err)
+    if "Corrupt database file" in text:
+        return "checksum error"
+    if isinstance(err, duckdb.IOException) and "Could not read enough bytes" in text:
+        return "the file is truncated"
+    return None
+
+
+def store_error(path: Path, err: duckdb.Error) -> UserError | None:
+    """The one-sentence error for a DuckDB error caused by the file itself, else None."""
+    text = str(err)
+    if (reason := damage(err)) is not None:
+        return StoreDamaged(
+            f"database {path} is damaged ({reason}); move it aside, or run "
+            f"`agentqmix repair --db {path}` to rebuild it from what is readable and the spools."
+        )
+    for cause in ("No space left on device", "Disk quota exceeded", "Read-only file system"):
+        if cause in text:
+            return StoreUnwritable(
+                f"cannot write database {path} ({cause}); free some space or fix the "
+                "file system, then try again."
+            )
+    return None
+
+
+_LOCK_DOWN = (
+    # No COPY, read_*/glob, ATTACH, INSTALL/LOAD, IMPORT/EXPORT DATABASE, replacement scans.
+    "SET enable_external_access = false",
+    # The line above still allows the attached store's own paths (COPY ... TO the database
+    # file would overwrite it); with the local file system off, the open file is still read.
+    "SET disabled_filesystems = 'LocalFileSystem'",
+    # Nothing above can be undone by the user's statement (SET, RESET, PRAGMA).
+    "SET lock_configuration = true",
+)
+
+
+def lock_down(cur: duckdb.DuckDBPyConnection) -> None:
+    """Let a private instance (``attached(..., private=True)``) touch no file, extension or
+    setting from now on: what it needs (the store, staged spool rows) must be in place."""
+    for statement in _LOCK_DOWN:
+        cur.execute(statement)
 
 
 @contextmanager
-def attached(path: Path, *, write: bool, timeout: float) -> Iterator[duckdb.DuckDBPyConnection]:
+def attached(
+    path: Path, *, write: bool, timeout: float, private: bool = False
+) -> Iterator[duckdb.DuckDBPyConnection]:
     """A cursor with the store attached as ``store`` (and ``USE``-d); detached on exit.
 
     Lock conflicts are retried with jittered exponential back-off for up to ``timeout``
-    seconds (``0`` = one attempt), then :class:`StoreBusy`.
+    seconds (``0`` = one attempt), then :class:`StoreBusy`. A damaged or unwritable file
+    raises :class:`StoreDamaged` / :class:`StoreUnwritable`, also from the ``with`` body.
+    ``private=True`` uses a new DuckDB instance, closed on exit, so that :func:`lock_down`
+    leaves the process's engine alone.
     """
     with _engine.lock:
-        cur = _engine.con.cursor()
+        con = _new_instance() if private else _engine.con
+        cur = con.cursor()
         try:
-            _attach_with_retry(cur, path, write=write, timeout=timeout)
+            attach_with_retry(cur, path, write=write, timeout=timeout)
             try:
                 cur.execute(f"USE {ALIAS}")
                 yield cur
@@ -109,17 +188,41 @@ def attached(path: Path, *, write: bool, timeout: float) -> Iterator[duckdb.Duck
                     cur.execute("ROLLBACK")
                 raise
             finally:
-                cur.execute("USE memory")
-                cur.execute(f"DETACH {ALIAS}")
+                if not private:
+                    _detach(cur)
+        except duckdb.Error as err:
+            if (converted := store_error(path, err)) is not None:
+                raise converted from err
+            raise
         finally:
             cur.close()
+            if private:
+                con.close()
 
 
-def _attach_with_retry(
-    cur: duckdb.DuckDBPyConnection, path: Path, *, write: bool, timeout: float
+def _detach(cur: duckdb.DuckDBPyConnection) -> None:
+    cur.execute("USE memory")
+    try:
+        cur.execute(f"DETACH {ALIAS}")
+    except duckdb.Error:
+        # DETACH checkpoints; if that fails (disk full) the catalog entry must still go,
+        # or the engine could never attach a store again.
+        with suppress(duckdb.Error):
+            cur.execute(f"DETACH DATABASE IF EXISTS {ALIAS}")
+        raise
+
+
+def attach_with_retry(
+    cur: duckdb.DuckDBPyConnection,
+    path: Path,
+    *,
+    write: bool,
+    timeout: float,
+    alias: str = ALIAS,
 ) -> None:
+    """ATTACH ``path`` as ``alias``, retrying lock conflicts (see :func:`attached`)."""
     mode = "" if write else ", READ_ONLY"
-    sql = f"ATTACH '{_quote(str(path))}' AS {ALIAS} (TYPE duckdb{mode})"
+    sql = f"ATTACH '{_quote(str(path))}' AS {alias} (TYPE duckdb{mode})"
     deadline = time.monotonic() + timeout
     delay = 0.002
     while True:

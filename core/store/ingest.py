@@ -14,6 +14,7 @@ every logged episode.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import time
@@ -153,19 +154,20 @@ def progress(cur: duckdb.DuckDBPyConnection) -> dict[str, int]:
 def collect(cur: duckdb.DuckDBPyConnection, spool_dir: Path, done: dict[str, int]) -> Pending:
     """Stage every complete spool event after the ingested offsets ``done`` in ``cur``."""
     pending = Pending(list_spools(spool_dir))
-    chunks: list[tuple[str, bytes]] = []
+    chunks: list[tuple[str, Path, bytes]] = []
     for rid, spool in pending.spools.items():
         for seg in spool.segments:
             start = done.get(seg.name, 0)
             data, end = read_complete(seg, start)
             if data:
-                chunks.append((rid, upgrade_v1(data) if is_v1(seg) else data))
+                chunks.append((rid, seg, upgrade_v1(data) if is_v1(seg) else data))
             if end != start:
                 pending.offsets[seg.name] = (rid, end)
     if chunks:
-        cur.register(_LINES, _lines_table(chunks))
+        lines, sources = _lines_table(chunks)
+        cur.register(_LINES, lines)
         try:
-            _stage(cur, pending, spool_dir)
+            _stage(cur, pending, sources)
         finally:
             cur.unregister(_LINES)
     # A run created in this batch gets its changes folded into the row it is inserted with.
@@ -174,13 +176,42 @@ def collect(cur: duckdb.DuckDBPyConnection, spool_dir: Path, done: dict[str, int
     return pending
 
 
-def _lines_table(chunks: list[tuple[str, bytes]]) -> pa.Table:
+@dataclass
+class _Sources:
+    """Which spool file each staged line came from (line ``i`` -> file), for warnings."""
+
+    starts: list[int] = field(default_factory=list)
+    """Index of the first line of each chunk."""
+    files: list[Path] = field(default_factory=list)
+
+    def skip(self, bad_lines: list[int]) -> None:
+        """Warn (once per file and process) that these lines are skipped."""
+        per_file: dict[Path, int] = defaultdict(int)
+        for i in bad_lines:
+            per_file[self.files[bisect.bisect_right(self.starts, i) - 1]] += 1
+        for path, n in per_file.items():
+            if str(path) not in _warned_files:
+                _warned_files.add(str(path))
+                log.warning(
+                    "skipping %d malformed line(s) in spool file %s (not JSON, or not an "
+                    "event this program writes)",
+                    n,
+                    path,
+                )
+
+
+_warned_files: set[str] = set()
+
+
+def _lines_table(chunks: list[tuple[str, Path, bytes]]) -> tuple[pa.Table, _Sources]:
     """Complete lines as an Arrow string column, without copying or splitting in Python.
 
     Batches of :data:`_BATCH_LINES` lines, because DuckDB scans one Arrow batch per thread.
     """
-    batches, first = [], 0
-    for rid, data in chunks:
+    batches, first, sources = [], 0, _Sources()
+    for rid, seg, data in chunks:
+        sources.starts.append(first)
+        sources.files.append(seg)
         ends = np.flatnonzero(np.frombuffer(data, np.uint8) == ord("\n"))
         offsets = np.concatenate(([0], ends + 1)).astype(np.int64)
         lines = pa.LargeStringArray.from_buffers(
@@ -204,21 +235,21 @@ def _lines_table(chunks: list[tuple[str, bytes]]) -> pa.Table:
                 )
             )
             first += len(part)
-    return pa.Table.from_batches(batches)
+    return pa.Table.from_batches(batches), sources
 
 
-def _stage(cur: duckdb.DuckDBPyConnection, pending: Pending, spool_dir: Path) -> None:
-    """Parse the registered lines: episode and metric rows into temp tables, control in Python."""
+def _stage(cur: duckdb.DuckDBPyConnection, pending: Pending, sources: _Sources) -> None:
+    """Parse the registered lines: episode and metric rows into temp tables, control in Python.
+
+    A line that is not JSON (torn by a power loss) or is JSON of another shape (written by
+    hand, or by a different program) is skipped with a warning, never an error: a spool
+    must not stop the store from opening.
+    """
+    bad = []
     try:
-        _parse_lines(cur, valid_only=False)
-    except duckdb.InvalidInputException:
-        bad = cur.execute(
-            f"SELECT count(*) FROM {_LINES} WHERE {_DATA_LINE} AND NOT json_valid(line)"
-        ).fetchone()
-        if not bad[0]:
-            raise  # well-formed JSON of the wrong shape: a bug, not a torn line
-        log.warning("skipping %d corrupt spool lines in %s", bad[0], spool_dir)
-        _parse_lines(cur, valid_only=True)
+        _parse_lines(cur)
+    except duckdb.Error:
+        bad = _parse_lines_tolerant(cur)
     for rid, last in cur.execute(
         f"SELECT run_id, max(e.episode) FROM temp.main.{_EPISODES} GROUP BY run_id"
     ).fetchall():
@@ -228,43 +259,89 @@ def _stage(cur: duckdb.DuckDBPyConnection, pending: Pending, spool_dir: Path) ->
     if cur.execute(f"SELECT count(*) FROM temp.main.{_METRICS}").fetchone()[0]:
         pending.staged.add("train_metrics")
     control = cur.execute(
-        f"SELECT run_id, line FROM {_LINES} WHERE NOT ({_DATA_LINE}) ORDER BY i"
+        f"SELECT i, run_id, line FROM {_LINES} WHERE NOT ({_DATA_LINE}) ORDER BY i"
     ).fetchall()
-    for rid, line in control:
+    for i, rid, line in control:
         try:
             event = orjson.loads(line)
         except orjson.JSONDecodeError:
-            log.warning("skipping a corrupt line in the spool of %s", rid)
-            continue
-        _add_control(pending, rid, event)
+            event = None
+        if not _add_control(pending, rid, event):
+            bad.append(i)
+    sources.skip(bad)
 
 
-def _parse_lines(cur: duckdb.DuckDBPyConnection, *, valid_only: bool) -> None:
-    valid = " AND json_valid(line)" if valid_only else ""
+def _parse_lines(cur: duckdb.DuckDBPyConnection) -> None:
+    """The fast path: every data line parses (any bad line fails the whole statement)."""
     cur.execute(
         f"CREATE OR REPLACE TEMP TABLE {_EPISODES} AS SELECT run_id, "
         f"json_transform_strict(line, '{_EPISODE_STRUCTURE}') AS e FROM {_LINES} "
-        f"WHERE starts_with(line, '{_EP_PREFIX}'){valid}"
+        f"WHERE starts_with(line, '{_EP_PREFIX}')"
     )
     cur.execute(
         f"CREATE OR REPLACE TEMP TABLE {_METRICS} AS SELECT run_id, "
         f"unnest((json_transform_strict(line, '{_METRICS_STRUCTURE}')).train_metrics) AS m "
-        f"FROM {_LINES} WHERE starts_with(line, '{_METRICS_PREFIX}'){valid}"
+        f"FROM {_LINES} WHERE starts_with(line, '{_METRICS_PREFIX}')"
     )
 
 
-def _add_control(pending: Pending, rid: str, event: dict[str, Any]) -> None:
-    kind = event.get("t")
+def _parse_lines_tolerant(cur: duckdb.DuckDBPyConnection) -> list[int]:
+    """Parse line by line (``try``), keep the good lines; returns the indices of the bad ones."""
+    cur.execute(
+        f"CREATE OR REPLACE TEMP TABLE {_EPISODES} AS SELECT i, run_id, "
+        f"try(json_transform_strict(line, '{_EPISODE_STRUCTURE}')) AS e FROM {_LINES} "
+        f"WHERE starts_with(line, '{_EP_PREFIX}')"
+    )
+    cur.execute(
+        f"CREATE OR REPLACE TEMP TABLE {_METRICS} AS SELECT i, run_id, "
+        f"try(json_transform_strict(line, '{_METRICS_STRUCTURE}')) AS p FROM {_LINES} "
+        f"WHERE starts_with(line, '{_METRICS_PREFIX}')"
+    )
+    bad = cur.execute(
+        f"SELECT i FROM temp.main.{_EPISODES} WHERE e IS NULL UNION ALL "
+        f"SELECT i FROM temp.main.{_METRICS} WHERE p IS NULL"
+    ).fetchall()
+    cur.execute(f"DELETE FROM temp.main.{_EPISODES} WHERE e IS NULL")
+    cur.execute(
+        f"CREATE OR REPLACE TEMP TABLE {_METRICS} AS SELECT run_id, "
+        f"unnest(p.train_metrics) AS m FROM temp.main.{_METRICS} WHERE p IS NOT NULL"
+    )
+    return [i for (i,) in bad]
+
+
+def _add_control(pending: Pending, rid: str, event: Any) -> bool:
+    """Apply a run/checkpoint/end event; False (ignored) if it is not one of the right shape."""
+    kind = event.get("t") if isinstance(event, dict) else None
     if kind == "run":
-        pending.new_runs[rid] = event["run"]
+        row = event.get("run")
+        if not (isinstance(row, dict) and row.get("id") == rid and _valid_run_row(row)):
+            return False
+        pending.new_runs[rid] = row
     elif kind == "ckpt":
-        pending.updates[rid].update(checkpoint=event["path"], checkpoint_episode=event["episode"])
+        path, episode = event.get("path"), event.get("episode")
+        if not (isinstance(path, str) and _is_int(episode)):
+            return False
+        pending.updates[rid].update(checkpoint=path, checkpoint_episode=episode)
     elif kind == "end":
-        pending.updates[rid].update(
-            status=event["status"], ended_at=event["at"], message=event["message"]
-        )
+        status, at, message = event.get("status"), event.get("at"), event.get("message")
+        if not (isinstance(status, str) and _is_int(at) and isinstance(message, str | None)):
+            return False
+        pending.updates[rid].update(status=status, ended_at=at, message=message)
     else:
-        log.warning("skipping an unknown spool event %r of %s", kind, rid)
+        return False
+    return True
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _valid_run_row(row: dict[str, Any]) -> bool:
+    try:
+        runs_table([row])
+    except (pa.ArrowException, TypeError, ValueError):
+        return False
+    return True
 
 
 def release(cur: duckdb.DuckDBPyConnection) -> None:
@@ -398,11 +475,20 @@ def install_tail_views(cur: duckdb.DuckDBPyConnection, pending: Pending) -> None
                 row[col] = value
             run_rows.append(row)
     if run_rows:
-        cur.register("_tail_runs", runs_table(run_rows))
+        # A table, not the registered Arrow object: a locked-down session (``sql``) may not
+        # scan Python objects.
         cast = ", ".join(f"CAST({c.name} AS {c.sql}) AS {c.name}" for c in TABLES["runs"])
+        cur.register("_tail_runs_arrow", runs_table(run_rows))
+        try:
+            cur.execute(
+                f"CREATE OR REPLACE TEMP TABLE _tail_runs AS SELECT {cast} FROM _tail_runs_arrow"
+            )
+        finally:
+            cur.unregister("_tail_runs_arrow")
         cur.execute(
             f"CREATE OR REPLACE TEMP VIEW runs AS SELECT * FROM {ALIAS}.main.runs "
-            f"WHERE id NOT IN (SELECT id FROM _tail_runs) UNION ALL SELECT {cast} FROM _tail_runs"
+            "WHERE id NOT IN (SELECT id FROM temp.main._tail_runs) "
+            "UNION ALL SELECT * FROM temp.main._tail_runs"
         )
 
 

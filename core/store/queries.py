@@ -278,6 +278,26 @@ def get_run(db: Db, run_id: str) -> RunInfo | None:
     return runs[0] if runs else None
 
 
+def last_episode(db: Db, run_id: str) -> int | None:
+    """Index of the run's last logged episode (live spool included); None if it has none.
+
+    A resumed run numbers its episodes after this one (``RunLogger.resume`` does), so it
+    keeps every episode it logged before and never uses an index twice.
+    """
+    with read_session(db) as cur:
+        return last_episode_from(cur, run_id)
+
+
+def last_episode_from(cur: duckdb.DuckDBPyConnection, run_id: str) -> int | None:
+    """:func:`last_episode` on an open session (also a write session)."""
+    # runs.last_episode too: it remembers an index even if its rows were lost (repair).
+    return cur.execute(
+        "SELECT greatest((SELECT max(episode) FROM episodes WHERE run_id = ?), "
+        "(SELECT last_episode FROM runs WHERE id = ?))",
+        [run_id, run_id],
+    ).fetchone()[0]
+
+
 def runs_to_resume(db: Db) -> list[RunInfo]:
     """Training runs that stopped early (interrupted/failed) and have a checkpoint, newest first."""
     return _run_infos(

@@ -191,30 +191,35 @@ def metrics_event(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def upgrade_v1(data: bytes) -> bytes:
-    """Complete lines of a version-1 segment (one JSON object per row) in today's format."""
+    """Complete lines of a version-1 segment (one JSON object per row) in today's format.
+
+    A line that is not a version-1 event is passed on as it is; the ingester skips it.
+    """
     out = []
     for line in data.splitlines():
         try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            out.append(line + b"\n")  # the ingester skips it with a warning
-            continue
-        if event.get("t") == "ep":
-            row = dict(event["episodes"][0])
-            upgraded = {"t": "ep", "episode": row.pop("episode"), "episodes": row}
-            row.pop("run_id", None)
-            for table in ("rounds", "agent_steps", "messages", "llm_calls"):
-                rows = event[table]
-                block = {c: [r[c] for r in rows] for c in SPOOL_COLUMNS[table]}
-                if table == "rounds":
-                    for key in ("edges", "dropped_edges"):
-                        block[key] = [[(e["src"], e["dst"]) for e in es] for es in block[key]]
-                upgraded[table] = block
-            event = upgraded
-        elif event.get("t") == "metrics":
-            event = metrics_event(event["train_metrics"])
-        out.append(dumps(event))
+            out.append(dumps(_upgrade_event(orjson.loads(line))))
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
+            out.append(line + b"\n")
     return b"".join(out)
+
+
+def _upgrade_event(event: dict[str, Any]) -> dict[str, Any]:
+    if event.get("t") == "ep":
+        row = dict(event["episodes"][0])
+        upgraded = {"t": "ep", "episode": row.pop("episode"), "episodes": row}
+        row.pop("run_id", None)
+        for table in ("rounds", "agent_steps", "messages", "llm_calls"):
+            rows = event[table]
+            block = {c: [r[c] for r in rows] for c in SPOOL_COLUMNS[table]}
+            if table == "rounds":
+                for key in ("edges", "dropped_edges"):
+                    block[key] = [[(e["src"], e["dst"]) for e in es] for es in block[key]]
+            upgraded[table] = block
+        return upgraded
+    if event.get("t") == "metrics":
+        return metrics_event(event["train_metrics"])
+    return event
 
 
 def failures_from_rows(structs: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
@@ -229,6 +234,20 @@ def failures_from_rows(structs: list[dict[str, Any]] | None) -> list[dict[str, A
 
 
 # ----------------------------------------------------------------------------- writing
+
+
+class SpoolStalled(Exception):
+    """The disk did not take all of an append (full, quota); ``remaining`` is what it left.
+
+    The bytes before ``remaining`` are in the segment, so the spool stays a prefix of what
+    was logged (maybe ending in part of a line, which readers ignore); appending
+    ``remaining`` later completes it.
+    """
+
+    def __init__(self, error: OSError, remaining: bytes) -> None:
+        super().__init__(error.strerror or str(error))
+        self.error = error
+        self.remaining = remaining
 
 
 class SpoolWriter:
@@ -261,13 +280,19 @@ class SpoolWriter:
         return os.open(self.segment_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def append(self, data: bytes) -> None:
-        """Append whole lines; one write call per batch so a line is never interleaved."""
+        """Append whole lines; one write call per batch so a line is never interleaved.
+
+        :class:`SpoolStalled` if the disk takes only part of them.
+        """
         view = memoryview(data)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
-        if self.fsync:
-            os.fsync(self._fd)
+        try:
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+            if self.fsync:
+                os.fsync(self._fd)
+        except OSError as err:
+            raise SpoolStalled(err, bytes(view)) from err
 
     def size(self) -> int:
         return os.fstat(self._fd).st_size
@@ -275,9 +300,15 @@ class SpoolWriter:
     def rotate(self) -> Path:
         """Start a new segment; the caller deletes the returned, fully ingested one."""
         old = self.segment_path
-        os.close(self._fd)
+        old_fd = self._fd
         self.seq += 1
-        self._fd = self._open_segment()
+        try:
+            self._fd = self._open_segment()
+        except OSError:
+            # No room for a new file: keep appending to the current one.
+            self.seq -= 1
+            raise
+        os.close(old_fd)
         return old
 
     def close(self, *, remove: bool) -> None:

@@ -6,12 +6,18 @@ waiting, to move the spool into the database. If another process holds the file,
 lines simply wait for the next try; readers see them meanwhile. ``close`` makes a final,
 patient ingest and removes the spool. A SIGKILL loses at most the line being written.
 
+Logging never stops training for the store's sake: if the database is damaged or its disk
+is full, the lines stay in the spool (one warning) and go in once the store is usable; if
+the spool's own disk is full, they wait in memory, in order, until it has room.
+
 A RunLogger is used by one thread; by default a daemon thread of its own does the ingests.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import re
 import secrets
@@ -25,13 +31,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import duckdb
+
 from core.errors import UserError
 from core.records import EpisodeRecord
 from core.sanitize import scrub
-from core.store.db import DEFAULT_TIMEOUT_S, ingest_all, write_session
-from core.store.engine import StoreBusy, attached, resolve_db
-from core.store.schema import EPISODE_TABLES, TABLES
+from core.store.db import DEFAULT_TIMEOUT_S, write_session
+from core.store.engine import StoreBusy, resolve_db
+from core.store.queries import last_episode_from
+from core.store.schema import TABLES
 from core.store.spool import (
+    SpoolStalled,
     SpoolWriter,
     dumps,
     episode_event,
@@ -39,6 +49,8 @@ from core.store.spool import (
     metrics_event,
     spool_dir_for,
 )
+
+log = logging.getLogger(__name__)
 
 RUN_KINDS = ("train", "eval", "compare", "lab")
 END_STATUSES = ("finished", "interrupted", "failed")
@@ -68,6 +80,8 @@ class LoggerConfig:
     """Ingest in a background thread; False ingests inline from the logging calls."""
     close_timeout_s: float = DEFAULT_TIMEOUT_S
     """How long ``close`` waits for the database; after that the spool stays for the next opener."""
+    max_unwritten_bytes: int = 256 * 1024 * 1024
+    """Log kept in memory while the spool's disk is full; past this, logging raises UserError."""
 
     def validate(self) -> None:
         if self.ingest_every_s < 0:
@@ -76,6 +90,8 @@ class LoggerConfig:
             raise ValueError(f"segment_bytes must be >= 1024, got {self.segment_bytes}")
         if self.close_timeout_s < 0:
             raise ValueError(f"close_timeout_s must be >= 0, got {self.close_timeout_s}")
+        if self.max_unwritten_bytes < 0:
+            raise ValueError(f"max_unwritten_bytes must be >= 0, got {self.max_unwritten_bytes}")
 
 
 def redact_config(config: Any) -> Any:
@@ -119,6 +135,16 @@ def _now_us() -> int:
     return time.time_ns() // 1000
 
 
+def _open_spool(spool_dir: Path, run_id: str, settings: LoggerConfig) -> SpoolWriter:
+    try:
+        return SpoolWriter(spool_dir, run_id, fsync=settings.fsync)
+    except OSError as err:
+        raise UserError(
+            f"Cannot log run {run_id}: cannot create its spool in {spool_dir} "
+            f"({err.strerror or err})."
+        ) from err
+
+
 def new_run_id(kind: str) -> str:
     """``kind-YYYYmmdd-HHMMSS-xxxx``: unique without asking the database, sortable by time."""
     return f"{kind}-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
@@ -151,6 +177,10 @@ class RunLogger:
         self._spool_dir = spool_dir_for(self.db)
         self.closed = False
         self._since_ingest = time.monotonic()
+        self._unwritten = bytearray()
+        """Log bytes the spool's disk did not take yet (full), oldest first."""
+        self._spool_tried = 0.0
+        self._warned: set[str] = set()
         if _resume is not None:
             self.run_id, self.next_episode = _resume
             # The resume session already created the spool while holding the database.
@@ -162,7 +192,7 @@ class RunLogger:
         # Creating the store up front surfaces a bad --db (not a database, newer schema)
         # before any work is done.
         with write_session(self.db, timeout=timeout):
-            self._spool = SpoolWriter(self._spool_dir, self.run_id, fsync=self.settings.fsync)
+            self._spool = _open_spool(self._spool_dir, self.run_id, self.settings)
         row = {
             "id": self.run_id,
             "kind": kind,
@@ -177,7 +207,7 @@ class RunLogger:
             "pid": os.getpid(),
             "host": socket.gethostname(),
         }
-        self._spool.append(dumps({"t": "run", "run": row}))
+        self._write(dumps({"t": "run", "run": row}))
         self._start_ingester()
 
     @classmethod
@@ -191,39 +221,38 @@ class RunLogger:
     ) -> RunLogger:
         """Continue ``run_id`` after its last checkpoint.
 
-        Rows logged after the checkpoint's episode (by the run that died) are deleted so
-        the run's data matches the restored model; the run is ``running`` again and the
-        next logged episode is ``checkpoint_episode + 1``. UserError if the run does not
-        exist, is still running, or has no checkpoint.
+        Nothing is deleted: episodes logged after the checkpoint (by the run that died)
+        stay, and the next logged episode is the one after the last stored one
+        (:func:`core.store.queries.last_episode`), so an index is never used twice. The run
+        is ``running`` again. UserError if the run does not exist, is still running, or
+        has no checkpoint.
         """
         path = resolve_db(db)
         settings = settings or LoggerConfig()
         spool_dir = spool_dir_for(path)
         with write_session(path, timeout=timeout) as cur:
             row = cur.execute(
-                "SELECT status, checkpoint, checkpoint_episode FROM runs WHERE id = ?", [run_id]
+                "SELECT checkpoint, checkpoint_episode FROM runs WHERE id = ?", [run_id]
             ).fetchone()
             if row is None:
                 raise UserError(f"No run {run_id!r} in {path}.")
-            status, checkpoint, ckpt_episode = row
+            checkpoint, ckpt_episode = row
             if lock_held(spool_dir / f"{run_id}.lock"):
                 raise UserError(f"Run {run_id} is still running in another process.")
             if checkpoint is None or ckpt_episode is None:
                 raise UserError(f"Run {run_id} has no checkpoint to resume from.")
+            last = last_episode_from(cur, run_id)
             cur.execute("BEGIN")
-            for table in (*EPISODE_TABLES, "train_metrics"):
-                cur.execute(
-                    f"DELETE FROM {table} WHERE run_id = ? AND episode > ?", [run_id, ckpt_episode]
-                )
             cur.execute(
                 "UPDATE runs SET status = 'running', ended_at = NULL, message = NULL, pid = ?, "
-                "host = ?, last_episode = ? WHERE id = ?",
-                [os.getpid(), socket.gethostname(), ckpt_episode, run_id],
+                "host = ? WHERE id = ?",
+                [os.getpid(), socket.gethostname(), run_id],
             )
             cur.execute("DELETE FROM spool_progress WHERE run_id = ?", [run_id])
             cur.execute("COMMIT")
-            spool = SpoolWriter(spool_dir, run_id, fsync=settings.fsync)
-        return cls(path, settings=settings, _resume=(run_id, ckpt_episode + 1), _resume_spool=spool)
+            spool = _open_spool(spool_dir, run_id, settings)
+        first = 0 if last is None else last + 1
+        return cls(path, settings=settings, _resume=(run_id, first), _resume_spool=spool)
 
     # ------------------------------------------------------------------ logging
 
@@ -264,8 +293,52 @@ class RunLogger:
         self._append(dumps(event))
 
     def _append(self, data: bytes) -> None:
-        self._spool.append(data)
+        self._write(data)
         self._maybe_ingest()
+
+    def _write(self, data: bytes, *, force: bool = False) -> None:
+        """Append to the spool; while its disk is full, keep the bytes in memory, in order.
+
+        A full disk is retried at most every ``ingest_every_s`` (``force``: now).
+        """
+        if self._unwritten:
+            self._unwritten += data
+            if not force and time.monotonic() - self._spool_tried < self.settings.ingest_every_s:
+                self._check_unwritten()
+                return
+            data, self._unwritten = bytes(self._unwritten), bytearray()
+        try:
+            self._spool.append(data)
+        except SpoolStalled as err:
+            self._spool_tried = time.monotonic()
+            self._unwritten = bytearray(err.remaining)
+            self._warn(
+                "spool",
+                f"run {self.run_id}: cannot write its spool in {self._spool_dir} ({err}); "
+                "keeping the log in memory until the disk has room",
+            )
+            self._check_unwritten()
+            return
+        self._recovered("spool", f"run {self.run_id}: its spool is writable again")
+
+    def _check_unwritten(self) -> None:
+        if len(self._unwritten) > self.settings.max_unwritten_bytes:
+            raise UserError(
+                f"Run {self.run_id} could not write its spool in {self._spool_dir} for "
+                f"{len(self._unwritten) / 1e6:.0f} MB of log (the disk is full); free disk "
+                "space and run it again."
+            )
+
+    def _warn(self, key: str, message: str) -> None:
+        """Warn once per kind of trouble (``spool``, ``store``) until it goes away."""
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("%s", message)
+
+    def _recovered(self, key: str, message: str) -> None:
+        if key in self._warned:
+            self._warned.discard(key)
+            log.warning("%s", message)
 
     def flush(self, timeout: float = 0.0) -> bool:
         """Ingest the spool now; False if the database stayed busy for ``timeout`` s."""
@@ -280,15 +353,27 @@ class RunLogger:
         """One ingest of every spool; returns (current segment, its ingested offset)."""
         segment = self._spool.segment_path.name
         try:
-            with attached(self.db, write=True, timeout=timeout) as cur:
-                ingest_all(cur, self.db)
+            # A full write session (schema ensured): the file may have been moved aside
+            # or replaced since the last try, and ATTACH creates an empty one.
+            with write_session(self.db, timeout=timeout) as cur:
                 row = cur.execute(
                     "SELECT byte_offset FROM spool_progress WHERE file = ?", [segment]
                 ).fetchall()
         except StoreBusy:
             return None
+        except (UserError, OSError, duckdb.IOException) as err:
+            # Damaged, unwritable or replaced: the spool keeps every line for a later try
+            # (or for the next process that opens a usable store, or `agentqmix repair`).
+            self._warn(
+                "store",
+                f"run {self.run_id} keeps logging to its spool {self._spool_dir}, because: {err}",
+            )
+            return None
         finally:
             self._since_ingest = time.monotonic()
+        self._recovered(
+            "store", f"run {self.run_id}: the store {self.db} is usable again; spool ingested"
+        )
         return segment, row[0][0] if row else 0
 
     def _maybe_rotate(self, segment: str, offset: int) -> None:
@@ -299,7 +384,8 @@ class RunLogger:
             and offset == size
             and size >= self.settings.segment_bytes
         ):
-            self._spool.rotate().unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # no room for a new segment: try again later
+                self._spool.rotate().unlink(missing_ok=True)
 
     def _start_ingester(self) -> None:
         self._stop = threading.Event()
@@ -335,12 +421,27 @@ class RunLogger:
             raise ValueError(f"status must be one of {END_STATUSES}, got {status!r}")
         self._stop_ingester()
         event = {"t": "end", "status": status, "at": _now_us(), "message": message}
-        self._spool.append(dumps(event))
+        self._write(dumps(event), force=True)
+        if self._unwritten:
+            self._spool.close(remove=False)
+            self.closed = True
+            raise UserError(
+                f"Run {self.run_id} could not write the last {len(self._unwritten)} bytes of "
+                f"its log to {self._spool_dir} (the disk is full); what it wrote before goes "
+                "into the database the next time a command opens it."
+            )
         ingested = self.flush(timeout=self.settings.close_timeout_s)
         # After a successful final flush every line is in the database; otherwise the
         # spool stays and the next opener ingests it (the end event included).
         self._spool.close(remove=ingested)
         self.closed = True
+        if not ingested and "store" in self._warned:
+            log.warning(
+                "run %s ended; its episodes wait in the spool %s until %s can be used",
+                self.run_id,
+                self._spool_dir,
+                self.db,
+            )
 
     def _maybe_ingest(self) -> None:
         if self._thread is not None:
