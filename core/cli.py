@@ -247,17 +247,21 @@ def train(
     out: Annotated[Path | None, typer.Option(help="Where to write the checkpoint.")] = None,
     env: Env = None,
     benchmark: Annotated[str | None, typer.Option(help=BENCHMARK_HELP)] = None,
-    episodes: Annotated[int, typer.Option(min=1, help="Episodes to train on.")] = 10000,
+    episodes: Annotated[
+        int | None, typer.Option(min=1, help="Episodes to train on (default 10,000).")
+    ] = None,
     mixer: Annotated[str, typer.Option(help="Mixer: qmix (monotonic) or vdn (sum).")] = "qmix",
     seed: Annotated[int, typer.Option(min=0, help="Seed of networks, exploration, episodes.")] = 0,
     device: Device = "auto",
-    n_envs: Annotated[int, typer.Option(min=1, help="Episodes collected in lockstep.")] = 32,
+    n_envs: Annotated[
+        int | None, typer.Option(min=1, help="Episodes collected in lockstep (default 32).")
+    ] = None,
     hidden: Annotated[
-        int, typer.Option(min=1, help="Width of the GNN, GRU and Q-head layers.")
-    ] = 128,
+        int | None, typer.Option(min=1, help="Width of the GNN, GRU and Q-head layers (128).")
+    ] = None,
     threads: Annotated[
-        int, typer.Option(min=0, help="torch CPU threads (0 = torch's default).")
-    ] = 1,
+        int | None, typer.Option(min=0, help="torch CPU threads (default 1; 0 = torch's).")
+    ] = None,
     db: Db = None,
     no_log: NoLog = False,
     resume: Annotated[
@@ -281,21 +285,22 @@ def train(
         raise UserError("train needs exactly one of --env SPEC or --benchmark NAME.")
     if out is None:
         raise UserError("train needs --out CKPT (where to write the checkpoint).")
+    # Flags left out keep TrainConfig's defaults (written there once; the help repeats them).
+    given = {"episodes": episodes, "n_envs": n_envs, "cpu_threads": threads}
     config = TrainConfig(
-        episodes=episodes,
         seed=seed,
         device=device,
-        n_envs=n_envs,
-        cpu_threads=threads,
-        agent=AgentNetConfig(gnn_hidden=hidden, gru_hidden=hidden, q_hidden=hidden),
         mixer=MixerConfig(kind=mixer),
+        **{k: v for k, v in given.items() if v is not None},
     )
+    if hidden is not None:
+        config.agent = AgentNetConfig(gnn_hidden=hidden, gru_hidden=hidden, q_hidden=hidden)
     if env is not None:
         from core.experiment.train import train_env
         from core.qmix.env import load_env
 
         load_env(env)  # a bad spec is one sentence, before any progress bar
-        with ProgressBar(episodes) as bar:
+        with ProgressBar(config.episodes) as bar:
             summary = train_env(env, config, out, progress=bar)
         if as_json:
             return emit_json(summary)
@@ -308,7 +313,7 @@ def train(
         return None
     from core.experiment import train_team
 
-    with ProgressBar(episodes) as bar:
+    with ProgressBar(config.episodes) as bar:
         outcome = train_team(
             opts, config, out, db=db, log=not no_log, progress=bar, eval_episodes=eval_episodes
         )
@@ -578,6 +583,7 @@ BENCHMARKS: dict[str, str] = {
     "actions-by-difficulty": "what a trained policy does on easy and hard tasks",
     "headroom": "the oracle, a hand-written adaptive plan and the best fixed plan per task",
     "fuzz-checker": "the maths checker on random explosive expressions (time per check)",
+    "learning": "learned policy vs every fixed topology on held-out episodes, paired SEs",
 }
 """``agentqmix bench NAME``: the modules of ``benchmarks/`` (``benchmarks.<name>``), run as
 their own process so that the lab's benchmark never loads the lab into ``core``."""

@@ -28,13 +28,13 @@ from core.qmix.seeding import resolve_device, seed_everything, torch_threads
 class TrainConfig:
     """Everything one training run needs besides the environment."""
 
-    episodes: int = 2000
+    episodes: int = 10_000
     """Episodes to collect in total."""
     seed: int = 0
     """Seeds networks, exploration and the environments' episode stream."""
     device: str = "auto"
     """``auto`` (CUDA when present), ``cpu`` or ``cuda``."""
-    n_envs: int = 8
+    n_envs: int = 32
     """Episodes collected in lockstep per iteration (one batched policy forward per round)."""
     agent: AgentNetConfig = field(default_factory=AgentNetConfig)
     mixer: MixerConfig = field(default_factory=MixerConfig)
