@@ -60,9 +60,7 @@ class StoreHooks(TrainHooks):
             self.scores.append(rec.score)
             self.tokens.append(rec.tokens)
         self.logger.log_episodes(records, first=results[0].episode if results else 0)
-        if self.pending:
-            self.logger.log_metrics(self.pending)
-            self.pending = []
+        self.flush()
         if state.episodes_done >= self.next_checkpoint:
             self.save(state)
             self.logger.set_checkpoint(self.checkpoint_path, state.episodes_done - 1)
@@ -87,6 +85,12 @@ class StoreHooks(TrainHooks):
 
     def should_stop(self) -> bool:
         return bool(self.stop and self.stop())
+
+    def flush(self) -> None:
+        """Log the update rows still waiting (the last batch's have no next batch)."""
+        if self.pending:
+            self.logger.log_metrics(self.pending)
+            self.pending = []
 
 
 class StopHooks(TrainHooks):
@@ -211,6 +215,8 @@ def train_team(
     status = "interrupted"
     try:
         state = train(team.vectorized, config, hooks=hooks, progress=progress, state=state)
+        if isinstance(hooks, StoreHooks):
+            hooks.flush()
         save(state)
         if logger:
             logger.set_checkpoint(out, state.episodes_done - 1)
