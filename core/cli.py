@@ -472,7 +472,7 @@ def robustness(
 
 
 @app.command()
-@team_flags("agents", "rounds", "token_budget", "token_penalty", "preset", "embedding", *BACKEND)
+@team_flags(*(n for n in TEAM if n != "token_weight"), *BACKEND, "fail_prob")  # --token-weights
 def sweep(
     opts: TeamOptions,
     benchmark: Annotated[str, typer.Option(help=BENCHMARK_HELP)],
