@@ -476,6 +476,137 @@ def robustness(
         )
 
 
+@app.command()
+@team_flags(*(n for n in TEAM if n != "token_weight"), *BACKEND, "fail_prob")  # --token-weights
+def sweep(
+    opts: TeamOptions,
+    benchmark: Annotated[str, typer.Option(help=BENCHMARK_HELP)],
+    token_weights: Annotated[
+        str, typer.Option(help="Comma-separated token weights, one set of trials each.")
+    ],
+    seeds: Annotated[str, typer.Option(help="Comma-separated training seeds.")],
+    out: Annotated[Path, typer.Option(help="Folder for the checkpoints and sweep.json.")],
+    episodes: Annotated[int, typer.Option(min=1, help="Training episodes per trial.")] = 10000,
+    eval_episodes: Annotated[
+        int, typer.Option(min=1, help="K: held-out tasks every trial and topology plays.")
+    ] = 100,
+    eval_seed: Annotated[
+        int, typer.Option(min=0, max=2**63 - 1, help="E: the held-out stream of the K tasks.")
+    ] = 0,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="Join this Ray cluster (HOST:PORT); default: a local Ray."),
+    ] = None,
+    max_parallel: Annotated[
+        int | None, typer.Option(min=1, help="Trials at once (default: the cluster's CPUs).")
+    ] = None,
+    n_envs: Annotated[int, typer.Option(min=1, help="Episodes collected in lockstep.")] = 32,
+    hidden: Annotated[
+        int, typer.Option(min=1, help="Width of the GNN, GRU and Q-head layers.")
+    ] = 128,
+    db: Db = None,
+    no_log: NoLog = False,
+    as_json: Json = False,
+) -> None:
+    """The token/accuracy front: train one policy per (token weight, seed) on Ray, then
+    evaluate every trial and fixed topology on the same held-out tasks."""
+    from core.experiment.sweep import SweepConfig, parse_seeds, parse_token_weights, run_sweep
+    from core.qmix.encoders import AgentNetConfig
+    from core.qmix.training import TrainConfig
+
+    config = SweepConfig(
+        token_weights=parse_token_weights(token_weights),
+        seeds=parse_seeds(seeds),
+        out=out,
+        eval_episodes=eval_episodes,
+        eval_seed=eval_seed,
+        ray_address=ray_address,
+        max_parallel=max_parallel,
+    )
+    train_config = TrainConfig(
+        episodes=episodes,
+        n_envs=n_envs,
+        device="cpu",
+        agent=AgentNetConfig(gnn_hidden=hidden, gru_hidden=hidden, q_hidden=hidden),
+    )
+    with SweepBar(len(config.token_weights) * len(config.seeds)) as bar:
+        result = run_sweep(
+            opts, config, train_config, db=db, log=not no_log, progress=bar, report=bar.report
+        )
+    if as_json:
+        emit_json(result)
+    else:
+        _print_sweep(result)
+    if result["interrupted"]:
+        console.print(
+            f"interrupted: kept {len(result['trials'])} finished trials (logged), "
+            f"cancelled {len(result['cancelled'])}.",
+            soft_wrap=True,
+        )
+        raise typer.Exit(130)
+    if result["failed"]:
+        raise typer.Exit(1)
+
+
+class SweepBar(ProgressBar):
+    """Trials done out of all, with how many run and how many failed; it appears with the
+    first report, so that a mistake found before any work prints no empty bar."""
+
+    def __init__(self, total: int):
+        super().__init__(total, label="sweep")
+        self.started = False
+
+    def __enter__(self) -> SweepBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.started:
+            self.bar.__exit__(*exc)
+
+    def __call__(self, status: Any) -> None:  # type: ignore[override]
+        if not self.started:
+            self.bar.__enter__()
+            self.started = True
+        info = f"{status.running} running" + (f", {status.failed} failed" if status.failed else "")
+        self.bar.update(self.task, completed=status.done + status.failed, info=info)
+
+    def report(self, line: str) -> None:
+        self.bar.console.print(f"[red]failed:[/red] {line}", highlight=False, soft_wrap=True)
+
+
+def _print_sweep(result: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    def ci(row: dict[str, Any], key: str, fmt: str) -> str:
+        lo_hi = row[key + "_ci"]
+        bounds = f" [{lo_hi[0]:{fmt}}, {lo_hi[1]:{fmt}}]" if lo_hi else ""
+        return f"{row[key]:{fmt}}{bounds}"
+
+    front = {(p["kind"], p["policy"], p["token_weight"], p["seed"]) for p in result["front"]}
+    table = Table(
+        title=f"{result['benchmark']}: {result['eval_episodes']} held-out tasks (eval seed "
+        f"{result['eval_seed']}); [lo, hi] = 95% interval; * = on the accuracy/token front",
+        caption="A fixed topology's reward is given at each swept token weight, in order.",
+    )
+    for name in ("policy", "token_weight", "seed", "accuracy", "mean_tokens", "mean_reward", ""):
+        table.add_column(name, justify="left" if name == "policy" else "right")
+    for t in result["trials"]:
+        on = ("trial", "qmix", t["token_weight"], t["seed"]) in front
+        table.add_row(
+            "qmix", f"{t['token_weight']:g}", str(t["seed"]), ci(t, "accuracy", ".3f"),
+            ci(t, "mean_tokens", ".0f"), ci(t, "mean_reward", ".3f"), "*" if on else "",
+        )  # fmt: skip
+    for f in result["fixed"]:
+        on = ("fixed", f["policy"], None, None) in front
+        weights = " / ".join(f"{r['token_weight']:g}" for r in f["rewards"])
+        rewards = " / ".join(f"{r['mean_reward']:.3f}" for r in f["rewards"])
+        table.add_row(
+            f["policy"], weights, "", ci(f, "accuracy", ".3f"), ci(f, "mean_tokens", ".0f"),
+            rewards, "*" if on else "",
+        )  # fmt: skip
+    Console().print(table)
+
+
 # --------------------------------------------------------------------------- the store
 
 

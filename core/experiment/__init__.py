@@ -4,7 +4,9 @@
   the training config read back from a run, the team environment of a split;
 * :mod:`core.experiment.train` — logged training runs (and ``--resume``), plus training on
   any protocol environment;
-* :mod:`core.experiment.evaluate` — held-out evaluation, comparison and robustness runs.
+* :mod:`core.experiment.evaluate` — held-out evaluation, comparison and robustness runs;
+* :mod:`core.experiment.sweep` — the token/accuracy sweep on Ray (not imported here: it
+  imports Ray).
 
 The CLI, the lab's worker and the benchmarks all go through here, so a run made anywhere
 is built and logged the same way; every episode is played by :func:`core.qmix.runner.rollout`.

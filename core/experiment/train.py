@@ -61,9 +61,7 @@ class StoreHooks(TrainHooks):
             self.tokens.append(rec.tokens)
         # The logger numbers the episodes: after a resume, on from the last one stored.
         self.logger.log_episodes(records)
-        if self.pending:
-            self.logger.log_metrics(self.pending)
-            self.pending = []
+        self.flush()
         if state.episodes_done >= self.next_checkpoint:
             self.save(state)
             self.logger.set_checkpoint(self.checkpoint_path, self.logger.next_episode - 1)
@@ -88,6 +86,12 @@ class StoreHooks(TrainHooks):
 
     def should_stop(self) -> bool:
         return bool(self.stop and self.stop())
+
+    def flush(self) -> None:
+        """Log the update rows still waiting (the last batch's have no next batch)."""
+        if self.pending:
+            self.logger.log_metrics(self.pending)
+            self.pending = []
 
 
 class StopHooks(TrainHooks):
@@ -212,6 +216,8 @@ def train_team(
     status = "interrupted"
     try:
         state = train(team.vectorized, config, hooks=hooks, progress=progress, state=state)
+        if isinstance(hooks, StoreHooks):
+            hooks.flush()
         save(state)
         if logger:
             logger.set_checkpoint(out, logger.next_episode - 1)

@@ -71,9 +71,16 @@ class _Engine:
 _engine = _Engine()
 
 
+_forsaken: list[_Engine] = []
+"""Engines a forked child inherited: never closed, never collected (see below)."""
+
+
 def _reset_after_fork() -> None:
-    # A forked child must not share the parent's DuckDB instance or lock state.
+    # A forked child must not share the parent's DuckDB instance or lock state. Nor may it
+    # destroy the instance: that joins DuckDB's threads, which do not exist in the child,
+    # and crashed it (SIGSEGV) -- e.g. the child of a Popen with a preexec_fn, as Ray uses.
     global _engine
+    _forsaken.append(_engine)
     _engine = _Engine()
 
 

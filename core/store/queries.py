@@ -251,7 +251,9 @@ _RUN_HEADLINES = """
 SELECT r.id, r.kind, r.status, r.policy, r.benchmark, r.backend, r.model, r.seed,
        r.started_at, r.ended_at, r.last_episode, r.checkpoint, r.checkpoint_episode,
        count(e.episode) AS episodes, avg(e.correct::DOUBLE) AS accuracy,
-       avg(e.tokens) AS mean_tokens, avg(e.reward) AS mean_reward
+       avg(e.tokens) AS mean_tokens, avg(e.reward) AS mean_reward,
+       TRY_CAST(json_extract_string(r.config, '$.team.token_weight') AS DOUBLE) AS token_weight,
+       json_extract_string(r.config, '$.team.token_penalty') AS token_penalty
 FROM runs r LEFT JOIN episodes e ON e.run_id = r.id
 {where}
 GROUP BY ALL ORDER BY r.started_at DESC
@@ -259,7 +261,8 @@ GROUP BY ALL ORDER BY r.started_at DESC
 
 
 def list_runs(db: Db, *, kind: str | None = None, status: str | None = None) -> pd.DataFrame:
-    """Runs with their headline figures (episodes, accuracy, mean tokens, mean reward)."""
+    """Runs with their headline figures (episodes, accuracy, mean tokens, mean reward) and
+    the reward's token options from ``config["team"]`` (NULL for runs without them)."""
     parts, params = [], []
     if kind is not None:
         parts.append("r.kind = ?")

@@ -41,3 +41,23 @@ def test_short_sim_training_beats_its_untrained_start_and_random_actions(tmp_pat
     assert outcome.state.learner.updates == 600
     assert learned > summarize_records(start)["mean_reward"] + 0.03
     assert learned > summarize_records(random)["mean_reward"]
+
+
+def test_a_logged_run_keeps_every_update_s_metrics(tmp_path: Path) -> None:
+    # Update rows wait for the next batch of episodes; the last batch's once never came.
+    import duckdb
+
+    db = tmp_path / "t.duckdb"
+    config = TrainConfig(
+        episodes=64, seed=0, device="cpu", n_envs=8,
+        agent=AgentNetConfig(gnn_hidden=16, gru_hidden=16, q_hidden=16),
+    )  # fmt: skip
+    outcome = train_team(
+        TeamOptions(benchmark="math"), config, tmp_path / "m.pt", db=str(db), eval_episodes=0
+    )
+    con = duckdb.connect(str(db), read_only=True)
+    (logged,) = con.execute(
+        "SELECT count(*) FROM train_metrics WHERE run_id = ?", [outcome.run_id]
+    ).fetchone()
+    con.close()
+    assert logged == outcome.state.learner.updates > 0

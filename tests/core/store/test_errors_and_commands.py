@@ -85,6 +85,13 @@ def test_runs_sql_export_delete(
         sum(synthetic_episode(i).score for i in range(6)) / 6
     )
     assert recs[a]["status"] == "finished"
+    # The reward's token options travel in config["team"]; runs shows them (None when absent).
+    assert recs[a]["token_weight"] is None and recs[b]["token_penalty"] is None
+    with RunLogger(db, "eval", {"team": {"token_weight": 0.3, "token_penalty": "linear"}}) as c:
+        c.log_episodes([synthetic_episode(0)])
+    team_run = {r["id"]: r for r in runs(db).records()}[c.run_id]
+    assert (team_run["token_weight"], team_run["token_penalty"]) == (0.3, "linear")
+    assert delete_run(c.run_id, db)["episodes"] == 1
     print_table(table, as_json=True)
     assert {r["id"] for r in json.loads(capsys.readouterr().out)} == {a, b}
     print_table(table, title="runs", width=250)

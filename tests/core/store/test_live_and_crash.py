@@ -121,3 +121,14 @@ def test_sigkill_before_any_ingest_keeps_completed_episodes(db: Path) -> None:
     assert run is not None and run.status == "interrupted"
     assert last + 1 <= run.episodes <= last + 2
     assert load_episode(db, run_id, last).record == synthetic_episode(last)
+
+
+def test_a_child_forked_after_the_store_was_used_survives(db: Path) -> None:
+    # Popen with a preexec_fn runs Python's at-fork handlers in the child (Ray starts its
+    # processes this way); the store's handler once destroyed the inherited DuckDB
+    # instance there and the child died of SIGSEGV before it could exec.
+    with RunLogger(db, "eval") as logger:
+        logger.log_episodes([synthetic_episode(0)])
+    assert count_episodes(db) == 1
+    child = subprocess.run(["true"], preexec_fn=lambda: None, timeout=60)
+    assert child.returncode == 0

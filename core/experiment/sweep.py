@@ -1,0 +1,654 @@
+"""The token/accuracy sweep: one learned policy per (token weight, seed), trained on Ray.
+
+Each trial is a Ray task (:data:`train_trial_task`, one CPU) that trains with nothing
+logged, then plays the greedy policy on the sweep's ``K`` held-out tasks (eval seed
+``E``); the fixed topologies play the very same tasks in one more task
+(:data:`evaluate_fixed_task`). Trials never open the episode store and need no
+filesystem shared with the driver: their episodes, metric rows and checkpoint come back
+as the task's return value (episodes as ``EpisodeRecord.to_dict()`` lists in batches,
+the checkpoint as bytes). The driver (:func:`run_sweep`) is the store's only writer: it
+writes each checkpoint under ``--out`` and logs each trial as one ``train`` run and one
+``eval`` run, and each fixed topology as one ``eval`` run. Every run of a sweep stores
+
+    config["sweep"] = {"id": SWEEP_ID, "token_weight": w, "seed": s}
+
+(``token_weight`` and ``seed`` are null for the fixed topologies), besides the usual
+``config["team"]`` (its ``token_weight`` and ``token_penalty`` are the trial's reward).
+
+The result is every point's accuracy, mean tokens and mean reward on the held-out tasks,
+each with a 95% interval (accuracy: Wilson score interval; tokens and reward: normal
+interval of the mean, ``mean ± 1.96·sd/√n``), and the front: the points no other point
+beats on both accuracy (higher) and mean tokens (lower).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import signal
+import socket
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+from ray.exceptions import RayError
+
+from core.errors import UserError
+from core.experiment.evaluate import log_run, run_policy
+from core.experiment.options import make_team_env
+from core.experiment.train import StoreHooks, save_training_checkpoint
+from core.qmix.policy import QMixPolicy
+from core.qmix.training import TrainConfig, train
+from core.records import EpisodeRecord
+from core.team.options import TeamOptions
+from core.team.runtime import reward
+from core.team.topologies import FIXED_TOPOLOGIES, make_policy
+
+Z95 = 1.959963984540054
+"""The standard normal's 97.5% quantile: two-sided 95% intervals."""
+EPISODE_BATCH = 512
+"""Episodes per list a trial sends back (and the driver logs with one write)."""
+CONNECT_TIMEOUT_S = 5.0
+"""How long to try to reach ``--ray-address`` before saying it cannot be reached."""
+POLL_S = 0.5
+"""How often the driver looks up from waiting (to update the progress bar, notice Ctrl-C)."""
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@dataclass
+class SweepConfig:
+    """What a sweep trains and where it runs (the team and the learner come separately)."""
+
+    token_weights: tuple[float, ...]
+    """w_tok of each trial's reward."""
+    seeds: tuple[int, ...]
+    """Training seeds; one trial per (token weight, seed)."""
+    out: Path
+    """Folder for the checkpoints and ``sweep.json``."""
+    eval_episodes: int = 100
+    """K: held-out tasks every trial and every fixed topology plays."""
+    eval_seed: int = 0
+    """E: the held-out stream the K tasks come from."""
+    ray_address: str | None = None
+    """An existing Ray cluster (``HOST:PORT``, ``ray://HOST:PORT`` or ``auto``); None = start
+    a local Ray with this machine's cores."""
+    max_parallel: int | None = None
+    """Trials in flight at once; None = the cluster's CPUs."""
+    topologies: tuple[str, ...] = tuple(FIXED_TOPOLOGIES)
+    """Fixed topologies evaluated beside the trials."""
+
+    def validate(self) -> None:
+        if not self.token_weights:
+            raise UserError("--token-weights needs at least one weight.")
+        if not self.seeds:
+            raise UserError("--seeds needs at least one seed.")
+        if self.eval_episodes < 1:
+            raise UserError(f"--eval-episodes must be >= 1, not {self.eval_episodes}.")
+        if self.max_parallel is not None and self.max_parallel < 1:
+            raise UserError(f"--max-parallel must be >= 1, not {self.max_parallel}.")
+        unknown = [t for t in self.topologies if t not in FIXED_TOPOLOGIES]
+        if unknown:
+            raise UserError(f"no fixed topology {unknown[0]!r}.")
+        if self.out.exists() and not self.out.is_dir():
+            raise UserError(f"--out {self.out} exists and is not a folder.")
+        if (self.out / "sweep.json").exists():
+            raise UserError(f"--out {self.out} already holds a sweep (sweep.json); choose another.")
+
+
+def parse_token_weights(text: str) -> tuple[float, ...]:
+    """``"0.1,0.3,1.0"`` -> ``(0.1, 0.3, 1.0)``; one sentence on bad input."""
+    example = "--token-weights takes comma-separated numbers >= 0 such as 0.1,0.3,1.0"
+    items = _items(text, "--token-weights", "weight")
+    try:
+        weights = tuple(float(t) for t in items)
+    except ValueError:
+        raise UserError(f"{example}, not {text!r}.") from None
+    if not all(math.isfinite(w) and w >= 0 for w in weights):
+        raise UserError(f"{example}, not {text!r}.")
+    return _distinct(weights, "--token-weights")
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """``"0,1,2"`` -> ``(0, 1, 2)``; one sentence on bad input."""
+    example = "--seeds takes comma-separated whole numbers >= 0 such as 0,1,2"
+    items = _items(text, "--seeds", "seed")
+    try:
+        seeds = tuple(int(t) for t in items)
+    except ValueError:
+        raise UserError(f"{example}, not {text!r}.") from None
+    if not all(0 <= s < 2**63 for s in seeds):
+        raise UserError(f"{example}, not {text!r}.")
+    return _distinct(seeds, "--seeds")
+
+
+def _items(text: str, flag: str, what: str) -> list[str]:
+    items = [t.strip() for t in text.split(",")]
+    if not any(items):
+        raise UserError(f"{flag} needs at least one {what}.")
+    if not all(items):
+        raise UserError(f"{flag} has an empty item in {text!r}.")
+    return items
+
+
+def _distinct(values: tuple[Any, ...], flag: str) -> tuple[Any, ...]:
+    repeated = [v for i, v in enumerate(values) if v in values[:i]]
+    if repeated:
+        raise UserError(f"{flag} repeats {repeated[0]:g}.")
+    return values
+
+
+def new_sweep_id() -> str:
+    """``sweep-YYYYmmdd-HHMMSS-xxxx``, like a run id."""
+    return f"sweep-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def checkpoint_name(token_weight: float, seed: int) -> str:
+    return f"tw{token_weight:g}-seed{seed}.pt"
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def wilson_interval(p: float, n: int, z: float = Z95) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``p`` observed on ``n`` trials (mean scores
+    that are fractions are treated as the share of successes)."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def mean_interval(values: Sequence[float], z: float = Z95) -> tuple[float, float] | None:
+    """``mean ± z·sd/√n`` (sample sd); None with fewer than two values."""
+    if len(values) < 2:
+        return None
+    x = np.asarray(values, dtype=float)
+    half = z * float(x.std(ddof=1)) / math.sqrt(len(x))
+    return float(x.mean()) - half, float(x.mean()) + half
+
+
+def point_stats(records: Sequence[EpisodeRecord], rewards: Sequence[float] | None = None) -> dict:
+    """n, accuracy, mean tokens and mean reward of held-out episodes, each with its interval.
+
+    ``rewards`` replaces the episodes' own rewards (a fixed topology re-scored at a weight).
+    """
+    n = len(records)
+    scores = [r.score for r in records]
+    tokens = [float(r.tokens) for r in records]
+    rewards = list(rewards) if rewards is not None else [r.reward for r in records]
+    accuracy = float(np.mean(scores))
+    return {
+        "n": n,
+        "accuracy": accuracy,
+        "accuracy_ci": list(wilson_interval(accuracy, n)),
+        "mean_tokens": float(np.mean(tokens)),
+        "mean_tokens_ci": _listed(mean_interval(tokens)),
+        "mean_reward": float(np.mean(rewards)),
+        "mean_reward_ci": _listed(mean_interval(rewards)),
+    }
+
+
+def _listed(ci: tuple[float, float] | None) -> list[float] | None:
+    return list(ci) if ci is not None else None
+
+
+def pareto_front(points: Sequence[dict]) -> list[dict]:
+    """The points no other point dominates (accuracy >= and mean tokens <=, one strictly),
+    cheapest first."""
+
+    def dominates(a: dict, b: dict) -> bool:
+        no_worse = a["accuracy"] >= b["accuracy"] and a["mean_tokens"] <= b["mean_tokens"]
+        better = a["accuracy"] > b["accuracy"] or a["mean_tokens"] < b["mean_tokens"]
+        return no_worse and better
+
+    front = [p for p in points if not any(dominates(q, p) for q in points)]
+    return sorted(front, key=lambda p: (p["mean_tokens"], -p["accuracy"]))
+
+
+# --------------------------------------------------------------------------- the Ray tasks
+
+
+@dataclass
+class TrialSpec:
+    """One trial: the team at one token weight, trained from one seed."""
+
+    sweep_id: str
+    token_weight: float
+    seed: int
+    team: TeamOptions
+    """The team with this trial's token weight and seed."""
+    train: TrainConfig
+    """The learner with this trial's seed."""
+    eval_episodes: int
+    eval_seed: int
+
+    @property
+    def key(self) -> dict[str, Any]:
+        """What every run of this trial stores as ``config["sweep"]``."""
+        return {"id": self.sweep_id, "token_weight": self.token_weight, "seed": self.seed}
+
+    @property
+    def label(self) -> str:
+        return f"token weight {self.token_weight:g}, seed {self.seed}"
+
+
+@dataclass
+class TrialResult:
+    """What a trial sends back to the driver (plain data: it crosses machines)."""
+
+    episodes: list[list[dict[str, Any]]]
+    """Training episodes 0..E-1 as ``EpisodeRecord.to_dict()``, in batches of
+    :data:`EPISODE_BATCH`."""
+    metrics: list[dict[str, Any]]
+    """One row per learner update (the ``train_metrics`` table)."""
+    checkpoint: bytes
+    """The checkpoint file (evaluates and resumes), as ``agentqmix train`` writes it."""
+    evaluation: list[dict[str, Any]]
+    """The greedy policy's held-out episodes."""
+    updates: int
+    seconds: float
+    node: str = field(default_factory=socket.gethostname)
+
+
+class EpisodeSink:
+    """Where :class:`StoreHooks` expects a run logger, in a trial: keeps the episodes and
+    metric rows in memory so that they travel back to the driver, the store's only writer."""
+
+    def __init__(self) -> None:
+        self.episodes: list[dict[str, Any]] = []
+        self.metrics: list[dict[str, Any]] = []
+
+    @property
+    def next_episode(self) -> int:
+        """The number the next episode gets (as :class:`RunLogger` numbers them)."""
+        return len(self.episodes)
+
+    def log_episodes(self, records: Sequence[EpisodeRecord]) -> None:
+        self.episodes += [r.to_dict() for r in records]
+
+    def log_metrics(self, rows: Sequence[dict[str, Any]]) -> None:
+        self.metrics += rows
+
+    def set_checkpoint(self, path: Path, episode: int) -> None:
+        """Trials write no checkpoints on the way (the driver writes the final one)."""
+
+    def batches(self) -> list[list[dict[str, Any]]]:
+        e = self.episodes
+        return [e[i : i + EPISODE_BATCH] for i in range(0, len(e), EPISODE_BATCH)]
+
+
+def train_trial(spec: TrialSpec) -> TrialResult:
+    """Train one trial (nothing logged, explain on as for a logged run) and evaluate its
+    greedy policy on the sweep's held-out tasks."""
+    started = time.perf_counter()
+    config = replace(spec.train, explain=True)
+    sink = EpisodeSink()
+    # A checkpoint interval past the end: the one checkpoint is written below, as bytes.
+    hooks = StoreHooks(sink, Path("unused"), config.episodes + 1, save=lambda state: None)
+    team = make_team_env(spec.team, "train")
+    try:
+        state = train(team.vectorized, config, hooks=hooks)
+        hooks.flush()
+    finally:
+        team.close()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = save_training_checkpoint(
+            Path(tmp) / "trial.pt", state, spec.train, spec.team, None, {"sweep": spec.key}
+        )
+        blob = path.read_bytes()
+    policy = QMixPolicy(state.agent, state.mixer, state.device, epsilon=0.0, label="qmix")
+    held_out = run_policy(spec.team, policy, spec.eval_episodes, spec.eval_seed)
+    return TrialResult(
+        episodes=sink.batches(),
+        metrics=sink.metrics,
+        checkpoint=blob,
+        evaluation=[r.to_dict() for r in held_out],
+        updates=state.learner.updates,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def evaluate_fixed(
+    team: TeamOptions, names: Sequence[str], episodes: int, seed: int
+) -> dict[str, list[dict[str, Any]]]:
+    """Each fixed topology on held-out episodes ``0..episodes-1`` of stream ``seed``."""
+    return {
+        name: [r.to_dict() for r in run_policy(team, make_policy(name), episodes, seed)]
+        for name in names
+    }
+
+
+train_trial_task = ray.remote(num_cpus=1)(train_trial)
+evaluate_fixed_task = ray.remote(num_cpus=1)(evaluate_fixed)
+
+
+# --------------------------------------------------------------------------- Ray
+
+
+def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """A UserError unless something listens at ``address`` (``ray.init`` itself would wait
+    for minutes on an address where nothing answers)."""
+    if address == "auto":
+        return
+    hostport = address.removeprefix("ray://")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise UserError(
+            f"--ray-address must be HOST:PORT, ray://HOST:PORT or auto, not {address!r}."
+        )
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UserError(
+            f"cannot reach a Ray cluster at {address} ({reason}); start one with "
+            "`ray start --head` or leave out --ray-address to run on this machine."
+        ) from None
+
+
+@contextmanager
+def ray_session(address: str | None) -> Iterator[None]:
+    """Ray for the sweep: a local Ray with this machine's cores, or the cluster at
+    ``address`` (this package's ``core`` travels to its workers, so they run the driver's
+    code). Reuses a Ray the caller already started; otherwise shuts it down after."""
+    if ray.is_initialized():
+        yield
+        return
+    quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
+    if address is None:
+        ray.init(num_cpus=os.cpu_count(), **quiet)
+    else:
+        check_reachable(address)
+        core_dir = str(Path(__file__).resolve().parent.parent)
+        env = {"py_modules": [core_dir], "excludes": ["__pycache__"]}
+        try:
+            ray.init(address=address, runtime_env=env, **quiet)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise UserError(
+                f"could not join the Ray cluster at {address} ({_one_line(exc)})."
+            ) from None
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@contextmanager
+def interrupt_requests() -> Iterator[threading.Event]:
+    """Ctrl-C sets the event (the driver then cancels what runs and keeps what finished);
+    a second Ctrl-C interrupts at once."""
+    requested = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield requested
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if requested.is_set():
+            raise KeyboardInterrupt
+        requested.set()
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield requested
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _one_line(exc: BaseException) -> str:
+    cause = getattr(exc, "cause", None)  # a RayTaskError carries the task's own exception
+    if isinstance(cause, BaseException):
+        exc = cause
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+# --------------------------------------------------------------------------- the driver
+
+
+@dataclass
+class SweepStatus:
+    """What the progress bar shows."""
+
+    total: int
+    done: int = 0
+    running: int = 0
+    failed: int = 0
+
+
+def run_sweep(
+    opts: TeamOptions,
+    sweep: SweepConfig,
+    train_config: TrainConfig,
+    db: str | None = None,
+    log: bool = True,
+    progress: Callable[[SweepStatus], None] | None = None,
+    report: Callable[[str], None] | None = None,
+    trial_task: Any = None,
+) -> dict[str, Any]:
+    """Run the sweep on Ray; log every run from here; return the result (also written to
+    ``out/sweep.json``). ``report`` gets one line per failed trial; ``trial_task`` is the
+    remote function that trains a trial (default :data:`train_trial_task`)."""
+    import json
+
+    from core.store import open_store
+
+    opts.validate()
+    sweep.validate()
+    train_config.validate()
+    if sweep.ray_address is not None:
+        check_reachable(sweep.ray_address)  # before anything is created
+    if log:
+        open_store(db)  # a bad --db is one sentence before any work
+    sweep.out.mkdir(parents=True, exist_ok=True)
+    sweep_id = new_sweep_id()
+    specs = [
+        TrialSpec(
+            sweep_id,
+            w,
+            s,
+            replace(opts, token_weight=w, seed=s),
+            replace(train_config, seed=s),
+            sweep.eval_episodes,
+            sweep.eval_seed,
+        )
+        for w in sweep.token_weights
+        for s in sweep.seeds
+    ]
+    # The fixed topologies do not learn: the token weight changes their reward, not their
+    # play, so they play once (at the first weight) and are re-scored at every weight.
+    fixed_team = replace(opts, token_weight=sweep.token_weights[0])
+    driver = _Driver(specs, sweep, db, log, fixed_team, progress, report or (lambda line: None))
+    with ray_session(sweep.ray_address), interrupt_requests() as stop:
+        driver.run(trial_task or train_trial_task, stop)
+    result = {
+        "engine": "ray",
+        "sweep_id": sweep_id,
+        "benchmark": opts.benchmark,
+        "token_penalty": opts.token_penalty,
+        "episodes": train_config.episodes,
+        "eval_episodes": sweep.eval_episodes,
+        "eval_seed": sweep.eval_seed,
+        "trials": sorted(driver.trials, key=lambda t: (t["token_weight"], t["seed"])),
+        "fixed": driver.fixed,
+        "failed": driver.failed,
+        "cancelled": driver.cancelled,
+        "interrupted": stop.is_set(),
+    }
+    points = [{"kind": "trial", "policy": "qmix", **t} for t in result["trials"]]
+    points += [{"kind": "fixed", "token_weight": None, "seed": None, **f} for f in driver.fixed]
+    keys = ("kind", "policy", "token_weight", "seed", "n", "accuracy", "accuracy_ci")
+    keys += ("mean_tokens", "mean_tokens_ci")
+    result["front"] = [{k: p[k] for k in keys} for p in pareto_front(points)]
+    (sweep.out / "sweep.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+class _Driver:
+    """Submits the trials (at most ``max_parallel`` at once) and the fixed evaluation,
+    and logs each as it finishes: the only writer of the store."""
+
+    def __init__(
+        self,
+        specs: list[TrialSpec],
+        sweep: SweepConfig,
+        db: str | None,
+        log: bool,
+        fixed_team: TeamOptions,
+        progress: Callable[[SweepStatus], None] | None,
+        report: Callable[[str], None],
+    ):
+        self.specs, self.sweep, self.db, self.log = specs, sweep, db, log
+        self.fixed_team, self.progress, self.report = fixed_team, progress, report
+        self.trials: list[dict[str, Any]] = []
+        self.fixed: list[dict[str, Any]] = []
+        self.failed: list[dict[str, Any]] = []
+        self.cancelled: list[dict[str, Any]] = []
+
+    def run(self, trial_task: Any, stop: threading.Event) -> None:
+        sweep = self.sweep
+        limit = sweep.max_parallel or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        queue = deque(self.specs)
+        running: dict[Any, TrialSpec | None] = {}  # None: the fixed topologies' task
+        fixed_ref = evaluate_fixed_task.remote(
+            self.fixed_team, sweep.topologies, sweep.eval_episodes, sweep.eval_seed
+        )
+        running[fixed_ref] = None
+        status = SweepStatus(total=len(self.specs))
+        while (queue or running) and not stop.is_set():
+            while queue and sum(s is not None for s in running.values()) < limit:
+                spec = queue.popleft()
+                running[trial_task.remote(spec)] = spec
+            status.running = sum(s is not None for s in running.values())
+            if self.progress:
+                self.progress(status)
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
+            for ref in ready:
+                self._finish(running.pop(ref), ref, status)
+        if stop.is_set():
+            for ref, spec in running.items():
+                ray.cancel(ref, force=True)
+                if spec is not None:
+                    self.cancelled.append({"token_weight": spec.token_weight, "seed": spec.seed})
+            self.cancelled += [{"token_weight": s.token_weight, "seed": s.seed} for s in queue]
+        status.running = 0
+        if self.progress:
+            self.progress(status)
+
+    def _finish(self, spec: TrialSpec | None, ref: Any, status: SweepStatus) -> None:
+        what = spec.label if spec else "the fixed topologies"
+        try:
+            result = ray.get(ref)
+        except RayError as exc:
+            if spec is not None:
+                status.failed += 1
+            self.failed.append(
+                {
+                    "token_weight": spec.token_weight if spec else None,
+                    "seed": spec.seed if spec else None,
+                    "error": _one_line(exc),
+                }
+            )
+            self.report(f"{what} failed: {_one_line(exc)}")
+            return
+        if spec is None:
+            self._log_fixed(result)
+            return
+        self.trials.append(self._log_trial(spec, result))
+        status.done += 1
+
+    def _log_trial(self, spec: TrialSpec, result: TrialResult) -> dict[str, Any]:
+        from core.store.writer import RunLogger
+
+        path = (self.sweep.out / checkpoint_name(spec.token_weight, spec.seed)).absolute()
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(result.checkpoint)
+        os.replace(tmp, path)
+        held_out = [EpisodeRecord.from_dict(d) for d in result.evaluation]
+        train_run = eval_run = None
+        if self.log:
+            config = {"team": asdict(spec.team), "train": asdict(spec.train), "sweep": spec.key}
+            with RunLogger(
+                self.db,
+                "train",
+                config,
+                backend=spec.team.backend,
+                model=spec.team.model or spec.team.preset,
+                policy="qmix",
+                benchmark=spec.team.benchmark,
+                seed=spec.seed,
+            ) as logger:
+                for batch in result.episodes:
+                    logger.log_episodes([EpisodeRecord.from_dict(d) for d in batch])
+                logger.log_metrics(result.metrics)
+                logger.set_checkpoint(path, logger.next_episode - 1)
+                train_run = logger.run_id
+            eval_run = log_run(
+                self.db,
+                "eval",
+                replace(spec.team, seed=spec.eval_seed),
+                "qmix",
+                spec.eval_seed,
+                held_out,
+                {"sweep": spec.key, "checkpoint": str(path)},
+            )
+        return {
+            "token_weight": spec.token_weight,
+            "seed": spec.seed,
+            "checkpoint": str(path),
+            **point_stats(held_out),
+            "train_episodes": sum(len(b) for b in result.episodes),
+            "updates": result.updates,
+            "seconds": result.seconds,
+            "node": result.node,
+            "train_run_id": train_run,
+            "eval_run_id": eval_run,
+        }
+
+    def _log_fixed(self, played: dict[str, list[dict[str, Any]]]) -> None:
+        team = self.fixed_team
+        sweep_id = self.specs[0].sweep_id
+        for name, dicts in played.items():
+            records = [EpisodeRecord.from_dict(d) for d in dicts]
+            run_id = None
+            if self.log:
+                key = {"id": sweep_id, "token_weight": None, "seed": None}
+                run_id = log_run(
+                    self.db,
+                    "eval",
+                    replace(team, seed=self.sweep.eval_seed),
+                    name,
+                    self.sweep.eval_seed,
+                    records,
+                    {"sweep": key},
+                )
+            rescored = []
+            for w in self.sweep.token_weights:
+                config = replace(team, token_weight=w).runtime_config()
+                stats = point_stats(records, [reward(r.score, r.tokens, config) for r in records])
+                rescored.append(
+                    {"token_weight": w, **{k: stats[k] for k in ("mean_reward", "mean_reward_ci")}}
+                )
+            self.fixed.append(
+                {
+                    "policy": name,
+                    **point_stats(records),
+                    "reward_token_weight": team.token_weight,
+                    "rewards": rescored,
+                    "eval_run_id": run_id,
+                }
+            )

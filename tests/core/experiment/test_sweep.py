@@ -1,0 +1,295 @@
+"""``agentqmix sweep`` on a real Ray: a local one, a two-node cluster on this machine,
+Ctrl-C, a failing trial, and the store written by the driver alone.
+
+Tiny settings (64 training episodes, width 16, 8 held-out tasks); every sweep here starts
+and stops its own Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+import ray
+
+from core.cli import main
+from core.experiment.evaluate import learned_policy, run_policy
+from core.experiment.sweep import (
+    SweepConfig,
+    SweepStatus,
+    pareto_front,
+    run_sweep,
+    train_trial,
+    wilson_interval,
+)
+from core.qmix.encoders import AgentNetConfig
+from core.qmix.training import TrainConfig
+from core.team.options import TeamOptions, options_from_dict
+from core.team.summary import summarize_records
+from core.team.topologies import FIXED_TOPOLOGIES
+
+EPISODES, EVAL = 64, 8
+TINY = ["--episodes", str(EPISODES), "--eval-episodes", str(EVAL), "--hidden", "16"]
+TINY += ["--n-envs", "8", "--benchmark", "math"]
+REPO = Path(__file__).resolve().parents[3]
+
+
+def rows(db: Path, sql: str, *params: object) -> list[tuple]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql, list(params)).fetchall()
+    finally:
+        con.close()
+
+
+def sweep_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    code = main(["sweep", *TINY, *args, "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-3000:]
+    return json.loads(captured.out)
+
+
+def check_sweep(result: dict, db: Path, out: Path, weights: list[float], seeds: list[int]) -> None:
+    """The result's shape, every trial logged exactly once by this process, checkpoints
+    that load and replay the trial's held-out figures."""
+    assert result["engine"] == "ray" and not result["failed"] and not result["interrupted"]
+    trials = result["trials"]
+    expected = sorted((w, s) for w in weights for s in seeds)
+    assert [(t["token_weight"], t["seed"]) for t in trials] == expected
+    assert sorted(f["policy"] for f in result["fixed"]) == sorted(FIXED_TOPOLOGIES)
+    for point in trials + result["fixed"]:
+        assert point["n"] == EVAL
+        lo, hi = point["accuracy_ci"]
+        assert 0 <= lo <= point["accuracy"] <= hi <= 1
+        lo, hi = point["mean_tokens_ci"]
+        assert lo <= point["mean_tokens"] <= hi
+    # The front is the non-dominated subset of all points, and not empty.
+    points = trials + result["fixed"]
+    assert result["front"] and all(
+        not any(
+            q["accuracy"] >= p["accuracy"]
+            and q["mean_tokens"] <= p["mean_tokens"]
+            and (q["accuracy"], q["mean_tokens"]) != (p["accuracy"], p["mean_tokens"])
+            for q in points
+        )
+        for p in result["front"]
+    )
+    assert json.loads((out / "sweep.json").read_text()) == json.loads(json.dumps(result))
+
+    sweep_id = result["sweep_id"]
+    runs = rows(db, "SELECT id, kind, policy, pid, config FROM runs")
+    assert {r[3] for r in runs} == {os.getpid()}  # the driver is the only writer
+    assert all(json.loads(r[4])["sweep"]["id"] == sweep_id for r in runs)
+    assert len(runs) == 2 * len(trials) + len(FIXED_TOPOLOGIES)
+    for t in trials:
+        key = {"id": sweep_id, "token_weight": t["token_weight"], "seed": t["seed"]}
+        for run_id, kind, n in (
+            (t["train_run_id"], "train", EPISODES),
+            (t["eval_run_id"], "eval", EVAL),
+        ):
+            (config,) = rows(db, "SELECT config FROM runs WHERE id = ? AND kind = ?", run_id, kind)[
+                0
+            ]
+            config = json.loads(config)
+            assert config["sweep"] == key and config["team"]["token_weight"] == t["token_weight"]
+            counted = rows(
+                db,
+                "SELECT count(*), count(DISTINCT episode), min(episode), max(episode) "
+                "FROM episodes WHERE run_id = ?",
+                run_id,
+            )[0]
+            assert counted == (n, n, 0, n - 1)
+        metrics = rows(db, "SELECT count(*) FROM train_metrics WHERE run_id = ?", t["train_run_id"])
+        assert metrics[0][0] == t["updates"] > 0
+        # The checkpoint is the trained policy: replayed here it scores what the trial did.
+        ckpt = Path(t["checkpoint"])
+        assert ckpt.parent == out.absolute() and ckpt.is_file()
+        (stored,) = rows(db, "SELECT config FROM runs WHERE id = ?", t["train_run_id"])[0]
+        team = options_from_dict(json.loads(stored)["team"])
+        assert (team.token_weight, team.seed) == (t["token_weight"], t["seed"])
+        replay = summarize_records(run_policy(team, learned_policy(ckpt, team, "cpu"), EVAL, 0))
+        assert replay["accuracy"] == pytest.approx(t["accuracy"])
+        assert replay["mean_tokens"] == pytest.approx(t["mean_tokens"])
+        assert replay["mean_reward"] == pytest.approx(t["mean_reward"])
+    for f in result["fixed"]:
+        stored = rows(
+            db, "SELECT avg(reward), count(*) FROM episodes WHERE run_id = ?", f["eval_run_id"]
+        )
+        # Played at the first weight; re-scored there it gives the stored rewards back.
+        assert f["rewards"][0]["token_weight"] == weights[0]
+        assert (
+            stored[0][0] == pytest.approx(f["rewards"][0]["mean_reward"]) and stored[0][1] == EVAL
+        )
+        # Tokens cost more at a larger weight.
+        by_weight = [
+            r["mean_reward"] for r in sorted(f["rewards"], key=lambda r: r["token_weight"])
+        ]
+        assert all(x > y for x, y in zip(by_weight, by_weight[1:], strict=False))
+
+
+def test_sweep_on_a_local_ray(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db, out = tmp_path / "s.duckdb", tmp_path / "out"
+    args = ["--token-weights", "0.1,1.0", "--seeds", "0,1", "--token-penalty", "linear"]
+    result = sweep_json(capsys, *args, "--out", str(out), "--db", str(db))
+    assert result["token_penalty"] == "linear"
+    check_sweep(result, db, out, [0.1, 1.0], [0, 1])
+
+    assert main(["runs", "--db", str(db), "--json"]) == 0
+    listed = {r["id"]: r for r in json.loads(capsys.readouterr().out)}
+    for t in result["trials"]:
+        run = listed[t["train_run_id"]]
+        assert (run["token_weight"], run["token_penalty"]) == (t["token_weight"], "linear")
+
+
+def test_sweep_on_a_two_node_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        cluster.add_node(num_cpus=1)
+        db, out = tmp_path / "c.duckdb", tmp_path / "out"
+        result = sweep_json(
+            capsys,
+            *("--token-weights", "0.3,0.0", "--seeds", "2"),
+            *("--ray-address", cluster.address, "--out", str(out), "--db", str(db)),
+        )
+        check_sweep(result, db, out, [0.3, 0.0], [2])
+        assert not ray.is_initialized()  # the driver left the cluster
+    finally:
+        cluster.shutdown()
+
+
+def test_a_failed_trial_is_reported_and_the_others_finish(tmp_path: Path) -> None:
+    @ray.remote(num_cpus=1)
+    def train_or_fail(spec):  # a trial that dies on seed 1, as a lost disk would
+        if spec.seed == 1:
+            raise RuntimeError("no space left on device\nsecond line")
+        return train_trial(spec)
+
+    reports: list[str] = []
+    seen: list[SweepStatus] = []
+    train_config = TrainConfig(
+        episodes=EPISODES, n_envs=8, device="cpu",
+        agent=AgentNetConfig(gnn_hidden=16, gru_hidden=16, q_hidden=16),
+    )  # fmt: skip
+    sweep = SweepConfig(
+        token_weights=(0.1,), seeds=(0, 1), out=tmp_path / "out", eval_episodes=EVAL,
+        topologies=("single",),
+    )  # fmt: skip
+    result = run_sweep(
+        TeamOptions(benchmark="math"),
+        sweep,
+        train_config,
+        db=str(tmp_path / "f.duckdb"),
+        progress=lambda s: seen.append(SweepStatus(**vars(s))),
+        report=reports.append,
+        trial_task=train_or_fail,
+    )
+    assert reports == ["token weight 0.1, seed 1 failed: RuntimeError: no space left on device"]
+    assert result["failed"] == [
+        {"token_weight": 0.1, "seed": 1, "error": "RuntimeError: no space left on device"}
+    ]
+    assert [t["seed"] for t in result["trials"]] == [0]
+    assert (seen[-1].done, seen[-1].failed, seen[-1].running) == (1, 1, 0)
+    train_runs = rows(tmp_path / "f.duckdb", "SELECT id FROM runs WHERE kind = 'train'")
+    assert [r[0] for r in train_runs] == [result["trials"][0]["train_run_id"]]
+
+
+def test_ctrl_c_cancels_running_trials_and_keeps_finished_ones(tmp_path: Path) -> None:
+    db, out = tmp_path / "i.duckdb", tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core.cli", "sweep", *TINY, "--token-weights", "0.1,0.3,1.0"]
+        + ["--seeds", "0", "--max-parallel", "1", "--out", str(out), "--db", str(db), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    try:
+        # One trial at a time: when the first checkpoint lands, the second is under way.
+        while not (out / "tw0.1-seed0.pt").exists() and proc.poll() is None:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, stderr[-3000:]
+    result = json.loads(stdout)
+    assert result["interrupted"] and result["cancelled"]
+    done = result["trials"]
+    assert 1 <= len(done) < 3 and len(done) + len(result["cancelled"]) == 3
+    assert "interrupted: kept" in stderr
+    train_runs = rows(db, "SELECT id, status FROM runs WHERE kind = 'train'")
+    assert sorted(r[0] for r in train_runs) == sorted(t["train_run_id"] for t in done)
+    assert {r[1] for r in train_runs} == {"finished"}
+    for t in done:
+        n = rows(db, "SELECT count(*) FROM episodes WHERE run_id = ?", t["train_run_id"])
+        assert n[0][0] == EPISODES
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--token-weights", "0.1,abc", "--seeds", "0"], "--token-weights takes"),
+        (["--token-weights", "0.1,-1", "--seeds", "0"], "--token-weights takes"),
+        (["--token-weights", "0.1,0.1", "--seeds", "0"], "--token-weights repeats 0.1"),
+        (["--token-weights", "0.1", "--seeds", ""], "--seeds needs at least one seed"),
+        (["--token-weights", "0.1", "--seeds", "0,x"], "--seeds takes"),
+        (["--token-weights", "0.1", "--seeds", "0,,1"], "--seeds has an empty item"),
+        (
+            [
+                "--token-weights",
+                "0.1",
+                "--seeds",
+                "0",
+                "--ray-address",
+                f"127.0.0.1:{_closed_port()}",
+            ],
+            "cannot reach a Ray cluster at 127.0.0.1:",
+        ),
+        (
+            ["--token-weights", "0.1", "--seeds", "0", "--ray-address", "no-port"],
+            "--ray-address must be HOST:PORT",
+        ),
+    ],
+)
+def test_bad_input_is_one_sentence_and_exit_2(
+    flags: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, out = tmp_path / "b.duckdb", tmp_path / "out"
+    code = main(["sweep", *TINY, *flags, "--out", str(out), "--db", str(db)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.startswith("error: ") and says in err and "\n" not in err and err.endswith(".")
+    assert not db.exists() and not out.exists() and not ray.is_initialized()
+
+
+def test_wilson_interval_and_front_by_hand() -> None:
+    lo, hi = wilson_interval(0.5, 10)  # textbook: 0.2366 .. 0.7634
+    assert (round(lo, 4), round(hi, 4)) == (0.2366, 0.7634)
+    lo, hi = wilson_interval(1.0, 8)
+    assert hi == 1.0 and math.isclose(lo, 8 / (8 + 1.959963984540054**2))
+    a = {"accuracy": 0.9, "mean_tokens": 100.0}
+    b = {"accuracy": 0.8, "mean_tokens": 50.0}
+    c = {"accuracy": 0.8, "mean_tokens": 60.0}  # dominated by b
+    d = {"accuracy": 0.9, "mean_tokens": 100.0}  # ties a: both stay
+    e = {"accuracy": 0.5, "mean_tokens": 200.0}  # dominated by all
+    assert pareto_front([a, b, c, d, e]) == [b, a, d]
