@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -87,7 +88,8 @@ def check_file(path: Path) -> bool:
 
 def _is_lock_conflict(err: duckdb.Error) -> bool:
     text = str(err)
-    return "lock" in text.lower() or "Unique file handle conflict" in text
+    # A word match: a corrupt file's "checksum ... in block at location 0" is no lock conflict.
+    return bool(re.search(r"\block\b", text, re.IGNORECASE)) or "Unique file handle conflict" in text
 
 
 @contextmanager
