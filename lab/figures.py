@@ -148,11 +148,11 @@ def choice(step: AgentStep) -> str:
 
 
 def graph_positions(n_agents: int) -> dict[int, tuple[float, float]]:
-    """A fixed layout: agents on a circle (agent 0 on top), the decision agent (-1) outside it.
+    """A fixed layout: agents on a circle (agent 0 on top), the decision agent (-1) below it.
 
-    D sits where every straight line from an agent to D keeps clear of the other agents
-    (inside the ring, an edge 1 → 3 would read as 1 → D → 3). Fixed for the whole episode,
-    so only the edges move between rounds.
+    D sits outside the ring (inside it, an edge 1 → 3 would read as 1 → D → 3) and its
+    inputs run around the outside of the ring (:func:`_decision_path`), so no line into D
+    crosses an agent. Fixed for the whole episode, so only the edges move between rounds.
     """
     if n_agents == 1:
         pos = {0: (0.0, 1.0)}
@@ -160,31 +160,40 @@ def graph_positions(n_agents: int) -> dict[int, tuple[float, float]]:
         circle = nx.circular_layout(range(n_agents), scale=1.0)
         # networkx puts agent 0 on the right; turn a quarter so it sits on top.
         pos = {i: (round(-float(xy[1]), 6), round(float(xy[0]), 6)) for i, xy in circle.items()}
-    pos[-1] = _decision_position(pos)
+    pos[-1] = (0.0, -_DECISION_Y)
     return pos
 
 
+_DECISION_Y = 1.75
+"""D's distance below the ring's centre (the ring has radius 1)."""
+
+_OUTER = 1.35
+"""Radius of the lane around the ring that D's inputs follow."""
+
+
 def _segment_distance(p: tuple[float, float], a: tuple[float, float], b: tuple[float, float]):
+    """Distance from point ``p`` to the segment ``a``-``b``."""
     ax, ay, bx, by, px, py = *a, *b, *p
     dx, dy = bx - ax, by - ay
     t = max(0.0, min(1.0, ((px - ax) * dx + (py - ay) * dy) / ((dx * dx + dy * dy) or 1.0)))
     return math.hypot(ax + t * dx - px, ay + t * dy - py)
 
 
-def _decision_position(agents: dict[int, tuple[float, float]]) -> tuple[float, float]:
-    """The point on a circle of radius 1.6 around the ring whose lines to every agent pass
-    farthest from the other agents (ties: the lowest point, under the ring)."""
-    best, best_clear = (0.0, -1.6), -1.0
-    for k in range(72):
-        angle = -math.pi / 2 + k * math.pi / 36
-        d = (round(1.6 * math.cos(angle), 6), round(1.6 * math.sin(angle), 6))
-        clear = min(
-            (_segment_distance(agents[j], agents[i], d) for i in agents for j in agents if i != j),
-            default=math.inf,
-        )
-        if clear > best_clear + 1e-9:
-            best, best_clear = d, clear
-    return best
+def _decision_path(a: tuple[float, float], d: tuple[float, float]) -> tuple[list, list]:
+    """From agent ``a`` straight out to the lane around the ring, along it to the bottom, then
+    down to just short of D: a route that passes no other agent."""
+    start = math.atan2(a[1], a[0])
+    end = -math.pi / 2
+    sweep = (end - start + math.pi) % (2 * math.pi) - math.pi  # the shorter way round
+    steps = max(2, int(abs(sweep) / (math.pi / 18)))
+    xs, ys = [a[0]], [a[1]]
+    for k in range(steps + 1):
+        angle = start + sweep * k / steps
+        xs.append(_OUTER * math.cos(angle))
+        ys.append(_OUTER * math.sin(angle))
+    xs.append(d[0])
+    ys.append(d[1] + _NODE_RADIUS)
+    return xs, ys
 
 
 def _edge_path(
@@ -227,7 +236,10 @@ def _edge_trace(
     custom: list[list[int] | None] = []
     texts: list[str] = []
     for s, d in edges:
-        px, py = _edge_path(pos[s], pos[d], bend)
+        if d == -1:
+            px, py = _decision_path(pos[s], pos[d])
+        else:
+            px, py = _edge_path(pos[s], pos[d], bend)
         xs += [*px, None]
         ys += [*py, None]
         sizes += [0] * (len(px) - 1) + [13, 0]
@@ -297,7 +309,7 @@ def _graph_data(
         _edge_trace(rnd.dropped_edges, pos, GRAPH_TRACES[1], DROPPED_COLOR, "dash",
                     _dropped_hover(rnd.dropped_edges, roles), roles),
         _edge_trace([(s, -1) for s in sources], pos, GRAPH_TRACES[2], "#999999", "dot",
-                    _decision_hover(record, sources), roles, width=1.4, bend=0.0),
+                    _decision_hover(record, sources), roles, width=1.4),
     ]  # fmt: skip
     steps = {s.agent: s for s in rnd.steps}
     for a, name in enumerate(ACTION_NAMES):
@@ -393,11 +405,10 @@ def communication_graph(
     r = min(max(round_index, 0), len(record.rounds) - 1)
     pos = graph_positions(len(record.roles))
     fig = go.Figure(data=_graph_data(record, r, pos))
-    xs = [p[0] for p in pos.values()]
-    ys = [p[1] for p in pos.values()]
     fig.update_layout(
-        xaxis=dict(visible=False, range=[min(xs) - 0.45, max(xs) + 0.45]),
-        yaxis=dict(visible=False, range=[min(ys) - 0.5, max(ys) + 0.35], scaleanchor="x"),
+        # The lane around the ring (D's inputs) and the failed-agent labels need the margin.
+        xaxis=dict(visible=False, range=[-_OUTER - 0.3, _OUTER + 0.3]),
+        yaxis=dict(visible=False, range=[-_DECISION_Y - 0.3, 1.4], scaleanchor="x"),
         hovermode="closest",
         meta={"round": record.rounds[r].round},
     )

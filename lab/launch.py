@@ -74,14 +74,6 @@ def has_display() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
-def _die_with_parent() -> None:
-    # Linux: if this launcher is killed outright (SIGKILL), its children get SIGTERM.
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 def _healthy(url: str) -> bool:
     try:
         with urllib.request.urlopen(f"{url}/_stcore/health", timeout=1) as resp:
@@ -159,7 +151,6 @@ def serve(config: LaunchConfig) -> int:
     config.validate()
     url = f"http://127.0.0.1:{config.port}"
     env = {**os.environ, "AGENTQMIX_DB": str(config.db)}
-    preexec = _die_with_parent if sys.platform.startswith("linux") else None
     for sig in STOP_SIGNALS:
         signal.signal(sig, _raise_stop)
     procs: list[subprocess.Popen] = []
@@ -176,7 +167,6 @@ def serve(config: LaunchConfig) -> int:
             env=env,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=preexec,
         )
         procs.insert(0, server)
         announced = False
