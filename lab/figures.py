@@ -98,15 +98,18 @@ TEMPLATE = _lean_template()
 
 
 def _layout(fig: go.Figure, height: int, legend: bool = True) -> go.Figure:
-    # The legend goes under the plot: above it, it collides with the modebar and any
-    # heading on a phone-width screen.
+    # The legend goes at the bottom of the figure, placed against the container (not the
+    # plot): Plotly then lifts the plot and its tick labels clear of it, however many rows
+    # the legend wraps into on a phone. Above the plot it collides with the modebar.
     fig.update_layout(
         template=TEMPLATE,
         font=FONT,
         height=height,
         margin=dict(l=10, r=10, t=30, b=10),
         showlegend=legend,
-        legend=dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0.0),
+        legend=dict(
+            orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0
+        ),
     )
     return fig
 
@@ -439,7 +442,8 @@ def graph_nodes(fig: go.Figure, name: str) -> list[int]:
 def q_values_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 330) -> go.Figure | None:
     """Per-agent Q-values of the six actions (one bar group per agent); None for fixed policies.
 
-    The chosen action's bar is labelled with :func:`choice`: ``greedy`` (thick outline),
+    Traces 0-5 are the actions' bars (6-11: their legend swatches, no data). The chosen
+    action's bar is labelled with :func:`choice`: ``greedy`` (thick outline),
     ``explored`` (outlined and hatched: ε-exploration picked it against the argmax) or, for
     an agent out of the round, ``failed (crash)`` (no outline: it did not choose).
     """
@@ -469,10 +473,26 @@ def q_values_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 330) -
             ),
             text=[choice(s) if c else "" for s, c in zip(steps, chosen, strict=True)],
             textposition="outside",
+            # The label is wider than its bar: draw it at full size, not shrunk to the bar.
+            constraintext="none",
+            textfont=dict(size=11),
             cliponaxis=False,
             hovertemplate=f"%{{x}}<br>{name}: %{{y:.3f}}<extra></extra>",
+            legendgroup=name,
+            showlegend=False,
         )
-    fig.update_layout(barmode="group", yaxis_title="Q(o, a)", bargap=0.25)
+    for a, name in enumerate(ACTION_NAMES):
+        # Plain swatches for the legend (a trace's first bar may be outlined or hatched).
+        fig.add_bar(x=[None], y=[None], name=name, marker_color=ACTION_COLORS[a], legendgroup=name)
+    values = [v for s in steps for v in s.q_values]
+    lo, hi = min(values + [0.0]), max(values + [0.0])
+    pad = (hi - lo or 1.0) * 0.22  # room above the bars for the "greedy" / "explored" labels
+    fig.update_layout(
+        barmode="group",
+        yaxis=dict(title="Q(o, a)", range=[lo - pad / 3, hi + pad]),
+        bargap=0.25,
+        uniformtext=dict(minsize=10, mode="show"),
+    )
     return _layout(fig, height)
 
 
@@ -485,11 +505,17 @@ def q_values_caption(rnd: RoundRecord) -> str:
     )
 
 
-def credit_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 240) -> go.Figure | None:
-    """The mixer's credit ∂Q_tot/∂Q_i, one bar per agent; None without a mixer view."""
+def credit_figure(
+    rnd: RoundRecord,
+    roles: Sequence[str],
+    height: int = 240,
+    labels: Sequence[str] | None = None,
+) -> go.Figure | None:
+    """The mixer's credit ∂Q_tot/∂Q_i, one bar per agent (named from ``roles``, or
+    ``labels``); None without a mixer view."""
     if rnd.credit is None:
         return None
-    labels = [agent_name(i, roles) for i in range(len(rnd.credit))]
+    labels = list(labels or [agent_name(i, roles) for i in range(len(rnd.credit))])
     fig = go.Figure(
         go.Bar(
             x=list(rnd.credit),
@@ -508,7 +534,10 @@ def credit_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 240) -> 
 
 
 def weights_figure(
-    weights: Sequence[Sequence[float]] | None, roles: Sequence[str], height: int = 240
+    weights: Sequence[Sequence[float]] | None,
+    roles: Sequence[str],
+    height: int = 240,
+    labels: Sequence[str] | None = None,
 ) -> go.Figure | None:
     """The mixer's first-layer weights ``(N, embed)`` as a heat map (agent × unit).
 
@@ -522,7 +551,7 @@ def weights_figure(
     fig = go.Figure(
         go.Heatmap(
             z=z,
-            y=[agent_name(i, roles) for i in range(len(z))],
+            y=list(labels or [agent_name(i, roles) for i in range(len(z))]),
             colorscale="RdBu" if signed else "Blues",
             zmid=0 if signed else None,
             name="weights",
@@ -686,7 +715,6 @@ def training_curve_figure(
             line=dict(color=color, width=2.2),
             hovertemplate=f"{label}<br>episode %{{x}}: %{{y:.4g}}<extra></extra>",
         )  # fmt: skip
-    fig.update_xaxes(title_text="episode")
     if column == "correct":
         fig.update_yaxes(tickformat=".0%", range=[-0.02, 1.02])
     return _layout(fig, height, legend=len(runs) > 1)
@@ -705,15 +733,22 @@ def action_mix_figure(df: pd.DataFrame, by: str, height: int = 320) -> go.Figure
             df[df["action"] == a].set_index(by)["share"] if not df.empty else pd.Series(dtype=float)
         )
         fig.add_bar(
-            x=[str(g) for g in groups],
+            x=[_group_label(by, g) for g in groups],
             y=[float(part.get(g, 0.0)) for g in groups],
             name=name,
             marker_color=ACTION_COLORS[a],
-            hovertemplate=f"{by} %{{x}}<br>{name}: %{{y:.1%}}<extra></extra>",
+            hovertemplate=f"%{{x}}<br>{name}: %{{y:.1%}}<extra></extra>",
         )
+    # No x-axis title: the tick labels say what the groups are, and a title under the axis
+    # would sit where the legend goes.
     fig.update_layout(barmode="stack", yaxis=dict(title="share", tickformat=".0%", range=[0, 1]))
-    fig.update_xaxes(title_text=by, type="category")
+    fig.update_xaxes(type="category")
     return _layout(fig, height)
+
+
+def _group_label(by: str, value) -> str:
+    # Episode blocks are numbers on a long axis; other groups name themselves.
+    return str(value) if by == "episode" else f"{by} {value}"
 
 
 def pareto_front(df: pd.DataFrame, x: str = "mean_tokens", y: str = "accuracy") -> pd.DataFrame:
@@ -789,7 +824,7 @@ def pareto_figure(df: pd.DataFrame, height: int = 440) -> go.Figure:
         hoverinfo="skip",
     )
     fig.update_layout(
-        xaxis_title="mean tokens per episode",
+        xaxis=dict(ticksuffix=" tok", rangemode="tozero"),  # mean tokens per episode
         yaxis=dict(title="accuracy", tickformat=".0%"),
         clickmode="event+select",
         dragmode="zoom",
@@ -837,8 +872,9 @@ def robustness_figure(df: pd.DataFrame, height: int = 360) -> go.Figure:
             customdata=part[["episodes"]].to_numpy(),
             hovertemplate=f"{name}<br>%{{x}} failed: %{{y:.1%}} (n = %{{customdata[0]}})<extra></extra>",
         )
+    ns = sorted(int(n) for n in df["n_failed"].unique()) if not df.empty else []
     fig.update_layout(
-        xaxis=dict(title="failed agents", dtick=1),
+        xaxis=dict(tickvals=ns, ticktext=[f"{n} failed" for n in ns]),
         yaxis=dict(title="accuracy", tickformat=".0%", range=[0, 1.02]),
     )
     return _layout(fig, height)
@@ -857,5 +893,5 @@ def ctde_sweep_figure(
             name=name,
             line=dict(color=AGENT_COLORS[k % len(AGENT_COLORS)], width=2),
         )
-    fig.update_layout(xaxis_title="Q_i of the agent's chosen action", yaxis_title="Q_tot")
+    fig.update_layout(yaxis_title="Q_tot")  # x: the agent's Q_i (the page's heading says so)
     return _layout(fig, height)

@@ -124,9 +124,7 @@ class UrlState:
             st.warning(f"The link's {param}={raw!r} is not valid here; showing the default.")
             return False
         if choices is not None and value not in choices:
-            st.warning(
-                f"The link's {param}={raw!r} is not in this database; showing the default."
-            )
+            st.warning(f"The link's {param}={raw!r} is not in this database; showing the default.")
             return False
         st.session_state[key] = value
         return True

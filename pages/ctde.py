@@ -143,14 +143,16 @@ with left:
     grid = [x / 10 for x in range(-30, 31, 2)]
     curves = {f"agent {i}": ys for i, ys in ctde.sweep(m, chosen, s, grid).items()}
     ui.chart(figures.ctde_sweep_figure(grid, curves), key="ctde_sweep")
-    st.caption("Hold the others fixed and move one agent's chosen Q-value.")
+    st.caption("Hold the others fixed and move one agent's chosen Q-value (x axis).")
 with right:
     labels = [f"agent {i}" for i in range(config.n_agents)]
     rnd = ctde.view_round(view)
     st.markdown("##### credit ∂Q_tot/∂Q_i")
-    ui.chart(figures.credit_figure(rnd, labels, height=200), key="ctde_credit")
+    ui.chart(figures.credit_figure(rnd, (), height=200, labels=labels), key="ctde_credit")
     st.markdown("##### weights W₁ (agent × unit)")
-    ui.chart(figures.weights_figure(rnd.mixer_weights, labels, height=200), key="ctde_mixer")
+    ui.chart(
+        figures.weights_figure(rnd.mixer_weights, (), height=200, labels=labels), key="ctde_mixer"
+    )
     st.caption(
         "Credit is each agent's share of the blame or praise. The weights change with the "
         "state (pick another state above); QMIX's stay non-negative"

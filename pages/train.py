@@ -219,4 +219,4 @@ for run_id in watched:
                 help=f"Runs `agentqmix train --resume {run_id}` in the background.",
             )  # fmt: skip
         st.caption(f"checkpoint: `{info.checkpoint or '—'}`")
-        st.json(info.config, expanded=1)
+        st.json(info.config, expanded=2)

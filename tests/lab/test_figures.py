@@ -195,8 +195,9 @@ def test_palettes_never_share_a_colour():
 def test_q_values_match_the_log_and_mark_the_choice():
     rec = _episode()
     fig = F.q_values_figure(rec.rounds[0], rec.roles)
-    assert [t.name for t in fig.data] == list(ACTION_NAMES)
-    for a, trace in enumerate(fig.data):
+    assert [t.name for t in fig.data] == list(ACTION_NAMES) * 2
+    assert [t.showlegend for t in fig.data] == [False] * 6 + [None] * 6
+    for a, trace in enumerate(fig.data[:6]):
         assert list(trace.y) == [s.q_values[a] for s in rec.rounds[0].steps]
     broadcast = fig.data[int(Action.BROADCAST_ALL)]
     solo = fig.data[int(Action.SOLO_PROCESS)]
@@ -346,4 +347,4 @@ def test_figures_have_no_titles_and_legends_sit_under_the_plot():
             F.tokens_figure(rec, 0), F.credit_figure(rec.rounds[0], rec.roles)]  # fmt: skip
     for fig in figs:
         assert not (fig.layout.title and fig.layout.title.text)
-        assert fig.layout.legend.y < 0
+        assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0
