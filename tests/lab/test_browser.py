@@ -226,7 +226,17 @@ def test_first_start_demo_pages_and_a_deep_link(lab, browser):
     assert slider.input_value() == "2"
     page.screenshot(path=str(ARTIFACTS / "replay-deep-link.png"), full_page=True)
 
-    # 4. One control: the graph has no Play button or slider of its own; Play moves every panel.
+    # 4. Compare: a click on a point opens the episodes behind it, and the URL keeps it.
+    page.goto(f"{url}/compare")
+    page.wait_for_selector(".js-plotly-plot .scatterlayer .trace .points path", timeout=30_000)
+    wait_idle(page)
+    point = page.locator(".js-plotly-plot").first.locator(".scatterlayer .trace .points path")
+    point.first.click(force=True)
+    page.get_by_text("episodes (up to 500 listed)").first.wait_for(timeout=20_000)
+    assert "point=" in page.url
+    page.screenshot(path=str(ARTIFACTS / "compare-clicked.png"), full_page=True)
+
+    # 5. One control: the graph has no Play button or slider of its own; Play moves every panel.
     assert page.locator(".js-plotly-plot .updatemenu-container").count() == 0
     assert page.locator(".js-plotly-plot .slider-container").count() == 0
     page.goto(f"{url}/replay?run={run_id}&episode=5&round=0")
