@@ -89,7 +89,9 @@ def check_file(path: Path) -> bool:
 def _is_lock_conflict(err: duckdb.Error) -> bool:
     text = str(err)
     # A word match: a corrupt file's "checksum ... in block at location 0" is no lock conflict.
-    return bool(re.search(r"\block\b", text, re.IGNORECASE)) or "Unique file handle conflict" in text
+    return (
+        bool(re.search(r"\block\b", text, re.IGNORECASE)) or "Unique file handle conflict" in text
+    )
 
 
 @contextmanager

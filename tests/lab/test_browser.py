@@ -233,7 +233,7 @@ def test_first_start_demo_pages_and_a_deep_link(lab, browser):
     point = page.locator(".js-plotly-plot").first.locator(".scatterlayer .trace .points path")
     point.first.click(force=True)
     page.get_by_text("episodes (up to 500 listed)").first.wait_for(timeout=20_000)
-    assert "point=" in page.url
+    page.wait_for_function("() => location.search.includes('point=')", timeout=20_000)
     page.screenshot(path=str(ARTIFACTS / "compare-clicked.png"), full_page=True)
 
     # 5. One control: the graph has no Play button or slider of its own; Play moves every panel.

@@ -9,6 +9,7 @@ import pytest
 import typer.main
 
 from core.cli import app
+from lab.demo import demo_steps
 from lab.jobs import (
     CommandQueue,
     FailureChoice,
@@ -18,6 +19,7 @@ from lab.jobs import (
     TrainParams,
     eval_command,
     fail_spec,
+    resume_command,
     robustness_command,
     side_by_side_commands,
     team_roles,
@@ -50,6 +52,12 @@ def test_command_lines_use_existing_flags(tmp_path):
     for cmd in (failed, healthy):  # only the forked episode, the same one on both sides
         assert cmd[cmd.index("--episodes") + 1] == "1" and cmd[cmd.index("--first") + 1] == "4"
         assert cmd[cmd.index("--seed") + 1] == "7"
+
+
+def test_demo_and_resume_command_lines_use_existing_flags(tmp_path):
+    for step in demo_steps(tmp_path / "db", tmp_path):
+        _parses(step.argv)
+    _parses(resume_command(tmp_path / "db", "train-20260101-000000-abcd"))
 
 
 def test_specs_validate():

@@ -17,8 +17,16 @@ from core.cli import main
 from tests.lab.conftest import ROOT
 
 
-@pytest.mark.parametrize("case", ["missing folder", "directory", "corrupt file", "truncated"])
-def test_bad_database_exits_2_with_one_line(tmp_path, capsys, case):
+@pytest.mark.parametrize(
+    ("case", "says"),
+    [
+        ("missing folder", "does not exist"),
+        ("directory", "is a folder"),
+        ("corrupt file", "is not a DuckDB database"),
+        ("truncated", "is not a readable DuckDB database"),  # not "locked by another process"
+    ],
+)
+def test_bad_database_exits_2_with_one_line(tmp_path, capsys, case, says):
     if case == "missing folder":
         db = tmp_path / "nowhere" / "lab.duckdb"
     elif case == "directory":
@@ -34,7 +42,7 @@ def test_bad_database_exits_2_with_one_line(tmp_path, capsys, case):
     assert main(["lab", "--db", str(db), "--port", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0, err
-    assert str(db) in err and "Traceback" not in err
+    assert str(db) in err and says in err and "Traceback" not in err
 
 
 def test_a_busy_port_exits_2_with_one_line(tmp_path, capsys):
