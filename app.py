@@ -1,8 +1,9 @@
 """Agent Q-Mix Lab: the Streamlit entry point, a thin router over the files in pages/.
 
-Run with ``agentqmix lab`` or ``streamlit run app.py``; the database is ``$AGENTQMIX_DB``
-(default ``./agentqmix.duckdb``). Because this file calls ``st.navigation``, Streamlit
-does not auto-discover ``pages/``: every page is listed here.
+Run with ``agentqmix lab`` (which also starts the first-start demo with the server) or
+``streamlit run app.py``; the database is ``$AGENTQMIX_DB`` (default ``./agentqmix.duckdb``).
+Because this file calls ``st.navigation``, Streamlit does not auto-discover ``pages/``:
+every page is listed here; each page's address (``/replay``...) comes from its file name.
 """
 
 import streamlit as st
@@ -23,7 +24,7 @@ PAGES = [
 
 db = data.db_path()
 with ui.friendly():
-    ui.start_demo_if_empty(db)
+    ui.ensure_demo(db)
 page = st.navigation(PAGES)
 ui.sidebar_status(db)
 page.run()

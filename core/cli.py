@@ -673,34 +673,59 @@ def repair(db: Db = None) -> None:
 def lab(
     db: Db = None,
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port on 127.0.0.1.")] = 8501,
-    headless: Annotated[bool, typer.Option("--headless", help="Do not open a browser.")] = False,
+    open_browser: Annotated[
+        bool, typer.Option("--open", help="Open a browser tab (only where there is a display).")
+    ] = False,
 ) -> None:
-    """Open the Streamlit lab (builds a small demo first if the database is empty)."""
+    """Serve the Streamlit lab headless and print its URL (an empty database gets a demo)."""
     import os
-    import subprocess
 
     from core.store.engine import resolve_db
 
     root = Path(__file__).resolve().parent.parent
-    app_file = root / "app.py"
-    if not app_file.is_file():
+    if not (root / "app.py").is_file():
         raise UserError(f"the lab's app.py is missing from {root}; reinstall with pip install -e .")
-    env = {**os.environ, "AGENTQMIX_DB": str(resolve_db(db))}
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        str(app_file),
-        "--server.address",
-        "127.0.0.1",
-        "--server.port",
-        str(port),
-        "--server.headless",
-        "true" if headless else "false",
-    ]
-    console.print(f"lab on http://127.0.0.1:{port}  (database {env['AGENTQMIX_DB']})")
-    raise typer.Exit(subprocess.call(cmd, cwd=root, env=env))
+    path = resolve_db(db)
+    check_lab_database(path)
+    check_port_free(port)
+    argv = [sys.executable, "-m", "lab.launch", "--db", str(path), "--port", str(port)]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Become the launcher (same pid): a signal sent to `agentqmix lab` reaches the process
+    # that owns the Streamlit server and stops it.
+    os.chdir(root)
+    os.execv(sys.executable, argv + (["--open"] if open_browser else []))
+
+
+def check_lab_database(path: Path) -> None:
+    """UserError unless ``path`` is a readable DuckDB file or a new file in an existing folder."""
+    import duckdb
+
+    from core.store.engine import attached, check_file
+
+    if not check_file(path):
+        return
+    try:
+        with attached(path, write=False, timeout=5.0) as cur:
+            cur.execute("SELECT count(*) FROM duckdb_tables()").fetchone()
+    except duckdb.Error as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserError(f"{path} is not a readable DuckDB database ({first}).") from err
+
+
+def check_port_free(port: int) -> None:
+    """UserError if another program already listens on 127.0.0.1:``port``."""
+    import socket
+
+    with socket.socket() as s:
+        # As the server will: a port left in TIME_WAIT by a stopped lab is free to reuse.
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as err:
+            raise UserError(
+                f"port {port} on 127.0.0.1 is in use ({err.strerror}); pass another --port."
+            ) from err
 
 
 # --------------------------------------------------------------------------- benchmarks

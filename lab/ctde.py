@@ -3,7 +3,9 @@
 A seeded :class:`core.qmix.mixers.QMixer` (untrained: monotonicity comes from its
 architecture, not from training) mixes per-agent Q-tables the student edits. Everything
 is exact: credit from :meth:`QMixer.view`, the centralised argmax by enumerating every
-joint action.
+joint action. :class:`UnconstrainedMixer` is the same network without the ``abs`` on its
+weights — the counter-example that shows why QMIX needs monotonicity: with signed
+weights the agents' own greedy choices can miss the joint argmax.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from dataclasses import dataclass
 
 import torch
 
-from core.actions import N_ACTIONS
+from core.actions import ACTION_NAMES, N_ACTIONS
 from core.qmix.mixers import MixerConfig, MixerView, QMixer
+from core.records import RoundRecord
 
 
 @dataclass
@@ -46,13 +49,27 @@ STATES: dict[str, tuple[float, ...]] = {
 }
 """Example global states (what the mixer's hypernetworks condition on)."""
 
+CRASHED: dict[str, int] = {"multiple choice, one agent crashed": 2}
+"""States with a crashed agent, and which one: it sits the round out, so its only
+available action is ``solo_process`` (as in the real team's ``avail`` mask)."""
 
-def build_mixer(config: CtdeConfig | None = None) -> QMixer:
-    """A seeded QMixer for the toy team (weights are a deterministic function of the seed)."""
+
+class UnconstrainedMixer(QMixer):
+    """QMIX's network without ``abs``: signed mixing weights, so Q_tot is not monotonic in
+    each Q_i and a per-agent argmax no longer has to be the joint argmax."""
+
+    def weights(self, states: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        w1 = self.hyper_w1(states).view(-1, self.n_agents, self.embed)
+        return w1, self.hyper_b1(states), self.hyper_w_final(states), self.v(states).squeeze(-1)
+
+
+def build_mixer(config: CtdeConfig | None = None, monotonic: bool = True) -> QMixer:
+    """A seeded QMixer for the toy team (weights are a deterministic function of the seed);
+    ``monotonic=False`` gives the same parameters in an :class:`UnconstrainedMixer`."""
     config = config or CtdeConfig()
     config.validate()
     gen = torch.Generator().manual_seed(config.seed)
-    mixer = QMixer(
+    mixer = (QMixer if monotonic else UnconstrainedMixer)(
         config.n_agents, config.state_dim, MixerConfig(embed=config.embed, hypernet_hidden=16)
     )
     with torch.no_grad():
@@ -83,17 +100,36 @@ def mix(mixer: QMixer, chosen_qs: list[float], state: torch.Tensor) -> MixerView
     return mixer.view(torch.tensor([chosen_qs], dtype=torch.float32), state)
 
 
-def greedy_actions(q_table: list[list[float]]) -> list[int]:
-    """Decentralised execution: each agent takes the argmax of its own Q-values."""
-    return [max(range(len(row)), key=lambda a: (row[a], -a)) for row in q_table]
+def available(state: str, config: CtdeConfig | None = None) -> list[list[bool]]:
+    """``(N, 6)`` which actions each agent may take in ``state`` (a crashed agent: solo only)."""
+    config = config or CtdeConfig()
+    avail = [[True] * N_ACTIONS for _ in range(config.n_agents)]
+    crashed = CRASHED.get(state)
+    if crashed is not None and crashed < config.n_agents:
+        avail[crashed] = [a == 0 for a in range(N_ACTIONS)]
+    return avail
+
+
+def greedy_actions(q_table: list[list[float]], avail: list[list[bool]] | None = None) -> list[int]:
+    """Decentralised execution: each agent takes the argmax of its own available Q-values."""
+    out = []
+    for i, row in enumerate(q_table):
+        allowed = [a for a in range(len(row)) if avail is None or avail[i][a]]
+        out.append(max(allowed, key=lambda a: (row[a], -a)))
+    return out
 
 
 def joint_argmax(
-    mixer: QMixer, q_table: list[list[float]], state: torch.Tensor
+    mixer: QMixer,
+    q_table: list[list[float]],
+    state: torch.Tensor,
+    avail: list[list[bool]] | None = None,
 ) -> tuple[list[int], float]:
-    """Centralised argmax: Q_tot of every joint action (6**N of them); the best and its value."""
+    """Centralised argmax: Q_tot of every available joint action (up to 6**N); the best and
+    its value."""
     n = len(q_table)
-    joints = list(itertools.product(range(N_ACTIONS), repeat=n))
+    choices = [[a for a in range(N_ACTIONS) if avail is None or avail[i][a]] for i in range(n)]
+    joints = list(itertools.product(*choices))
     qs = torch.tensor([[q_table[i][a] for i, a in enumerate(j)] for j in joints])  # (6**N, N)
     with torch.no_grad():
         q_tot = mixer(qs.unsqueeze(1), state.expand(len(joints), -1).unsqueeze(1)).view(-1)
@@ -118,3 +154,16 @@ def sweep(
             ).view(-1)
         out[i] = [float(v) for v in q_tot]
     return out
+
+
+def action_label(agent: int, action: int) -> str:
+    """``agent 1 · broadcast_all``: what a Q-value slider sets."""
+    return f"agent {agent} · {ACTION_NAMES[action]}"
+
+
+def view_round(view: MixerView) -> RoundRecord:
+    """The mixer's view of one state as a round record (what the Replay panels draw)."""
+    return RoundRecord(
+        round=0, edges=[], dropped_edges=[], layers=[], steps=[], q_tot=float(view.q_tot[0]),
+        mixer_weights=view.w1[0].tolist(), credit=view.credit[0].tolist(),
+    )  # fmt: skip

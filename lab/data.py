@@ -8,8 +8,10 @@ manager, the demo runner) are ``st.cache_resource``: one per lab server.
 
 from __future__ import annotations
 
-import os
+import io
+import tempfile
 import threading
+import zipfile
 from pathlib import Path
 
 import pandas as pd
@@ -17,9 +19,13 @@ import streamlit as st
 
 from core.records import EpisodeRecord
 from core.store import queries as q
+from core.store.commands import export_run
 from core.store.engine import resolve_db
 from lab import figures
+from lab import jobs as jobs_module
+from lab.demo import ROOT, DemoStatus, read_status
 from lab.jobs import CommandQueue, JobManager
+from lab.stats import with_intervals
 
 TTL_S = 3
 """Seconds a query result is reused: short, so live runs appear almost at once."""
@@ -31,12 +37,40 @@ def db_path() -> str:
 
 
 def workdir(db: str) -> Path:
-    """Folder for the lab's checkpoints and job logs: ``<db name>.lab/`` next to the database."""
-    path = Path(db)
-    out = path.with_name(path.name + ".lab")
-    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
-    (out / "logs").mkdir(parents=True, exist_ok=True)
-    return out
+    """Folder for the lab's checkpoints, job registry and logs: ``<db name>.lab/``."""
+    return jobs_module.workdir(db)
+
+
+TRAINING_POLICY = "env"
+"""The store's policy name for episodes played while training (ε-greedy exploration)."""
+
+TRAINING_LABEL = "training (ε-greedy)"
+"""How the lab names those episodes: they are no policy one would deploy or compare."""
+
+
+def policy_label(policy: str | None) -> str:
+    """A stored policy name as the lab shows it (``env`` is training, not a policy)."""
+    if policy is None:
+        return "any"
+    return TRAINING_LABEL if policy == TRAINING_POLICY else str(policy)
+
+
+def short_run(run_id: str) -> str:
+    """``eval-…-e490`` → ``eval-e490``: enough to tell runs apart on a chart."""
+    parts = str(run_id).split("-")
+    return f"{parts[0]}-{parts[-1]}" if len(parts) > 2 else str(run_id)
+
+
+def _label_policies(df: pd.DataFrame, include_training: bool) -> pd.DataFrame:
+    """Keep the stored name as ``policy_id``, show ``policy`` as :func:`policy_label`;
+    without ``include_training``, drop the training episodes."""
+    if "policy" not in df:
+        return df
+    df = df.rename(columns={"policy": "policy_id"})
+    if not include_training:
+        df = df[df["policy_id"] != TRAINING_POLICY]
+    df.insert(list(df.columns).index("policy_id"), "policy", df["policy_id"].map(policy_label))
+    return df.reset_index(drop=True)
 
 
 def _filters(
@@ -46,6 +80,7 @@ def _filters(
     correct: bool | None = None,
     with_failures: bool | None = None,
     from_episode: int | None = None,
+    text: str | None = None,
 ) -> q.EpisodeFilter:
     return q.EpisodeFilter(
         run_ids=[run_id] if run_id else None,
@@ -54,6 +89,7 @@ def _filters(
         correct=correct,
         with_failures=with_failures,
         from_episode=from_episode,
+        text=text or None,
     )
 
 
@@ -73,23 +109,32 @@ def episodes(
     with_failures: bool | None = None,
     limit: int = 200,
     from_episode: int | None = None,
+    text: str | None = None,
+    order_by: str = "episode",
+    descending: bool = False,
+    offset: int = 0,
 ) -> pd.DataFrame:
-    """Up to ``limit`` episode headlines matching the filters, from index ``from_episode`` on."""
-    flt = _filters(run_id, benchmark, policy, correct, with_failures, from_episode)
-    return q.list_episodes(db, flt, limit=limit)
+    """Up to ``limit`` episode headlines matching the filters (``text``: in the task id or
+    question), sorted by ``order_by``, skipping the first ``offset``."""
+    flt = _filters(run_id, benchmark, policy, correct, with_failures, from_episode, text)
+    return q.list_episodes(
+        db, flt, limit=limit, offset=offset, order_by=order_by, descending=descending
+    )
 
 
 def episode_labels(episodes: pd.DataFrame) -> dict[int, str]:
-    """``#12 · task-3 · ✔ · 1,234 tok · 1 failed`` per episode index, built in one pass
-    (a ``format_func`` that filters the frame per option costs seconds for 200 options)."""
+    """``#12 · task-3 · right · 1,234 tok · reward 0.91 · 1 failed`` per episode index, built
+    in one pass (a ``format_func`` that filters the frame per option costs seconds for 200
+    options). Words, not glyphs: no font on the reader's machine is assumed."""
     return {
-        int(i): f"#{i} · {task} · {'✔' if ok else '✘'} · {tok:,} tok"
+        int(i): f"#{i} · {task} · {'right' if ok else 'wrong'} · {tok:,} tok · reward {rw:.2f}"
         + (f" · {nf} failed" if nf else "")
-        for i, task, ok, tok, nf in zip(
+        for i, task, ok, tok, rw, nf in zip(
             episodes["episode"],
             episodes["task_id"],
             episodes["correct"],
             episodes["tokens"],
+            episodes["reward"],
             episodes["n_failed"],
             strict=True,
         )
@@ -97,8 +142,34 @@ def episode_labels(episodes: pd.DataFrame) -> dict[int, str]:
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
-def count(db: str, run_id: str | None = None) -> int:
-    return q.count_episodes(db, _filters(run_id))
+def count(
+    db: str,
+    run_id: str | None = None,
+    benchmark: str | None = None,
+    policy: str | None = None,
+    correct: bool | None = None,
+    with_failures: bool | None = None,
+    text: str | None = None,
+) -> int:
+    """Episodes matching the filters."""
+    return q.count_episodes(
+        db, _filters(run_id, benchmark, policy, correct, with_failures, None, text)
+    )
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def episode_position(db: str, run_id: str, index: int) -> int:
+    """Where episode ``index`` stands in the run's episodes in index order (for paging)."""
+    total = q.count_episodes(db, _filters(run_id))
+    return total - q.count_episodes(db, _filters(run_id, from_episode=index))
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def run_values(db: str, run_id: str, column: str) -> list:
+    """The values ``column`` (policy, benchmark...) takes in one run's episodes (stored
+    names), sorted: filters then offer only what the run has."""
+    df = q.aggregate(db, (column,), q.EpisodeFilter(run_ids=[run_id]))
+    return sorted(df[column].dropna().tolist())
 
 
 @st.cache_data(ttl=600, show_spinner=False, max_entries=256)
@@ -120,11 +191,21 @@ def aggregate(
     run_ids: tuple[str, ...] | None = None,
     benchmark: str | None = None,
     with_failures: bool | None = None,
+    include_training: bool = False,
 ) -> pd.DataFrame:
+    """Accuracy, tokens and reward per group, with 95 % intervals (Wilson for accuracy,
+    normal SE for the means). Grouped by policy, ``policy`` is the display name and
+    ``policy_id`` the stored one; training episodes only with ``include_training``."""
     flt = q.EpisodeFilter(
         run_ids=list(run_ids) if run_ids else None, benchmark=benchmark, with_failures=with_failures
     )
-    return q.aggregate(db, by, flt)
+    df = q.aggregate(db, by, flt)
+    df = _label_policies(df, include_training)
+    if "run_id" in df and "policy" in df:
+        df["label"] = [
+            f"{p} · {short_run(r)}" for p, r in zip(df["policy"], df["run_id"], strict=True)
+        ]
+    return with_intervals(df) if not df.empty else df
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -142,8 +223,12 @@ def action_distribution(
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
-def robustness(db: str, benchmark: str | None = None) -> pd.DataFrame:
-    return q.robustness(db, q.EpisodeFilter(benchmark=benchmark))
+def robustness(
+    db: str, benchmark: str | None = None, include_training: bool = False
+) -> pd.DataFrame:
+    """Accuracy by policy and number of failed agents, with Wilson intervals."""
+    df = _label_policies(q.robustness(db, q.EpisodeFilter(benchmark=benchmark)), include_training)
+    return with_intervals(df) if not df.empty else df
 
 
 CURVE_POINTS = 2000
@@ -151,7 +236,7 @@ CURVE_POINTS = 2000
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
-def curves(db: str, run_id: str, window: int = 25) -> tuple[pd.DataFrame, pd.DataFrame]:
+def curves(db: str, run_id: str, window: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-episode curves, per-update training metrics) of one run, thinned to
     :data:`CURVE_POINTS` rows each (moving averages still use every episode)."""
     return (
@@ -193,20 +278,57 @@ def checkpoints(db: str, roles: tuple[str, ...] | None = None) -> pd.DataFrame:
 def clear() -> None:
     """Forget cached query results (after this lab wrote or deleted something)."""
     for fn in (runs, episodes, count, distinct, aggregate, action_distribution, robustness,
-               curves, action_mix, checkpoints, run_info):  # fmt: skip
+               curves, action_mix, checkpoints, run_info, episode_position,
+               run_values):  # fmt: skip
         fn.clear()
 
 
 @st.cache_resource
 def jobs(db: str) -> JobManager:
-    """The lab server's job manager for ``db`` (its logs live under :func:`workdir`)."""
-    return JobManager(workdir(db) / "logs", cwd=Path(os.getcwd()))
+    """The job manager for ``db``: its registry folder is shared by every session and every
+    lab server on that database (see :class:`lab.jobs.JobManager`)."""
+    return JobManager(workdir(db) / "jobs", cwd=ROOT)
 
 
 @st.cache_resource
-def demo_slot(db: str) -> dict[str, CommandQueue | None]:
-    """Holds the first-start demo of ``db`` so it runs once per server, not once per session."""
-    return {"runner": None}
+def queues(db: str) -> dict[str, CommandQueue | None]:
+    """Queues of commands this server runs (the Failure lab's robustness sweep)."""
+    return {}
+
+
+def demo_status(db: str) -> DemoStatus | None:
+    """The first-start demo's progress (None if it never ran for this database)."""
+    return read_status(db)
+
+
+EXPORTS = "exports"
+"""Default export folder, relative to the database's folder."""
+
+
+def db_folder(db: str) -> Path:
+    """The folder the database file is in (exports must stay inside it)."""
+    return Path(db).resolve().parent
+
+
+def export_dir(db: str, folder: str, run_id: str) -> Path:
+    """``<database's folder>/<folder>/<run_id>/``; ValueError if ``folder`` leaves the
+    database's folder (absolute, ``..``, a symlink out)."""
+    base = db_folder(db)
+    target = (base / (folder.strip() or EXPORTS)).resolve()
+    if target != base and base not in target.parents:
+        raise ValueError(f"export folders must be inside {base}; {folder!r} is not.")
+    return target / run_id
+
+
+def export_zip(db: str, run_id: str) -> bytes:
+    """The run's tables as Parquet files in one zip (for the browser download)."""
+    with tempfile.TemporaryDirectory(prefix="agentqmix-export-") as tmp:
+        export_run(run_id, tmp, db)
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+            for path in sorted(Path(tmp).glob("*.parquet")):
+                zf.write(path, f"{run_id}/{path.name}")
+        return buf.getvalue()
 
 
 @st.cache_resource(max_entries=128, show_spinner=False)
@@ -221,7 +343,8 @@ def replay_figures(db: str, run_id: str, index: int, round_index: int) -> dict:
     return {
         "graph": figures.communication_graph(record, round_index),
         "q": figures.q_values_figure(rnd, record.roles),
-        "mixer": figures.mixer_figure(rnd, record.roles),
+        "credit": figures.credit_figure(rnd, record.roles),
+        "weights": figures.weights_figure(rnd.mixer_weights, record.roles),
         "tokens": figures.tokens_figure(record, round_index),
         "table": figures.round_table(record, round_index),
         "messages": figures.messages_table(rnd),

@@ -1,9 +1,13 @@
 """Figure builders: plain functions from records / DataFrames to Plotly figures.
 
 Nothing here touches Streamlit or the database, so every figure can be built and checked
-in a test from a hand-made :class:`~core.records.EpisodeRecord` or DataFrame. One colour
-per action everywhere (graph nodes, Q-value bars, action mixes), so a reader learns the
-palette once.
+in a test from a hand-made :class:`~core.records.EpisodeRecord` or DataFrame.
+
+Three palettes that never share a colour, so a colour means one thing on every page:
+:data:`ACTION_COLORS` (the six actions: graph nodes, Q-value bars, action mixes),
+:data:`AGENT_COLORS` (agents: the token chart) and :data:`POLICY_PALETTE` (policies and
+runs: comparisons). Figures carry no titles of their own (the page's headings name them),
+and legends sit under the plot, so nothing overlaps on a narrow screen.
 """
 
 from __future__ import annotations
@@ -12,13 +16,14 @@ import math
 from collections.abc import Sequence
 
 import networkx as nx
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
-from plotly.subplots import make_subplots
 
 from core.actions import ACTION_NAMES
-from core.records import EpisodeRecord, RoundRecord
+from core.records import AgentStep, EpisodeRecord, RoundRecord
+from lab.stats import ema
 
 ACTION_COLORS: tuple[str, ...] = (
     "#4C78A8",  # solo_process
@@ -30,29 +35,52 @@ ACTION_COLORS: tuple[str, ...] = (
 )
 """Colour of each action, indexed like :data:`core.actions.ACTION_NAMES`."""
 
-POLICY_PALETTE = (
-    "#1F77B4",
-    "#FF7F0E",
-    "#2CA02C",
-    "#D62728",
-    "#9467BD",
-    "#8C564B",
-    "#E377C2",
-    "#7F7F7F",
-    "#BCBD22",
-    "#17BECF",
+AGENT_COLORS: tuple[str, ...] = (
+    "#8C6D31",  # ochre
+    "#393B79",  # indigo
+    "#A0A0A0",  # grey
+    "#6B2D1F",  # brick brown
+    "#C7B03B",  # mustard
+    "#2F4F4F",  # slate
+    "#D9A6A0",  # dusty rose
+    "#5C5C3D",  # olive drab
 )
+"""Colour of agent 0, 1, ... in the token chart (none is an action's colour)."""
+
+POLICY_PALETTE: tuple[str, ...] = (
+    "#1B9E77",
+    "#D95F02",
+    "#7570B3",
+    "#E7298A",
+    "#66A61E",
+    "#E6AB02",
+    "#A6761D",
+    "#666666",
+    "#1F78B4",
+    "#B15928",
+)
+"""Colour of each policy (comparisons; ColorBrewer Dark2 + Paired)."""
+
 FAILED_COLOR = "#D62728"
 DECISION_COLOR = "#222222"
 DROPPED_COLOR = "#C0392B"
 EDGE_COLOR = "#555555"
+NEUTRAL_COLOR = "#5B6770"
+"""Bars that are neither an action, an agent nor a policy (the mixer's credit)."""
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=13)
 
 GRAPH_TRACES = ("edges", "dropped edges", "decision reads")
 """Names of the graph figure's first three traces (edge traces; nodes follow)."""
 
-_NODE_RADIUS = 0.11
+DECISION = "D"
+"""How the decision agent (agent -1 in the records) is labelled everywhere."""
+
+_NODE_RADIUS = 0.13
 """How far (layout units) arrows stop short of a node's centre, so the head stays visible."""
+
+_BEND = 0.18
+"""How far an agent-to-agent edge bows to its right (fraction of its length): a → b and
+b → a (say a kept edge and the dropped one back) then never lie on top of each other."""
 
 
 def _lean_template(base: str = "plotly_white") -> go.layout.Template:
@@ -69,17 +97,19 @@ TEMPLATE = _lean_template()
 """``plotly_white`` as it applies to this module's figures (bar, scatter, heatmap traces)."""
 
 
-def _layout(fig: go.Figure, height: int, title: str | None = None) -> go.Figure:
-    # Title on the first line, the legend on the line below it, the plot under both.
+def _layout(fig: go.Figure, height: int, legend: bool = True) -> go.Figure:
+    # The legend goes at the bottom of the figure, placed against the container (not the
+    # plot): Plotly then lifts the plot and its tick labels clear of it, however many rows
+    # the legend wraps into on a phone. Above the plot it collides with the modebar.
     fig.update_layout(
         template=TEMPLATE,
         font=FONT,
         height=height,
-        margin=dict(l=10, r=10, t=85 if title else 40, b=10),
-        title=dict(text=title, x=0.0, xanchor="left", y=0.985, yanchor="top", yref="container")
-        if title
-        else None,
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0.0),
+        margin=dict(l=10, r=10, t=30, b=10),
+        showlegend=legend,
+        legend=dict(
+            orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0
+        ),
     )
     return fig
 
@@ -89,13 +119,43 @@ def agent_labels(roles: Sequence[str]) -> list[str]:
     return [f"{i} {role}" for i, role in enumerate(roles)]
 
 
+def agent_name(agent: int, roles: Sequence[str]) -> str:
+    """``"2 analyst"`` for an agent, ``"D"`` for the decision agent (-1)."""
+    if agent < 0:
+        return DECISION
+    return agent_labels(roles)[agent] if agent < len(roles) else str(agent)
+
+
+def failed_silent(step: AgentStep) -> bool:
+    """The agent sat the round out (crashed, timed out): its action was forced, not chosen."""
+    return not step.alive
+
+
+def choice(step: AgentStep) -> str:
+    """How the step's action came about, in words that are true for that step.
+
+    ``failed (crash)`` for an agent out of the round (its only available action was
+    forced: no greedy claim), ``greedy`` / ``explored`` for the learned policy (ε), and
+    ``fixed`` for a fixed topology (no Q-values).
+    """
+    if failed_silent(step):
+        return f"failed ({step.fault or 'inactive'})"
+    if step.greedy is None or step.q_values is None:
+        return "fixed"
+    if step.greedy and int(np.argmax(step.q_values)) == step.action:
+        return "greedy"
+    return "explored"
+
+
 # --------------------------------------------------------------------- graph
 
 
 def graph_positions(n_agents: int) -> dict[int, tuple[float, float]]:
-    """A fixed layout: agents on a circle (agent 0 on top), the decision agent (-1) in the centre.
+    """A fixed layout: agents on a circle (agent 0 on top), the decision agent (-1) below it.
 
-    Fixed for the whole episode so that only the edges move between rounds.
+    D sits outside the ring (inside it, an edge 1 → 3 would read as 1 → D → 3) and its
+    inputs run around the outside of the ring (:func:`_decision_path`), so no line into D
+    crosses an agent. Fixed for the whole episode, so only the edges move between rounds.
     """
     if n_agents == 1:
         pos = {0: (0.0, 1.0)}
@@ -103,15 +163,63 @@ def graph_positions(n_agents: int) -> dict[int, tuple[float, float]]:
         circle = nx.circular_layout(range(n_agents), scale=1.0)
         # networkx puts agent 0 on the right; turn a quarter so it sits on top.
         pos = {i: (round(-float(xy[1]), 6), round(float(xy[0]), 6)) for i, xy in circle.items()}
-    pos[-1] = (0.0, 0.0)
+    pos[-1] = (0.0, -_DECISION_Y)
     return pos
 
 
-def _shortened(a: tuple[float, float], b: tuple[float, float]) -> tuple[float, float]:
+_DECISION_Y = 1.75
+"""D's distance below the ring's centre (the ring has radius 1)."""
+
+_OUTER = 1.35
+"""Radius of the lane around the ring that D's inputs follow."""
+
+
+def _segment_distance(p: tuple[float, float], a: tuple[float, float], b: tuple[float, float]):
+    """Distance from point ``p`` to the segment ``a``-``b``."""
+    ax, ay, bx, by, px, py = *a, *b, *p
+    dx, dy = bx - ax, by - ay
+    t = max(0.0, min(1.0, ((px - ax) * dx + (py - ay) * dy) / ((dx * dx + dy * dy) or 1.0)))
+    return math.hypot(ax + t * dx - px, ay + t * dy - py)
+
+
+def _decision_path(a: tuple[float, float], d: tuple[float, float]) -> tuple[list, list]:
+    """From agent ``a`` straight out to the lane around the ring, along it to the bottom, then
+    down to just short of D: a route that passes no other agent."""
+    start = math.atan2(a[1], a[0])
+    end = -math.pi / 2
+    sweep = (end - start + math.pi) % (2 * math.pi) - math.pi  # the shorter way round
+    steps = max(2, int(abs(sweep) / (math.pi / 18)))
+    xs, ys = [a[0]], [a[1]]
+    for k in range(steps + 1):
+        angle = start + sweep * k / steps
+        xs.append(_OUTER * math.cos(angle))
+        ys.append(_OUTER * math.sin(angle))
+    xs.append(d[0])
+    ys.append(d[1] + _NODE_RADIUS)
+    return xs, ys
+
+
+def _edge_path(
+    a: tuple[float, float], b: tuple[float, float], bend: float, samples: int = 14
+) -> tuple[list[float], list[float]]:
+    """Points of a quadratic curve from ``a`` to just short of ``b``, bowing to the right of
+    the direction of travel by ``bend`` × its length (0 = straight)."""
     dx, dy = b[0] - a[0], b[1] - a[1]
     length = math.hypot(dx, dy) or 1.0
-    k = max(length - _NODE_RADIUS, 0.0) / length
-    return a[0] + dx * k, a[1] + dy * k
+    # Right-hand normal of the direction a -> b.
+    cx = (a[0] + b[0]) / 2 + bend * dy
+    cy = (a[1] + b[1]) / 2 - bend * dx
+    xs, ys = [], []
+    for k in range(samples + 1):
+        t = k / samples
+        x = (1 - t) ** 2 * a[0] + 2 * (1 - t) * t * cx + t * t * b[0]
+        y = (1 - t) ** 2 * a[1] + 2 * (1 - t) * t * cy + t * t * b[1]
+        if k > 0 and math.hypot(b[0] - x, b[1] - y) < _NODE_RADIUS * min(1.0, length):
+            # Stop where the curve enters the target node, so the arrow head shows.
+            break
+        xs.append(x)
+        ys.append(y)
+    return xs, ys
 
 
 def _edge_trace(
@@ -121,7 +229,9 @@ def _edge_trace(
     color: str,
     dash: str,
     hover: dict[tuple[int, int], str],
+    roles: Sequence[str],
     width: float = 2.0,
+    bend: float = _BEND,
 ) -> go.Scatter:
     xs: list[float | None] = []
     ys: list[float | None] = []
@@ -129,13 +239,16 @@ def _edge_trace(
     custom: list[list[int] | None] = []
     texts: list[str] = []
     for s, d in edges:
-        end = _shortened(pos[s], pos[d])
-        xs += [pos[s][0], end[0], None]
-        ys += [pos[s][1], end[1], None]
-        sizes += [0, 13, 0]
-        custom += [[s, d], [s, d], None]
-        text = hover.get((s, d), f"{s} → {d}")
-        texts += [text, text, ""]
+        if d == -1:
+            px, py = _decision_path(pos[s], pos[d])
+        else:
+            px, py = _edge_path(pos[s], pos[d], bend)
+        xs += [*px, None]
+        ys += [*py, None]
+        sizes += [0] * (len(px) - 1) + [13, 0]
+        custom += [[s, d]] * len(px) + [None]
+        text = hover.get((s, d), f"{agent_name(s, roles)} → {agent_name(d, roles)}")
+        texts += [text] * len(px) + [""]
     return go.Scatter(
         x=xs,
         y=ys,
@@ -151,15 +264,34 @@ def _edge_trace(
     )
 
 
-def _message_hover(rnd: RoundRecord) -> dict[tuple[int, int], str]:
+def _message_hover(rnd: RoundRecord, roles: Sequence[str]) -> dict[tuple[int, int], str]:
     out = {}
     for m in rnd.messages:
         answer = m.answer if m.answer is not None else "—"
         out[(m.src, m.dst)] = (
-            f"{m.src} → {m.dst}: answer {answer} (conf {m.confidence:.2f}, {m.tokens} tok)"
-            f"<br>{_clip_text(m.text, 120)}"
+            f"{agent_name(m.src, roles)} → {agent_name(m.dst, roles)}: answer {answer} "
+            f"(conf {m.confidence:.2f}, {m.tokens} tok)<br>{_clip_text(m.text, 120)}"
         )
     return out
+
+
+def _dropped_hover(edges: Sequence[tuple[int, int]], roles: Sequence[str]) -> dict:
+    return {
+        (s, d): f"{agent_name(s, roles)} → {agent_name(d, roles)}: asked for, dropped to break "
+        "a cycle (not read)"
+        for s, d in edges
+    }
+
+
+def _decision_hover(record: EpisodeRecord, sources: Sequence[int]) -> dict:
+    finals = {}
+    if record.rounds:
+        finals = {s.agent: s.answer for s in record.rounds[-1].steps}
+    return {
+        (s, -1): f"{agent_name(s, record.roles)} → {DECISION}: the decision agent read its "
+        f"final answer ({finals.get(s) if finals.get(s) is not None else '—'})"
+        for s in sources
+    }
 
 
 def _clip_text(text: str, n: int) -> str:
@@ -167,20 +299,21 @@ def _clip_text(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _graph_frame_data(
+def _graph_data(
     record: EpisodeRecord, r: int, pos: dict[int, tuple[float, float]]
 ) -> list[go.Scatter]:
     rnd = record.rounds[r]
-    hover = _message_hover(rnd)
+    roles = record.roles
     last = r == len(record.rounds) - 1
-    decision_edges = (
-        [(s, -1) for s in record.decision.read_from] if (last and record.decision) else []
-    )
+    sources = list(record.decision.read_from) if (last and record.decision) else []
     data = [
-        _edge_trace(rnd.edges, pos, GRAPH_TRACES[0], EDGE_COLOR, "solid", hover),
-        _edge_trace(rnd.dropped_edges, pos, GRAPH_TRACES[1], DROPPED_COLOR, "dash", {}),
-        _edge_trace(decision_edges, pos, GRAPH_TRACES[2], "#AAAAAA", "dot", {}, width=1.2),
-    ]
+        _edge_trace(rnd.edges, pos, GRAPH_TRACES[0], EDGE_COLOR, "solid",
+                    _message_hover(rnd, roles), roles),
+        _edge_trace(rnd.dropped_edges, pos, GRAPH_TRACES[1], DROPPED_COLOR, "dash",
+                    _dropped_hover(rnd.dropped_edges, roles), roles),
+        _edge_trace([(s, -1) for s in sources], pos, GRAPH_TRACES[2], "#999999", "dot",
+                    _decision_hover(record, sources), roles, width=1.4),
+    ]  # fmt: skip
     steps = {s.agent: s for s in rnd.steps}
     for a, name in enumerate(ACTION_NAMES):
         agents = [i for i in sorted(steps) if steps[i].action == a]
@@ -194,7 +327,7 @@ def _graph_frame_data(
                 text=[str(i) for i in agents],
                 textfont=dict(color="white", size=14),
                 customdata=agents,
-                hovertext=[_step_hover(steps[i], record.roles) for i in agents],
+                hovertext=[_step_hover(steps[i], roles) for i in agents],
                 hoverinfo="text",
                 legendgroup=name,
             )
@@ -207,11 +340,11 @@ def _graph_frame_data(
             mode="markers+text",
             name="failed",
             marker=dict(symbol="circle-open", size=46, color=FAILED_COLOR, line=dict(width=4)),
-            text=[f"✕ {steps[i].fault or 'inactive'}" for i in failed],
+            text=[f"failed: {steps[i].fault or 'inactive'}" for i in failed],
             textposition="bottom center",
             textfont=dict(color=FAILED_COLOR, size=12),
             customdata=failed,
-            hovertext=[f"agent {i}: {steps[i].fault or 'inactive'}" for i in failed],
+            hovertext=[f"agent {i}: failed ({steps[i].fault or 'inactive'})" for i in failed],
             hoverinfo="text",
         )
     )
@@ -230,23 +363,27 @@ def _decision_trace(record: EpisodeRecord, last: bool, pos: dict) -> go.Scatter:
         mode="markers+text",
         name="decision agent",
         marker=dict(symbol="diamond", size=30, color=DECISION_COLOR),
-        text=["D"],
+        text=[DECISION],
         textfont=dict(color="white", size=13),
         customdata=[-1],
         hovertext=[
-            f"decision agent<br>{verdict}" if verdict else "decision agent (after the last round)"
+            f"decision agent {DECISION}<br>{verdict}"
+            if verdict
+            else f"decision agent {DECISION} (reads the final answers after the last round)"
         ],
         hoverinfo="text",
     )
 
 
-def _step_hover(step, roles: Sequence[str]) -> str:
-    role = roles[step.agent] if 0 <= step.agent < len(roles) else step.role
-    parts = [f"<b>agent {step.agent} · {role}</b>", f"action: {ACTION_NAMES[step.action]}"]
-    if step.greedy is not None:
-        parts.append("greedy" if step.greedy else "explored (ε)")
-    if step.fault:
-        parts.append(f"fault: {step.fault}")
+def _step_hover(step: AgentStep, roles: Sequence[str]) -> str:
+    parts = [f"<b>agent {agent_name(step.agent, roles)}</b>"]
+    how = choice(step)
+    if failed_silent(step):
+        parts.append(f"{how}: sat the round out ({ACTION_NAMES[step.action]} was forced)")
+    else:
+        parts.append(f"action: {ACTION_NAMES[step.action]} ({how})")
+        if step.fault:
+            parts.append(f"fault: {step.fault}")
     parts.append(f"answer: {step.answer if step.answer is not None else '—'}")
     if step.correct is not None:
         parts.append("right" if step.correct else "wrong")
@@ -256,98 +393,44 @@ def _step_hover(step, roles: Sequence[str]) -> str:
 
 
 def communication_graph(
-    record: EpisodeRecord, active_round: int = 0, height: int = 430
+    record: EpisodeRecord, round_index: int = 0, height: int = 460
 ) -> go.Figure:
-    """The episode's communication graph, animated: one Plotly frame per round.
+    """The communication graph of one round (no animation controls of its own: the page's
+    one round control drives this figure and every other panel together).
 
-    Trace order in every frame: kept edges, dropped edges (dashed), the decision agent's
-    inputs (last round only), one node trace per action (the legend), failed agents
-    (a red ✕), the decision agent. Each edge point carries ``customdata=[src, dst]``;
-    node points carry the agent index. ``active_round`` is the frame shown first.
+    Trace order: kept edges, dropped edges (dashed), the decision agent's inputs (last
+    round only), one node trace per action (the legend), failed agents (a red ring), the
+    decision agent. Each edge point carries ``customdata=[src, dst]`` (-1 = D); node
+    points carry the agent index.
     """
     if not record.rounds:
         raise ValueError("episode has no rounds to draw")
-    active_round = min(max(active_round, 0), len(record.rounds) - 1)
+    r = min(max(round_index, 0), len(record.rounds) - 1)
     pos = graph_positions(len(record.roles))
-    frames = [
-        go.Frame(data=_graph_frame_data(record, r, pos), name=str(rnd.round))
-        for r, rnd in enumerate(record.rounds)
-    ]
-    fig = go.Figure(data=frames[active_round].data, frames=frames)
-    slider_steps = [
-        dict(
-            method="animate",
-            label=f.name,
-            args=[[f.name], dict(mode="immediate", frame=dict(duration=0, redraw=True))],
-        )
-        for f in frames
-    ]
+    fig = go.Figure(data=_graph_data(record, r, pos))
     fig.update_layout(
-        xaxis=dict(visible=False, range=[-1.35, 1.35]),
-        yaxis=dict(visible=False, range=[-1.3, 1.3], scaleanchor="x"),
+        # The lane around the ring (D's inputs) and the failed-agent labels need the margin.
+        xaxis=dict(visible=False, range=[-_OUTER - 0.3, _OUTER + 0.3]),
+        yaxis=dict(visible=False, range=[-_DECISION_Y - 0.3, 1.4], scaleanchor="x"),
         hovermode="closest",
-        updatemenus=[
-            dict(
-                type="buttons",
-                direction="left",
-                x=0.0,
-                y=-0.02,
-                xanchor="left",
-                yanchor="top",
-                showactive=False,
-                buttons=[
-                    dict(
-                        label="▶ Play",
-                        method="animate",
-                        args=[
-                            None,
-                            dict(
-                                frame=dict(duration=900, redraw=True),
-                                transition=dict(duration=0),
-                                fromcurrent=True,
-                                mode="immediate",
-                            ),
-                        ],
-                    ),
-                    dict(
-                        label="❚❚ Pause",
-                        method="animate",
-                        args=[[None], dict(frame=dict(duration=0, redraw=False), mode="immediate")],
-                    ),
-                ],
-            )
-        ],
-        sliders=[
-            dict(
-                active=active_round,
-                currentvalue=dict(prefix="round "),
-                x=0.34,
-                len=0.66,
-                y=-0.02,
-                yanchor="top",
-                pad=dict(t=0),
-                steps=slider_steps,
-            )
-        ],
+        meta={"round": record.rounds[r].round},
     )
-    _layout(fig, height)
-    fig.update_layout(margin=dict(l=10, r=10, t=40, b=70))
-    return fig
+    return _layout(fig, height)
 
 
-def frame_edges(fig: go.Figure, frame: int, trace: str = "edges") -> list[tuple[int, int]]:
-    """The edges drawn in one frame of :func:`communication_graph` (for tests and captions)."""
-    data = fig.frames[frame].data[GRAPH_TRACES.index(trace)]
+def graph_edges(fig: go.Figure, trace: str = "edges") -> list[tuple[int, int]]:
+    """The edges drawn in a :func:`communication_graph` (for tests and captions)."""
+    data = fig.data[GRAPH_TRACES.index(trace)]
     seen: list[tuple[int, int]] = []
     for c in data.customdata or ():
-        if c is not None and tuple(c) not in seen:
+        if c is not None and (int(c[0]), int(c[1])) not in seen:
             seen.append((int(c[0]), int(c[1])))
     return seen
 
 
-def frame_nodes(fig: go.Figure, frame: int, name: str) -> list[int]:
-    """Agent indices in the node trace called ``name`` (an action name, ``failed``) of a frame."""
-    for data in fig.frames[frame].data:
+def graph_nodes(fig: go.Figure, name: str) -> list[int]:
+    """Agent indices in the node trace called ``name`` (an action name, ``failed``...)."""
+    for data in fig.data:
         if data.name == name:
             return [int(i) for i in data.customdata or ()]
     raise KeyError(name)
@@ -356,125 +439,166 @@ def frame_nodes(fig: go.Figure, frame: int, name: str) -> list[int]:
 # --------------------------------------------------------------------- per-round panels
 
 
-def q_values_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 320) -> go.Figure | None:
+def q_values_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 330) -> go.Figure | None:
     """Per-agent Q-values of the six actions (one bar group per agent); None for fixed policies.
 
-    The chosen action's bar has a thick black outline and a label: ``greedy`` or
-    ``explored`` (picked by ε-exploration against the argmax).
+    Traces 0-5 are the actions' bars (6-11: their legend swatches, no data). The chosen
+    action's bar is labelled with :func:`choice`: ``greedy`` (thick outline),
+    ``explored`` (outlined and hatched: ε-exploration picked it against the argmax) or, for
+    an agent out of the round, ``failed (crash)`` (no outline: it did not choose).
     """
     steps = [s for s in sorted(rnd.steps, key=lambda s: s.agent) if s.q_values is not None]
     if not steps:
         return None
-    labels = [agent_labels(roles)[s.agent] for s in steps]
+    labels = [agent_name(s.agent, roles) for s in steps]
     fig = go.Figure()
     for a, name in enumerate(ACTION_NAMES):
         chosen = [s.action == a for s in steps]
+        picked = [c and not failed_silent(s) for s, c in zip(steps, chosen, strict=True)]
         fig.add_bar(
             x=labels,
             y=[s.q_values[a] for s in steps],
             name=name,
             marker=dict(
                 color=ACTION_COLORS[a],
-                line=dict(color="black", width=[3 if c else 0 for c in chosen]),
+                opacity=[0.35 if failed_silent(s) else 1.0 for s in steps],
+                line=dict(color="black", width=[3 if p else 0 for p in picked]),
                 pattern=dict(
                     shape=[
-                        "/" if c and s.greedy is False else ""
-                        for s, c in zip(steps, chosen, strict=True)
+                        "/" if p and choice(s) == "explored" else ""
+                        for s, p in zip(steps, picked, strict=True)
                     ],
                     fgcolor="black",
                 ),
             ),
-            text=[_choice_label(s) if c else "" for s, c in zip(steps, chosen, strict=True)],
+            text=[choice(s) if c else "" for s, c in zip(steps, chosen, strict=True)],
             textposition="outside",
+            # The label is wider than its bar: draw it at full size, not shrunk to the bar.
+            constraintext="none",
+            textfont=dict(size=11),
             cliponaxis=False,
             hovertemplate=f"%{{x}}<br>{name}: %{{y:.3f}}<extra></extra>",
+            legendgroup=name,
+            showlegend=False,
         )
-    eps = next((s.epsilon for s in steps if s.epsilon is not None), None)
-    title = "Q-values · outlined = chosen, hatched = explored" + (
-        f" (ε = {eps:.2f})" if eps is not None else ""
+    for a, name in enumerate(ACTION_NAMES):
+        # Plain swatches for the legend (a trace's first bar may be outlined or hatched).
+        fig.add_bar(x=[None], y=[None], name=name, marker_color=ACTION_COLORS[a], legendgroup=name)
+    values = [v for s in steps for v in s.q_values]
+    lo, hi = min(values + [0.0]), max(values + [0.0])
+    pad = (hi - lo or 1.0) * 0.22  # room above the bars for the "greedy" / "explored" labels
+    fig.update_layout(
+        barmode="group",
+        yaxis=dict(title="Q(o, a)", range=[lo - pad / 3, hi + pad]),
+        bargap=0.25,
+        uniformtext=dict(minsize=10, mode="show"),
     )
-    fig.update_layout(barmode="group", yaxis_title="Q(o, a)", bargap=0.25)
-    return _layout(fig, height, title)
+    return _layout(fig, height)
 
 
-def _choice_label(step) -> str:
-    if step.greedy is None:
-        return "chosen"
-    return "greedy" if step.greedy else "explored"
+def q_values_caption(rnd: RoundRecord) -> str:
+    eps = next((s.epsilon for s in rnd.steps if s.epsilon is not None), None)
+    return (
+        "Outlined: the chosen action; hatched: explored"
+        + (f" (ε = {eps:.2f})" if eps is not None else "")
+        + "; faded: a failed agent (its action was forced, not chosen)."
+    )
 
 
-def mixer_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 300) -> go.Figure | None:
-    """The mixer's view of the round: per-agent credit ∂Q_tot/∂Q_i and its weights heat map.
-
-    (Q_tot itself goes in the caller's heading, next to the round number.)
-
-    Left: credit bars (one per agent). Right: the first-layer weights ``(N, embed)`` as
-    a heat map. None when the round has neither (fixed policies).
-    """
-    if rnd.credit is None and rnd.mixer_weights is None:
+def credit_figure(
+    rnd: RoundRecord,
+    roles: Sequence[str],
+    height: int = 240,
+    labels: Sequence[str] | None = None,
+) -> go.Figure | None:
+    """The mixer's credit ∂Q_tot/∂Q_i, one bar per agent (named from ``roles``, or
+    ``labels``); None without a mixer view."""
+    if rnd.credit is None:
         return None
-    labels = agent_labels(roles)
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        column_widths=[0.35, 0.65],
-        horizontal_spacing=0.12,
-        subplot_titles=("credit ∂Q_tot/∂Q_i", "weights |W₁| (agent × unit)"),
-    )
-    if rnd.credit is not None:
-        fig.add_bar(
+    labels = list(labels or [agent_name(i, roles) for i in range(len(rnd.credit))])
+    fig = go.Figure(
+        go.Bar(
             x=list(rnd.credit),
-            y=labels[: len(rnd.credit)],
+            y=labels,
             orientation="h",
-            marker_color="#4C78A8",
+            marker_color=NEUTRAL_COLOR,
             name="credit",
             text=[f"{c:.3f}" for c in rnd.credit],
             textposition="auto",
             hovertemplate="%{y}: %{x:.4f}<extra></extra>",
-            row=1,
-            col=1,
         )
-        fig.update_yaxes(autorange="reversed", row=1, col=1)
-    if rnd.mixer_weights is not None:
-        fig.add_heatmap(
-            z=[list(row) for row in rnd.mixer_weights],
-            y=labels[: len(rnd.mixer_weights)],
-            colorscale="Blues",
+    )
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title_text="∂Q_tot/∂Q_i")
+    return _layout(fig, height, legend=False)
+
+
+def weights_figure(
+    weights: Sequence[Sequence[float]] | None,
+    roles: Sequence[str],
+    height: int = 240,
+    labels: Sequence[str] | None = None,
+) -> go.Figure | None:
+    """The mixer's first-layer weights ``(N, embed)`` as a heat map (agent × unit).
+
+    QMIX's are ``≥ 0`` (a white-to-blue scale); signed weights (the CTDE page's
+    non-monotonic mixer) get a diverging scale centred on 0.
+    """
+    if weights is None:
+        return None
+    z = [list(row) for row in weights]
+    signed = min(min(row) for row in z) < 0
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            y=list(labels or [agent_name(i, roles) for i in range(len(z))]),
+            colorscale="RdBu" if signed else "Blues",
+            zmid=0 if signed else None,
             name="weights",
             colorbar=dict(thickness=10, len=0.9),
             hovertemplate="%{y}, unit %{x}: %{z:.3f}<extra></extra>",
-            row=1,
-            col=2,
         )
-        fig.update_yaxes(autorange="reversed", showticklabels=rnd.credit is None, row=1, col=2)
-    fig.update_layout(showlegend=False)
-    fig.update_annotations(font_size=13)
-    return _layout(fig, height)
+    )
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title_text="mixing unit")
+    return _layout(fig, height, legend=False)
 
 
-def tokens_figure(
-    record: EpisodeRecord, upto_round: int | None = None, height: int = 280
-) -> go.Figure:
-    """Tokens per agent per round (stacked bars) and the team's running total (line)."""
-    n_rounds = len(record.rounds)
-    last = n_rounds - 1 if upto_round is None else min(upto_round, n_rounds - 1)
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    x = [f"round {r.round}" for r in record.rounds[: last + 1]]
+def tokens_figure(record: EpisodeRecord, active_round: int | None = None, height: int = 300):
+    """Tokens of the whole episode: per agent per round (stacked), the decision agent's call,
+    and the running total (line). The bars add up to the episode's total; ``active_round``
+    is drawn solid, the other rounds faded."""
+    x = [f"round {r.round}" for r in record.rounds]
+    if record.decision is not None:
+        x.append(DECISION)
+    n = len(record.rounds)
+
+    def opacity(k: int) -> float:
+        return 1.0 if active_round is None or k == active_round else 0.35
+
+    fig = go.Figure()
     for i, label in enumerate(agent_labels(record.roles)):
         fig.add_bar(
-            x=x,
-            y=[_agent_tokens(r, i) for r in record.rounds[: last + 1]],
+            x=x[:n],
+            y=[_agent_tokens(r, i) for r in record.rounds],
             name=label,
-            marker_color=POLICY_PALETTE[i % len(POLICY_PALETTE)],
+            marker=dict(
+                color=AGENT_COLORS[i % len(AGENT_COLORS)],
+                opacity=[opacity(k) for k in range(n)],
+            ),
+            hovertemplate=f"{label}<br>%{{x}}: %{{y:,}} tokens<extra></extra>",
         )
     running, total = [], 0
-    for r in record.rounds[: last + 1]:
+    for r in record.rounds:
         total += r.tokens
         running.append(total)
-    if upto_round is None and record.decision is not None:
-        x = [*x, "decision"]
+    if record.decision is not None:
         fig.add_bar(
-            x=["decision"], y=[record.decision.tokens], name="decision", marker_color=DECISION_COLOR
+            x=[DECISION],
+            y=[record.decision.tokens],
+            name=f"{DECISION} decision",
+            marker=dict(color=DECISION_COLOR, opacity=opacity(n)),
+            hovertemplate="decision agent: %{y:,} tokens<extra></extra>",
         )
         running.append(total + record.decision.tokens)
     fig.add_scatter(
@@ -482,13 +606,12 @@ def tokens_figure(
         y=running,
         name="running total",
         mode="lines+markers",
-        line=dict(color="black"),
-        secondary_y=True,
+        line=dict(color="black", width=1.5, dash="dot"),
+        hovertemplate="total so far: %{y:,}<extra></extra>",
     )
-    fig.update_layout(barmode="stack")
-    fig.update_yaxes(title_text="tokens", secondary_y=False)
-    fig.update_yaxes(title_text="total", secondary_y=True, rangemode="tozero")
-    return _layout(fig, height, "Tokens")
+    fig.update_layout(barmode="stack", yaxis_title="tokens")
+    fig.update_xaxes(type="category")
+    return _layout(fig, height)
 
 
 def _agent_tokens(rnd: RoundRecord, agent: int) -> int:
@@ -496,27 +619,43 @@ def _agent_tokens(rnd: RoundRecord, agent: int) -> int:
 
 
 def round_table(record: EpisodeRecord, r: int) -> pd.DataFrame:
-    """One row per agent for round ``r``: action, fault, answer, right/wrong, read from, tokens."""
+    """One row per agent for round ``r`` (and, in the last round, the decision agent D):
+    action, how it was chosen, fault, answer, right/wrong, read from, tokens."""
     rnd = record.rounds[r]
     rows = []
     for s in sorted(rnd.steps, key=lambda s: s.agent):
         rows.append(
             {
-                "agent": agent_labels(record.roles)[s.agent],
+                "agent": agent_name(s.agent, record.roles),
                 "action": ACTION_NAMES[s.action],
-                "how": "" if s.greedy is None else ("greedy" if s.greedy else "explored"),
+                "how": choice(s),
                 "fault": s.fault or "",
                 "answer": s.answer if s.answer is not None else "—",
-                "result": "" if s.correct is None else ("✔ right" if s.correct else "✘ wrong"),
+                "result": "" if s.correct is None else ("right" if s.correct else "wrong"),
                 "confidence": round(s.confidence, 2),
                 "read from": ", ".join(map(str, s.read_from)) or "—",
                 "tokens": s.tokens,
             }
         )
+    d = record.decision
+    if d is not None and r == len(record.rounds) - 1:
+        rows.append(
+            {
+                "agent": f"{DECISION} decision",
+                "action": "decide",
+                "how": "after the last round",
+                "fault": "",
+                "answer": record.team_answer if record.team_answer is not None else "—",
+                "result": "right" if record.score > 0 else "wrong",
+                "confidence": round(d.confidence, 2),
+                "read from": ", ".join(map(str, d.read_from)) or "—",
+                "tokens": d.tokens,
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def messages_table(rnd: RoundRecord) -> pd.DataFrame:
+def messages_table(rnd: RoundRecord, roles: Sequence[str] = ()) -> pd.DataFrame:
     """The messages of a round: who read whom, the answer it carried and its text."""
     return pd.DataFrame(
         [
@@ -535,71 +674,53 @@ def messages_table(rnd: RoundRecord) -> pd.DataFrame:
 
 # --------------------------------------------------------------------- runs and comparisons
 
+CURVE_METRICS = (
+    ("reward", "reward per episode", "episodes"),
+    ("correct", "accuracy", "episodes"),
+    ("tokens", "tokens per episode", "episodes"),
+    ("loss", "TD loss", "metrics"),
+    ("epsilon", "ε (exploration)", "metrics"),
+    ("q_tot_mean", "Q_tot (mean)", "metrics"),
+)
+"""(column, heading, source frame) of each training-curve panel."""
 
-def training_curves_figure(
-    episodes: pd.DataFrame, metrics: pd.DataFrame | None = None, height: int = 520
+
+def training_curve_figure(
+    runs: dict[str, tuple[pd.DataFrame, pd.DataFrame | None]],
+    column: str,
+    smoothing: float = 0.9,
+    height: int = 260,
 ) -> go.Figure:
-    """Reward, accuracy and tokens per episode (raw + moving average), loss and ε per update.
+    """One metric of one or more training runs against the episode: the raw values faint,
+    their EMA (``smoothing`` in [0, 1), 0 = none) bold, one colour per run.
 
-    ``episodes`` is :func:`core.store.queries.episode_curves` (episode, reward, correct,
-    tokens, *_ma); ``metrics`` is :func:`core.store.queries.training_curves` (step, loss,
-    epsilon, ...), or None/empty for evaluation runs.
+    ``runs`` maps a run's label to (per-episode curves, per-update metrics) as returned by
+    :func:`core.store.queries.episode_curves` / :func:`~core.store.queries.training_curves`.
     """
-    fig = make_subplots(
-        rows=2,
-        cols=3,
-        subplot_titles=("reward", "accuracy", "tokens / episode", "TD loss", "ε", "Q_tot mean"),
-        vertical_spacing=0.16,
-        horizontal_spacing=0.07,
-    )
-    if not episodes.empty:
-        panels = [
-            ("reward", "reward_ma", 1),
-            ("correct", "accuracy_ma", 2),
-            ("tokens", "tokens_ma", 3),
-        ]
-        for raw, ma, col in panels:
-            fig.add_scatter(
-                x=episodes["episode"],
-                y=episodes[raw].astype(float),
-                mode="markers",
-                marker=dict(size=3, color="#BBBBBB"),
-                name=raw,
-                showlegend=False,
-                row=1,
-                col=col,
-            )
-            fig.add_scatter(
-                x=episodes["episode"],
-                y=episodes[ma],
-                mode="lines",
-                line=dict(color="#1F77B4", width=2),
-                name=ma,
-                showlegend=False,
-                row=1,
-                col=col,
-            )
-    if metrics is not None and not metrics.empty:
-        x = metrics["episode"] if "episode" in metrics else metrics["step"]
-        for col, name in ((1, "loss"), (2, "epsilon"), (3, "q_tot_mean")):
-            if name in metrics:
-                fig.add_scatter(
-                    x=x,
-                    y=metrics[name],
-                    mode="lines",
-                    line=dict(color="#FF7F0E", width=2),
-                    name=name,
-                    showlegend=False,
-                    row=2,
-                    col=col,
-                )
-    fig.update_xaxes(title_text="episode", row=2)
-    return _layout(fig, height)
+    source = next(src for col, _, src in CURVE_METRICS if col == column)
+    fig = go.Figure()
+    for k, (label, (episodes, metrics)) in enumerate(runs.items()):
+        df = episodes if source == "episodes" else metrics
+        if df is None or df.empty or column not in df:
+            continue
+        x = df["episode"] if "episode" in df else df["step"]
+        y = df[column].astype(float)
+        color = POLICY_PALETTE[k % len(POLICY_PALETTE)]
+        fig.add_scatter(
+            x=x, y=y, mode="lines", name=f"{label} (raw)", legendgroup=label, showlegend=False,
+            line=dict(color=color, width=1), opacity=0.25, hoverinfo="skip",
+        )  # fmt: skip
+        fig.add_scatter(
+            x=x, y=ema(y, smoothing), mode="lines", name=label, legendgroup=label,
+            line=dict(color=color, width=2.2),
+            hovertemplate=f"{label}<br>episode %{{x}}: %{{y:.4g}}<extra></extra>",
+        )  # fmt: skip
+    if column == "correct":
+        fig.update_yaxes(tickformat=".0%", range=[-0.02, 1.02])
+    return _layout(fig, height, legend=len(runs) > 1)
 
 
-def action_mix_figure(
-    df: pd.DataFrame, by: str, height: int = 320, title: str | None = None
-) -> go.Figure:
+def action_mix_figure(df: pd.DataFrame, by: str, height: int = 320) -> go.Figure:
     """Stacked shares of the six actions per ``by`` group (difficulty, round, episode block...).
 
     ``df`` has columns ``by``, ``action``, ``share`` (as returned by the store's
@@ -612,15 +733,22 @@ def action_mix_figure(
             df[df["action"] == a].set_index(by)["share"] if not df.empty else pd.Series(dtype=float)
         )
         fig.add_bar(
-            x=[str(g) for g in groups],
+            x=[_group_label(by, g) for g in groups],
             y=[float(part.get(g, 0.0)) for g in groups],
             name=name,
             marker_color=ACTION_COLORS[a],
-            hovertemplate=f"{by} %{{x}}<br>{name}: %{{y:.1%}}<extra></extra>",
+            hovertemplate=f"%{{x}}<br>{name}: %{{y:.1%}}<extra></extra>",
         )
+    # No x-axis title: the tick labels say what the groups are, and a title under the axis
+    # would sit where the legend goes.
     fig.update_layout(barmode="stack", yaxis=dict(title="share", tickformat=".0%", range=[0, 1]))
-    fig.update_xaxes(title_text=by, type="category")
-    return _layout(fig, height, title)
+    fig.update_xaxes(type="category")
+    return _layout(fig, height)
+
+
+def _group_label(by: str, value) -> str:
+    # Episode blocks are numbers on a long axis; other groups name themselves.
+    return str(value) if by == "episode" else f"{by} {value}"
 
 
 def pareto_front(df: pd.DataFrame, x: str = "mean_tokens", y: str = "accuracy") -> pd.DataFrame:
@@ -638,43 +766,100 @@ def pareto_front(df: pd.DataFrame, x: str = "mean_tokens", y: str = "accuracy") 
     return rows.loc[keep]
 
 
-def pareto_figure(df: pd.DataFrame, label: str = "policy", height: int = 420) -> go.Figure:
-    """Accuracy vs mean tokens per ``label`` (policy / topology), with the Pareto front line."""
+def pareto_figure(df: pd.DataFrame, height: int = 440) -> go.Figure:
+    """Accuracy vs mean tokens, one point per row (a policy in one run), with 95 % intervals
+    and the Pareto front.
+
+    ``df`` has ``label`` (the point's name), ``policy`` (its colour), ``run_id``,
+    ``policy_id``, ``episodes``, ``accuracy`` and ``mean_tokens``, and optionally the
+    interval columns of :func:`lab.stats.with_intervals`. Every point carries
+    ``customdata = [run_id, policy_id, episodes]`` (what a click selects).
+    """
     fig = go.Figure()
-    for k, (name, part) in enumerate(df.groupby(label, sort=True)):
+    colors = {
+        p: POLICY_PALETTE[k % len(POLICY_PALETTE)]
+        for k, p in enumerate(sorted(df["policy"].unique()))
+    }
+    front = set(pareto_front(df).index)
+    has_ci = "accuracy_lo" in df
+    for policy, part in df.groupby("policy", sort=True):
+        err_y = err_x = None
+        if has_ci:
+            err_y = dict(
+                type="data", symmetric=False, thickness=1.2, width=3,
+                array=(part["accuracy_hi"] - part["accuracy"]).fillna(0).tolist(),
+                arrayminus=(part["accuracy"] - part["accuracy_lo"]).fillna(0).tolist(),
+            )  # fmt: skip
+            err_x = dict(
+                type="data", symmetric=False, thickness=1.2, width=3,
+                array=(part["tokens_hi"] - part["mean_tokens"]).fillna(0).tolist(),
+                arrayminus=(part["mean_tokens"] - part["tokens_lo"]).fillna(0).tolist(),
+            )  # fmt: skip
         fig.add_scatter(
             x=part["mean_tokens"],
             y=part["accuracy"],
             mode="markers+text",
-            text=[str(name)] * len(part),
+            text=[
+                lbl if i in front else "" for i, lbl in zip(part.index, part["label"], strict=True)
+            ],
             textposition="top center",
-            name=str(name),
-            marker=dict(size=14, color=POLICY_PALETTE[k % len(POLICY_PALETTE)]),
-            customdata=part[["episodes"]].to_numpy() if "episodes" in part else None,
+            name=str(policy),
+            marker=dict(size=13, color=colors[policy], line=dict(color="white", width=1)),
+            error_x=err_x,
+            error_y=err_y,
+            customdata=part[["run_id", "policy_id", "episodes"]].to_numpy(),
+            hovertext=part["label"],
             hovertemplate=(
-                f"<b>{name}</b><br>tokens %{{x:.0f}}<br>accuracy %{{y:.1%}}"
-                + ("<br>%{customdata[0]} episodes" if "episodes" in part else "")
-                + "<extra></extra>"
+                "<b>%{hovertext}</b><br>tokens %{x:,.0f}<br>accuracy %{y:.1%}"
+                "<br>n = %{customdata[2]} episodes<extra></extra>"
             ),
         )
-    front = pareto_front(df)
+    line = pareto_front(df)
     fig.add_scatter(
-        x=front["mean_tokens"],
-        y=front["accuracy"],
+        x=line["mean_tokens"],
+        y=line["accuracy"],
         mode="lines",
         name="Pareto front",
         line=dict(color="black", dash="dash", shape="hv"),
+        hoverinfo="skip",
     )
     fig.update_layout(
-        xaxis_title="mean tokens per episode", yaxis=dict(title="accuracy", tickformat=".0%")
+        xaxis=dict(ticksuffix=" tok", rangemode="tozero"),  # mean tokens per episode
+        yaxis=dict(title="accuracy", tickformat=".0%"),
+        clickmode="event+select",
+        dragmode="zoom",
     )
     return _layout(fig, height)
 
 
+def point_key(fig: go.Figure, point: dict) -> str | None:
+    """``RUN_ID:POLICY`` of a clicked :func:`pareto_figure` point (a Plotly selection event's
+    point: its ``customdata``, or its trace and index in ``fig``); None for the front line."""
+    custom = point.get("customdata")
+    if custom is None:
+        try:
+            trace = fig.data[int(point["curve_number"])]
+            custom = trace.customdata[int(point.get("point_index", point.get("point_number")))]
+        except (KeyError, IndexError, TypeError, ValueError):
+            return None
+    if custom is None or len(custom) < 2:
+        return None
+    return f"{custom[0]}:{custom[1]}"
+
+
 def robustness_figure(df: pd.DataFrame, height: int = 360) -> go.Figure:
-    """Accuracy vs number of failed agents, one line per policy (``df`` from the store's ``robustness``)."""
+    """Accuracy vs number of failed agents, one line per policy (``df`` from the store's
+    ``robustness``, with the display ``policy`` label), with 95 % Wilson intervals when the
+    ``accuracy_lo/hi`` columns are there."""
     fig = go.Figure()
     for k, (name, part) in enumerate(df.sort_values("n_failed").groupby("policy", sort=True)):
+        err = None
+        if "accuracy_lo" in part:
+            err = dict(
+                type="data", symmetric=False, thickness=1, width=3,
+                array=(part["accuracy_hi"] - part["accuracy"]).fillna(0).tolist(),
+                arrayminus=(part["accuracy"] - part["accuracy_lo"]).fillna(0).tolist(),
+            )  # fmt: skip
         fig.add_scatter(
             x=part["n_failed"],
             y=part["accuracy"],
@@ -683,11 +868,13 @@ def robustness_figure(df: pd.DataFrame, height: int = 360) -> go.Figure:
             line=dict(
                 color=POLICY_PALETTE[k % len(POLICY_PALETTE)], width=3 if name == "qmix" else 2
             ),
+            error_y=err,
             customdata=part[["episodes"]].to_numpy(),
-            hovertemplate=f"{name}<br>%{{x}} failed: %{{y:.1%}} (%{{customdata[0]}} ep.)<extra></extra>",
+            hovertemplate=f"{name}<br>%{{x}} failed: %{{y:.1%}} (n = %{{customdata[0]}})<extra></extra>",
         )
+    ns = sorted(int(n) for n in df["n_failed"].unique()) if not df.empty else []
     fig.update_layout(
-        xaxis=dict(title="failed agents", dtick=1),
+        xaxis=dict(tickvals=ns, ticktext=[f"{n} failed" for n in ns]),
         yaxis=dict(title="accuracy", tickformat=".0%", range=[0, 1.02]),
     )
     return _layout(fig, height)
@@ -696,7 +883,7 @@ def robustness_figure(df: pd.DataFrame, height: int = 360) -> go.Figure:
 def ctde_sweep_figure(
     grid: Sequence[float], curves: dict[str, Sequence[float]], height: int = 300
 ) -> go.Figure:
-    """Q_tot as each agent's Q-value sweeps ``grid`` (others held): every line rises."""
+    """Q_tot as each agent's Q-value sweeps ``grid`` (others held)."""
     fig = go.Figure()
     for k, (name, ys) in enumerate(curves.items()):
         fig.add_scatter(
@@ -704,7 +891,7 @@ def ctde_sweep_figure(
             y=list(ys),
             mode="lines",
             name=name,
-            line=dict(color=POLICY_PALETTE[k % len(POLICY_PALETTE)], width=2),
+            line=dict(color=AGENT_COLORS[k % len(AGENT_COLORS)], width=2),
         )
-    fig.update_layout(xaxis_title="Q_i of the agent's chosen action", yaxis_title="Q_tot")
-    return _layout(fig, height, "Q_tot is monotonic in every Q_i")
+    fig.update_layout(yaxis_title="Q_tot")  # x: the agent's Q_i (the page's heading says so)
+    return _layout(fig, height)

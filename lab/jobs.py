@@ -9,6 +9,7 @@ Nothing here touches ``st.*`` — pages poll the objects' plain attributes.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -30,6 +31,16 @@ from core.team.runtime import DEFAULT_ROLES
 def cli_command(*args: str) -> list[str]:
     """``python -m core.cli ARGS``: the CLI in the lab's own interpreter."""
     return [sys.executable, "-m", "core.cli", *args]
+
+
+def workdir(db: str | os.PathLike[str]) -> Path:
+    """The lab's folder next to the database, ``<db name>.lab/``: checkpoints the lab
+    trains, the job registry and logs (``jobs/``), the demo's status and log."""
+    path = Path(db)
+    out = path.with_name(path.name + ".lab")
+    (out / "checkpoints").mkdir(parents=True, exist_ok=True)
+    (out / "jobs").mkdir(parents=True, exist_ok=True)
+    return out
 
 
 ROLE_POOL = (*DEFAULT_ROLES, "critic", "planner", "checker", "writer")
@@ -134,6 +145,12 @@ def train_command(db: str | os.PathLike[str], params: TrainParams, checkpoint: P
     )  # fmt: skip
 
 
+def resume_command(db: str | os.PathLike[str], run_id: str) -> list[str]:
+    """``agentqmix train --resume RUN_ID``: continue a stopped training run from its last
+    checkpoint, logging into the same run."""
+    return cli_command("train", "--resume", run_id, "--db", str(db), "--json")
+
+
 @dataclass
 class FailureChoice:
     """One agent to fail in the Failure lab."""
@@ -209,33 +226,73 @@ def robustness_command(
     return cli_command(*args, "--db", str(db), "--json")
 
 
+JOB_STATUSES = ("running", "finished", "failed", "stopped", "ended")
+"""What :attr:`Job.status` can say; ``ended`` = the process is gone and nobody saw its exit
+code (the lab server that started it stopped first)."""
+
+
 @dataclass
 class Job:
-    """One child process the lab started: a CLI command and its log file."""
+    """One child process a lab server started: a CLI command, its logs and its registry entry.
 
-    id: int
+    The entry (``<id>.job.json`` in the registry folder next to the database) lets every
+    browser session, and every lab server on the same database, list and stop the job; only
+    the server that started it holds ``proc`` and records the exit code.
+    """
+
+    id: str
     label: str
     argv: list[str]
     log_path: Path
     """stderr (progress, errors)."""
     out_path: Path
     """stdout (the ``--json`` result)."""
-    proc: subprocess.Popen
-    started_at: float = field(default_factory=time.time)
-    stopped: bool = False
+    pid: int
+    started_at: float
+    registry: Path
+    """The registry folder this job's entry lives in."""
+    kind: str = "job"
+    """What the job is (``train``, ``eval``...), for pages that list only some jobs."""
+    proc_start: str | None = None
+    """The process's start time as the kernel counts it (guards against a reused pid)."""
+    proc: subprocess.Popen | None = field(default=None, repr=False)
+    """The child process, in the server that started it only."""
+
+    @property
+    def entry_path(self) -> Path:
+        return self.registry / f"{self.id}.job.json"
+
+    @property
+    def stop_marker(self) -> Path:
+        return self.registry / f"{self.id}.stop"
 
     @property
     def returncode(self) -> int | None:
-        return self.proc.poll()
+        if self.proc is not None:
+            return self.proc.poll()
+        return read_json(self.entry_path).get("returncode")
+
+    @property
+    def alive(self) -> bool:
+        if self.proc is not None:
+            return self.proc.poll() is None
+        return self.returncode is None and process_alive(self.pid, self.proc_start)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether someone asked the job to stop (from any session)."""
+        return self.stop_marker.exists()
 
     @property
     def status(self) -> str:
-        """``running``, ``finished`` (exit 0), ``stopped`` (by the user) or ``failed``."""
-        code = self.proc.poll()
-        if code is None:
+        """One of :data:`JOB_STATUSES`."""
+        if self.alive:
             return "running"
         if self.stopped:
             return "stopped"
+        code = self.returncode
+        if code is None:
+            return "ended"
         return "finished" if code == 0 else "failed"
 
     def log_tail(self, lines: int = 20) -> str:
@@ -248,7 +305,7 @@ class Job:
 
     def result(self) -> Any:
         """The JSON object the finished command printed on stdout; None if there is none."""
-        if self.proc.poll() is None:
+        if self.alive:
             return None
         try:
             return json.loads(self.out_path.read_text())
@@ -256,38 +313,124 @@ class Job:
             return None
 
     def stop(self, grace_s: float = 10.0) -> None:
-        """Ask the command to stop like Ctrl-C does (the run is marked interrupted), then kill."""
-        if self.proc.poll() is not None:
-            return
-        self.stopped = True
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            self.proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        """Ask the command to stop like Ctrl-C does (the run is marked interrupted), then kill.
 
-    def wait(self, timeout: float | None = None) -> int:
-        return self.proc.wait(timeout=timeout)
+        Works from any process: the stop marker tells everyone the user stopped it.
+        """
+        if not self.alive:
+            return
+        self.stop_marker.touch()
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGINT)
+        deadline = time.monotonic() + grace_s
+        while self.alive and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if self.alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The exit code once the job ends (None when another process started it)."""
+        if self.proc is not None:
+            return self.proc.wait(timeout=timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.alive:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.argv, timeout or 0.0)
+            time.sleep(0.05)
+        return self.returncode
+
+    def entry(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "label": self.label, "argv": self.argv, "kind": self.kind,
+            "log_path": str(self.log_path), "out_path": str(self.out_path), "pid": self.pid,
+            "proc_start": self.proc_start, "started_at": self.started_at,
+            "owner_pid": os.getpid(),
+        }  # fmt: skip
+
+    @classmethod
+    def from_entry(cls, registry: Path, d: dict[str, Any]) -> Job:
+        return cls(
+            id=d["id"], label=d["label"], argv=list(d["argv"]), log_path=Path(d["log_path"]),
+            out_path=Path(d["out_path"]), pid=int(d["pid"]), started_at=float(d["started_at"]),
+            registry=registry, kind=d.get("kind", "job"), proc_start=d.get("proc_start"),
+        )  # fmt: skip
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def write_json(path: Path, obj: dict[str, Any]) -> None:
+    # Readers in other processes must never see half a file: write aside, then rename.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)
+
+
+def proc_start_time(pid: int) -> str | None:
+    """Field 22 of ``/proc/PID/stat`` (start time in clock ticks); None off Linux or if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    # fields[0] is the state (field 3); a zombie has exited already.
+    return None if fields[0] in "ZX" else fields[19]
+
+
+def process_alive(pid: int, start: str | None) -> bool:
+    if Path("/proc").is_dir():
+        now = proc_start_time(pid)
+        return now is not None and (start is None or now == start)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class JobManager:
-    """Starts CLI commands as child processes and remembers them (one per lab server)."""
+    """Starts CLI commands as child processes and keeps a registry of them on disk.
 
-    def __init__(self, log_dir: Path, cwd: Path | None = None):
-        self.log_dir = Path(log_dir)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+    ``folder`` holds, per job, its registry entry (``<id>.job.json``), its stderr
+    (``<id>.log``) and its stdout (``<id>.out.json``). Every lab server on the same database
+    uses the same folder, so any browser session sees and can stop any job.
+    """
+
+    def __init__(self, folder: Path, cwd: Path | None = None):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
         self.cwd = cwd
         self._ids = itertools.count(1)
-        self._jobs: dict[int, Job] = {}
+        self._owned: dict[str, Job] = {}
         self._lock = threading.Lock()
 
-    def start(self, label: str, argv: list[str], env: dict[str, str] | None = None) -> Job:
-        """Run ``argv`` in the background; its output goes to a log file under ``log_dir``."""
+    def start(
+        self,
+        label: str,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+        kind: str = "job",
+    ) -> Job:
+        """Run ``argv`` in the background, registered on disk; output goes to log files."""
         with self._lock:
-            job_id = next(self._ids)
-            stem = self.log_dir / f"job-{os.getpid()}-{job_id}"
-            log_path, out_path = stem.with_suffix(".log"), stem.with_suffix(".json")
+            job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(self._ids)}"
+            stem = self.folder / job_id
+            log_path, out_path = stem.with_suffix(".log"), stem.with_suffix(".out.json")
             with open(log_path, "wb") as log, open(out_path, "wb") as out:
                 proc = subprocess.Popen(
                     argv,
@@ -297,21 +440,42 @@ class JobManager:
                     cwd=self.cwd,
                     env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
                 )
-            job = Job(job_id, label, list(argv), log_path, out_path, proc)
-            self._jobs[job_id] = job
-            return job
+            job = Job(
+                job_id, label, list(argv), log_path, out_path, proc.pid, time.time(),
+                self.folder, kind, proc_start_time(proc.pid), proc,
+            )  # fmt: skip
+            write_json(job.entry_path, job.entry())
+            self._owned[job_id] = job
+        threading.Thread(target=self._reap, args=(job,), name=f"reap-{job_id}", daemon=True).start()
+        return job
 
-    def jobs(self) -> list[Job]:
-        """Every job this lab started, newest first."""
+    def _reap(self, job: Job) -> None:
+        # Only the starter sees the exit code: record it for every other reader.
+        code = job.proc.wait()
+        write_json(job.entry_path, {**job.entry(), "returncode": code, "ended_at": time.time()})
+
+    def jobs(self, kind: str | None = None) -> list[Job]:
+        """Every registered job (from any lab server on this database), newest first."""
+        out = []
+        for path in self.folder.glob("*.job.json"):
+            entry = read_json(path)
+            if not entry or (kind is not None and entry.get("kind") != kind):
+                continue
+            with self._lock:
+                owned = self._owned.get(entry["id"])
+            out.append(owned or Job.from_entry(self.folder, entry))
+        return sorted(out, key=lambda j: (j.started_at, j.id), reverse=True)
+
+    def running(self, kind: str | None = None) -> list[Job]:
+        return [j for j in self.jobs(kind) if j.status == "running"]
+
+    def get(self, job_id: str) -> Job | None:
         with self._lock:
-            return sorted(self._jobs.values(), key=lambda j: j.id, reverse=True)
-
-    def running(self) -> list[Job]:
-        return [j for j in self.jobs() if j.status == "running"]
-
-    def get(self, job_id: int) -> Job | None:
-        with self._lock:
-            return self._jobs.get(job_id)
+            owned = self._owned.get(job_id)
+        if owned is not None:
+            return owned
+        entry = read_json(self.folder / f"{job_id}.job.json")
+        return Job.from_entry(self.folder, entry) if entry else None
 
     def stop_all(self) -> None:
         for job in self.running():

@@ -1,4 +1,9 @@
-"""Compare: accuracy vs tokens per policy (Pareto front), rewards, action mixes, two runs."""
+"""Compare: accuracy vs tokens, one point per policy in each run (checkpoints stay apart),
+with 95 % intervals and the Pareto front; click a point for the episodes behind it.
+
+Linkable: the benchmark, the toggles, the chosen point and the two runs side by side are
+in the URL (``/compare?benchmark=math&point=RUN_ID:POLICY&a=RUN&b=RUN``).
+"""
 
 import streamlit as st
 
@@ -7,84 +12,177 @@ from lab import data, figures, ui
 db = data.db_path()
 st.title("Compare policies and topologies")
 runs = ui.require_runs(db)
+url = ui.UrlState("compare")
 with ui.friendly():
     benchmarks = data.distinct(db, "benchmark")
-    policies = data.distinct(db, "policy")
 
-c1, c2 = st.columns([2, 3])
+url.seed("compare_benchmark", "benchmark", choices=benchmarks)
+url.seed("compare_healthy", "healthy", ui.bool_param)
+url.seed("compare_training", "training", ui.bool_param)
+c1, c2, c3 = st.columns([2, 3, 3])
 benchmark = c1.selectbox(
     "Benchmark", [None, *benchmarks], format_func=lambda v: v or "all", key="compare_benchmark"
 )
 healthy = c2.toggle(
     "Healthy episodes only (no injected failures)", value=True, key="compare_healthy"
 )
+training = c3.toggle(
+    f"Include {data.TRAINING_LABEL} episodes",
+    value=False,
+    key="compare_training",
+    help="Episodes played while training explore at random (ε); they say how training "
+    "went, not how a policy performs, so they are left out by default.",
+)
 with ui.friendly():
-    agg = data.aggregate(db, ("policy",), None, benchmark, False if healthy else None)
+    agg = data.aggregate(
+        db, ("run_id", "policy"), None, benchmark, False if healthy else None, training
+    )
 if agg.empty:
     st.info("No episodes match; try another benchmark or include episodes with failures.")
+    url.write(benchmark=benchmark, healthy=None if healthy else "false", training=None)
     st.stop()
+points = {
+    f"{r}:{p}": label
+    for r, p, label in zip(agg["run_id"], agg["policy_id"], agg["label"], strict=True)
+}
 
-left, right = st.columns([3, 2])
-with left:
-    st.subheader("Accuracy vs tokens")
-    ui.chart(figures.pareto_figure(agg), key="compare_pareto")
-    front = figures.pareto_front(agg)["policy"].tolist()
-    st.caption(
-        f"On the Pareto front (nothing is both cheaper and more accurate): **{', '.join(map(str, front))}**."
-    )
-with right:
-    st.subheader("Rewards")
+
+def _picked(fig) -> None:
+    # A click on the chart picks the point behind it (its customdata names run and policy).
+    event = st.session_state.get("compare_pareto")
+    try:
+        pts = event["selection"]["points"]
+    except (KeyError, TypeError):
+        return
+    key = figures.point_key(fig, pts[0]) if pts else None
+    if key in points:
+        st.session_state["compare_point"] = key
+
+
+st.subheader("Accuracy vs tokens")
+st.caption(
+    "One point per policy in each run (two checkpoints never merge); bars: 95 % intervals "
+    "(Wilson for accuracy, normal SE for mean tokens). Click a point for its episodes."
+)
+fig = figures.pareto_figure(agg)
+ui.chart(fig, key="compare_pareto", on_select=lambda: _picked(fig))
+front = figures.pareto_front(agg)["label"].tolist()
+st.caption(
+    f"On the Pareto front (nothing is both cheaper and more accurate): **{', '.join(front)}**."
+)
+
+url.seed("compare_point", "point", choices=list(points))
+if st.session_state.get("compare_point") not in points:
+    st.session_state.pop("compare_point", None)
+point = st.selectbox(
+    "Episodes behind a point",
+    [None, *points],
+    format_func=lambda k: "— click a point, or pick one here —" if k is None else points[k],
+    key="compare_point",
+)
+if point is not None:
+    run_id, policy_id = point.split(":", 1)
+    with ui.friendly():
+        eps = data.episodes(
+            db, run_id, benchmark, policy_id, None, False if healthy else None, limit=500
+        )
+    eps = eps.assign(replay=[ui.replay_link(run_id, e) for e in eps["episode"]])
     st.dataframe(
-        agg[
-            ["policy", "episodes", "accuracy", "mean_tokens", "mean_reward", "std_reward"]
-        ].sort_values("mean_reward", ascending=False),
+        eps[
+            [
+                "replay",
+                "episode",
+                "task_id",
+                "difficulty",
+                "correct",
+                "tokens",
+                "reward",
+                "n_failed",
+            ]
+        ],  # fmt: skip
         hide_index=True,
         width="stretch",
         column_config={
-            "accuracy": st.column_config.NumberColumn(format="percent"),
-            "mean_tokens": st.column_config.NumberColumn("mean tokens", format="%.0f"),
-            "mean_reward": st.column_config.NumberColumn("mean reward", format="%.3f"),
-            "std_reward": st.column_config.NumberColumn("std", format="%.3f"),
+            "replay": st.column_config.LinkColumn("replay", display_text="open in Replay"),
+            "correct": st.column_config.CheckboxColumn("right"),
+            "reward": st.column_config.NumberColumn(format="%.3f"),
         },
-        key="compare_rewards",
+        key="compare_point_episodes",
     )
+    st.caption(f"{len(eps):,} episodes (up to 500 listed) of {points[point]}.")
+
+st.subheader("Rewards")
+table = agg.assign(
+    accuracy_ci=[
+        f"{lo:.0%}–{hi:.0%}" for lo, hi in zip(agg["accuracy_lo"], agg["accuracy_hi"], strict=True)
+    ],
+    reward_ci=[
+        "—" if lo != lo else f"{lo:.3f} – {hi:.3f}"
+        for lo, hi in zip(agg["reward_lo"], agg["reward_hi"], strict=True)
+    ],
+).sort_values("mean_reward", ascending=False)
+st.dataframe(
+    table[
+        ["label", "episodes", "accuracy", "accuracy_ci", "mean_tokens", "mean_reward", "reward_ci"]
+    ],  # fmt: skip
+    hide_index=True,
+    width="stretch",
+    column_config={
+        "label": st.column_config.TextColumn("policy · run", width="medium", pinned=True),
+        "episodes": st.column_config.NumberColumn("n"),
+        "accuracy": st.column_config.NumberColumn(format="percent"),
+        "accuracy_ci": st.column_config.TextColumn("accuracy 95 % CI"),
+        "mean_tokens": st.column_config.NumberColumn("mean tokens", format="%.0f"),
+        "mean_reward": st.column_config.NumberColumn("mean reward", format="%.3f"),
+        "reward_ci": st.column_config.TextColumn("reward 95 % CI"),
+    },
+    key="compare_rewards",
+)
 
 st.subheader("Which actions, when")
-default = policies.index("qmix") if "qmix" in policies else 0
-policy = st.selectbox("Policy", policies, index=default, key="compare_policy")
+policies = sorted(agg["policy_id"].unique())
+url.seed("compare_policy", "policy", choices=policies)
+if st.session_state.get("compare_policy") not in policies:
+    st.session_state["compare_policy"] = "qmix" if "qmix" in policies else policies[0]
+policy = st.selectbox("Policy", policies, format_func=data.policy_label, key="compare_policy")
 d1, d2 = st.columns(2)
 with ui.friendly():
     by_diff = data.action_distribution(db, "difficulty", None, benchmark, policy)
     by_round = data.action_distribution(db, "round", None, benchmark, policy)
 with d1:
-    ui.chart(
-        figures.action_mix_figure(by_diff, "difficulty", title="by task difficulty"),
-        key="compare_by_difficulty",
-    )
+    st.markdown("##### by task difficulty")
+    ui.chart(figures.action_mix_figure(by_diff, "difficulty"), key="compare_by_difficulty")
 with d2:
-    ui.chart(figures.action_mix_figure(by_round, "round", title="by round"), key="compare_by_round")
+    st.markdown("##### by round")
+    ui.chart(figures.action_mix_figure(by_round, "round"), key="compare_by_round")
 
 st.subheader("Two runs side by side")
 done = runs[runs["episodes"] > 0]
 labels = {r["id"]: ui.run_label(r) for _, r in done.iterrows()}
 ids = list(labels)
+url.seed("compare_run_a", "a", choices=ids)
+url.seed("compare_run_b", "b", choices=ids)
+for key, default in (("compare_run_a", 0), ("compare_run_b", min(1, len(ids) - 1))):
+    if st.session_state.get(key) not in labels:
+        st.session_state[key] = ids[default]
 s1, s2 = st.columns(2)
 pair = [
-    s1.selectbox("Run A", ids, index=0, format_func=labels.get, key="compare_run_a"),
-    s2.selectbox(
-        "Run B", ids, index=min(1, len(ids) - 1), format_func=labels.get, key="compare_run_b"
-    ),
+    s1.selectbox("Run A", ids, format_func=labels.get, key="compare_run_a"),
+    s2.selectbox("Run B", ids, format_func=labels.get, key="compare_run_b"),
 ]
 for col, run_id, side in zip((s1, s2), pair, ("a", "b"), strict=True):
     row = done.loc[done["id"] == run_id].iloc[0]
     with col:
         m1, m2, m3 = st.columns(3)
-        m1.metric("accuracy", f"{row['accuracy']:.1%}")
+        m1.metric("accuracy", f"{row['accuracy']:.1%}", help=f"n = {row['episodes']} episodes")
         m2.metric("mean tokens", f"{row['mean_tokens']:.0f}")
         m3.metric("mean reward", f"{row['mean_reward']:.3f}")
         with ui.friendly():
             mix = data.action_distribution(db, "round", (run_id,))
-        ui.chart(
-            figures.action_mix_figure(mix, "round", height=260, title="actions by round"),
-            key=f"compare_mix_{side}",
-        )
+        st.markdown("##### actions by round")
+        ui.chart(figures.action_mix_figure(mix, "round", height=260), key=f"compare_mix_{side}")
+
+url.write(
+    benchmark=benchmark, healthy=None if healthy else "false", training="true" if training else None,
+    point=point, policy=policy, a=pair[0], b=pair[1],
+)  # fmt: skip

@@ -1,18 +1,21 @@
-"""CTDE explained: decentralised Q-heads, the monotonic QMIX mixer and why greedy agents agree."""
+"""CTDE explained: decentralised Q-heads, the monotonic QMIX mixer and why greedy agents agree.
+
+Linkable: ``/ctde?state=…&mixer=free`` (the non-monotonic counter-example).
+"""
 
 import pandas as pd
 import streamlit as st
 
 from core.actions import ACTION_NAMES
-from core.records import RoundRecord
 from lab import ctde, figures, ui
 
 st.title("Centralised training, decentralised execution")
+url = ui.UrlState("ctde")
 
 
 @st.cache_resource(show_spinner=False)
-def mixer():
-    return ctde.build_mixer()
+def mixer(monotonic: bool):
+    return ctde.build_mixer(monotonic=monotonic)
 
 
 config = ctde.CtdeConfig()
@@ -28,30 +31,59 @@ trains *Q_tot*, and the gradient flows back into every agent's Q-head.
 
 **3 · The mixer is monotonic.** Its weights are forced to be non-negative, so raising any
 agent's Q-value can never lower *Q_tot* (∂Q_tot/∂Q_i ≥ 0). Consequence: the joint action
-that maximises *Q_tot* is exactly each agent's own best action. Try it below.
+that maximises *Q_tot* is exactly each agent's own best action. Try it below — then switch
+the mixer to *unconstrained* to see what goes wrong without that rule.
 """
 )
 
-state = st.selectbox("Pick a state", list(ctde.STATES), key="ctde_state")
+url.seed("ctde_state", "state", choices=list(ctde.STATES))
+url.seed("ctde_free", "mixer", lambda v: {"free": True, "qmix": False}[v])
+s1, s2 = st.columns([3, 2])
+state = s1.selectbox("Pick a state", list(ctde.STATES), key="ctde_state")
+free = s2.toggle(
+    "Unconstrained (non-monotonic) mixer",
+    value=False,
+    key="ctde_free",
+    help="The same network and parameters without the abs() on its weights.",
+)
+url.write(state=state, mixer="free" if free else None)
 table = ctde.example_q_table(state, config)
+avail = ctde.available(state, config)
+crashed = ctde.CRASHED.get(state)
+if crashed is not None:
+    st.warning(
+        f"**Agent {crashed} has crashed.** It sits the round out, so its only available action "
+        f"is *{ACTION_NAMES[0]}* (the others are masked, as in the real team); its Q-head still "
+        "runs, and the state the mixer reads says that an agent is down.",
+        icon=":material/power_off:",
+    )
 st.markdown("**Per-agent Q-values** — drag the sliders to change what each agent believes.")
 cols = st.columns(config.n_agents)
 edited = []
 for i, col in enumerate(cols):
     with col:
-        st.markdown(f"**agent {i}**")
+        st.markdown(f"**agent {i}**" + (" · crashed" if i == crashed else ""))
         row = [
-            st.slider(ACTION_NAMES[a], -3.0, 3.0, table[i][a], 0.1, key=f"ctde_q_{state}_{i}_{a}")
+            st.slider(
+                ctde.action_label(i, a),
+                -3.0,
+                3.0,
+                table[i][a],
+                0.1,
+                key=f"ctde_q_{state}_{i}_{a}",
+                disabled=not avail[i][a],
+                help=None if avail[i][a] else "Not available to a crashed agent.",
+            )  # fmt: skip
             for a in range(len(ACTION_NAMES))
         ]
         edited.append(row)
 
-m = mixer()
+m = mixer(not free)
 s = ctde.state_tensor(state, config)
-greedy = ctde.greedy_actions(edited)
+greedy = ctde.greedy_actions(edited, avail)
 chosen = [edited[i][a] for i, a in enumerate(greedy)]
 view = ctde.mix(m, chosen, s)
-joint, best = ctde.joint_argmax(m, edited, s)
+joint, best = ctde.joint_argmax(m, edited, s, avail)
 q_tot = float(view.q_tot[0])
 
 st.subheader("What the team does")
@@ -59,7 +91,10 @@ t, c = st.columns([3, 1])
 t.dataframe(
     pd.DataFrame(
         {
-            "agent": [f"agent {i}" for i in range(config.n_agents)],
+            "agent": [
+                f"agent {i}" + (" (crashed)" if i == crashed else "")
+                for i in range(config.n_agents)
+            ],
             "decentralised: own argmax": [ACTION_NAMES[x] for x in greedy],
             "its Q-value": chosen,
             f"centralised: argmax of Q_tot over all {6**config.n_agents} joint actions": [
@@ -78,23 +113,48 @@ if abs(best - q_tot) < 1e-5:
         "Same value: the agents' own greedy choices give the team's best joint action.",
         icon=":material/check_circle:",
     )
+elif free:
+    st.error(
+        f"The greedy choices miss the joint argmax by {best - q_tot:.3f}: with signed weights, "
+        "raising an agent's own Q-value can *lower* Q_tot, so no agent can find the team's best "
+        "action on its own. That is why QMIX keeps its mixing weights non-negative.",
+        icon=":material/error:",
+    )
 else:
     st.error("The greedy choices disagree with the joint argmax — that would break CTDE.")
+
+st.info(
+    "**What the numbers mean.** Q-values and Q_tot are in units of the team's reward: a "
+    "trained Q_tot predicts the episode's reward from this state on — about "
+    "`w_acc × score − w_tok × min(tokens / budget, 1)`, so roughly −0.1 … 1 on the default "
+    "settings. This mixer is seeded, not trained, so its *level* (V(s), the bias) is "
+    "arbitrary; what carries over is the shape: which joint action wins and how much each "
+    "agent's Q-value moves Q_tot (the credit).",
+    icon=":material/straighten:",
+)
 
 st.subheader("Inside the mixer")
 left, right = st.columns(2)
 with left:
+    st.markdown(
+        "##### Q_tot as one agent's Q-value moves"
+        + (" (not monotonic!)" if free else " (only ever rises)")
+    )
     grid = [x / 10 for x in range(-30, 31, 2)]
     curves = {f"agent {i}": ys for i, ys in ctde.sweep(m, chosen, s, grid).items()}
     ui.chart(figures.ctde_sweep_figure(grid, curves), key="ctde_sweep")
-    st.caption("Hold the others fixed and move one agent's Q-value: Q_tot only goes up.")
+    st.caption("Hold the others fixed and move one agent's chosen Q-value (x axis).")
 with right:
-    rnd = RoundRecord(
-        round=0, edges=[], dropped_edges=[], layers=[], steps=[], q_tot=q_tot,
-        mixer_weights=view.w1[0].tolist(), credit=view.credit[0].tolist(),
-    )  # fmt: skip
-    ui.chart(figures.mixer_figure(rnd, ["agent"] * config.n_agents), key="ctde_mixer")
+    labels = [f"agent {i}" for i in range(config.n_agents)]
+    rnd = ctde.view_round(view)
+    st.markdown("##### credit ∂Q_tot/∂Q_i")
+    ui.chart(figures.credit_figure(rnd, (), height=200, labels=labels), key="ctde_credit")
+    st.markdown("##### weights W₁ (agent × unit)")
+    ui.chart(
+        figures.weights_figure(rnd.mixer_weights, (), height=200, labels=labels), key="ctde_mixer"
+    )
     st.caption(
-        "Credit ∂Q_tot/∂Q_i is each agent's share of the blame or praise; the weights change "
-        "with the state (pick another state above) but stay non-negative."
+        "Credit is each agent's share of the blame or praise. The weights change with the "
+        "state (pick another state above); QMIX's stay non-negative"
+        + (", these do not (red: negative)." if free else ".")
     )

@@ -1,4 +1,7 @@
-"""Failure lab: fail agents on a logged task, run it now, and compare with the healthy run."""
+"""Failure lab: fail agents on a logged task, run it now, and compare with the healthy run.
+
+Linkable: ``/failure_lab?run=RUN&episode=N&policy=fixed · full&agents=1,2&mode=crash&from=1``.
+"""
 
 import streamlit as st
 
@@ -25,6 +28,7 @@ st.caption(
     "runs, and shows them side by side. A failure from a later round forks the episode there."
 )
 runs = ui.require_runs(db)
+url = ui.UrlState("failure_lab")
 
 # ---------------------------------------------------------------- the task: a logged eval episode
 evals = runs[(runs["kind"] == "eval") & (runs["episodes"] > 0)]
@@ -35,10 +39,13 @@ if evals.empty:
     )
     st.stop()
 labels = {r["id"]: ui.run_label(r) for _, r in evals.iterrows()}
+if url.seed("fail_run", "run", choices=list(labels)):
+    st.session_state.pop("fail_episode", None)
 c1, c2 = st.columns([3, 2])
 base_run = c1.selectbox(
-    "Take the task from run", list(labels), format_func=labels.get, key="fail_run"
-)
+    "Take the task from run", list(labels), format_func=labels.get, key="fail_run",
+    on_change=lambda: st.session_state.pop("fail_episode", None),
+)  # fmt: skip
 with ui.friendly():
     info = data.run_info(db, base_run)
     # Replaying episode k plays episodes 0..k of the stream, so keep k small.
@@ -50,6 +57,9 @@ episode_labels = {
     int(i): f"#{i} · {task}"
     for i, task in zip(episodes["episode"], episodes["task_id"], strict=True)
 }
+url.seed("fail_episode", "episode", int, choices=list(episode_labels))
+if st.session_state.get("fail_episode") not in episode_labels:
+    st.session_state.pop("fail_episode", None)
 base_index = c2.selectbox(
     "Episode", list(episode_labels), format_func=episode_labels.get, key="fail_episode"
 )
@@ -73,15 +83,32 @@ if ckpts.empty:
         "No learned checkpoint for this team yet — train one on the **Train** page to fail a "
         "learned policy."
     )
+n_agents, n_rounds = len(record.roles), len(record.rounds)
+url.seed("fail_policy", "policy", choices=list(choices))
+url.seed(
+    "fail_agents", "agents",
+    lambda v: [int(a) for a in v.split(",") if a.strip().isdigit() and int(a) < n_agents],
+)  # fmt: skip
+url.seed("fail_mode", "mode", choices=list(FAILURE_MODES))
+url.seed("fail_from_round", "from", lambda v: min(max(int(v), 0), n_rounds - 1))
+if st.session_state.get("fail_policy") not in choices:
+    st.session_state.pop("fail_policy", None)
+st.session_state.setdefault("fail_agents", [min(1, n_agents - 1)])
+st.session_state["fail_agents"] = [a for a in st.session_state["fail_agents"] if a < n_agents]
+if st.session_state.get("fail_from_round", 0) > n_rounds - 1:
+    st.session_state["fail_from_round"] = n_rounds - 1
 p1, p2, p3, p4 = st.columns([2, 2, 1, 1])
 policy_label = p1.selectbox("Policy", list(choices), key="fail_policy")
-n_agents, n_rounds = len(record.roles), len(record.rounds)
 agents = p2.multiselect(
-    "Agents to fail", list(range(n_agents)), default=[min(1, n_agents - 1)],
+    "Agents to fail", list(range(n_agents)),
     format_func=lambda i: figures.agent_labels(record.roles)[i], key="fail_agents",
 )  # fmt: skip
 mode = p3.selectbox("How", FAILURE_MODES, key="fail_mode")
-from_round = p4.number_input("From round", 0, n_rounds - 1, 0, key="fail_from_round")
+from_round = p4.number_input("From round", 0, n_rounds - 1, key="fail_from_round")
+url.write(
+    run=base_run, episode=int(base_index), policy=policy_label, agents=sorted(agents),
+    mode=mode, **{"from": int(from_round) or None},
+)  # fmt: skip
 if len(agents) >= n_agents:
     st.warning("Keep at least one agent healthy.")
 
@@ -95,8 +122,8 @@ if st.button(
     )
     manager = data.jobs(db)
     st.session_state["fail_jobs"] = (
-        manager.start(f"failure lab: {policy_label} with failures", failed_cmd).id,
-        manager.start(f"failure lab: {policy_label} healthy", healthy_cmd).id,
+        manager.start(f"failure lab: {policy_label} with failures", failed_cmd, kind="eval").id,
+        manager.start(f"failure lab: {policy_label} healthy", healthy_cmd, kind="eval").id,
         int(base_index),
     )
 
@@ -104,6 +131,9 @@ if st.button(
 pending = st.session_state.get("fail_jobs")
 if pending:
     jobs = [data.jobs(db).get(i) for i in pending[:2]]
+    if any(j is None for j in jobs):
+        st.session_state.pop("fail_jobs")
+        st.rerun()
     running = any(j.status == "running" for j in jobs)
 
     @st.fragment(run_every=1.0 if running else None)
@@ -137,8 +167,11 @@ if pending:
             with col:
                 st.markdown(f"#### {title}")
                 a, b, c = st.columns(3)
-                a.metric("answer", str(rec.team_answer), "right" if rec.score > 0 else "wrong",
-                         delta_color="normal" if rec.score > 0 else "inverse")  # fmt: skip
+                a.metric("answer", str(rec.team_answer))
+                if rec.score > 0:
+                    a.badge("right", icon=":material/check:", color="green")
+                else:
+                    a.badge("wrong", icon=":material/close:", color="red")
                 b.metric("tokens", f"{rec.tokens:,}")
                 c.metric("reward", f"{rec.reward:.3f}")
                 r = min(r_show, len(rec.rounds) - 1)
@@ -159,10 +192,18 @@ if pending:
 
 # ---------------------------------------------------------------- robustness
 st.subheader("Robustness: accuracy vs failed agents")
+st.caption(
+    f"Bars: 95 % Wilson intervals. {data.TRAINING_LABEL} episodes are left out (they explore "
+    "at random)."
+)
 with ui.friendly():
     robust = data.robustness(db, record.benchmark)
-ui.chart(figures.robustness_figure(robust), key="fail_robustness", empty="No episodes yet.")
-slot = data.demo_slot(db)
+ui.chart(
+    figures.robustness_figure(robust) if not robust.empty else None,
+    key="fail_robustness",
+    empty="No evaluation episodes yet.",
+)
+slot = data.queues(db)
 queue = slot.get("robustness")
 busy = queue is not None and not queue.finished
 if st.button(

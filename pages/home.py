@@ -13,28 +13,35 @@ st.markdown(
     "**fail** agents live, **compare** learned and fixed topologies, and see **CTDE** explained."
 )
 
-runner = data.demo_slot(db)["runner"]
-if runner is not None and not runner.finished:
+demo = data.demo_status(db)
+if demo is not None and demo.live:
     st.subheader("Preparing a demo")
-    st.caption("First start on an empty database: a short training run and evaluations.")
+    st.caption(
+        "First start on an empty database: a short training run and evaluations "
+        "(the same progress is printed in the terminal that started the lab)."
+    )
 
     @st.fragment(run_every=1.0)
     def demo_progress() -> None:
-        st.progress(runner.fraction, text=f"{runner.current or 'starting'}…")
-        for step in runner.steps[: runner.done]:
-            st.caption(f"✅ {step.label}")
-        if runner.finished:
+        status = data.demo_status(db)
+        if status is None:
+            return
+        ui.demo_progress(status)
+        if not status.live:
             data.clear()
             st.rerun(scope="app")
 
     demo_progress()
-elif runner is not None and runner.error:
-    st.error(f"The demo could not finish. {runner.error}")
+elif demo is not None and (demo.state == "failed" or demo.lost):
+    st.error(
+        f"The demo could not finish. {demo.error or 'Its process ended early.'} "
+        f"(log: `{demo.log_path}`)"
+    )
 
 runs = ui.require_runs(db)
 with ui.friendly():
     n_episodes = data.count(db)
-    by_policy = data.aggregate(db, ("policy",))
+    by_policy = data.aggregate(db, ("policy",), include_training=True)
 
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("runs", len(runs))
@@ -43,6 +50,10 @@ c3.metric("training runs", int((runs["kind"] == "train").sum()))
 c4.metric("running now", int((runs["status"] == "running").sum()))
 
 st.subheader("Policies at a glance")
+st.caption(
+    f"**{data.TRAINING_LABEL}**: episodes played while training, with exploration — not a "
+    "policy to compare (the Compare page leaves them out unless asked)."
+)
 st.dataframe(
     by_policy[["policy", "episodes", "accuracy", "mean_tokens", "mean_reward"]],
     hide_index=True,
@@ -57,11 +68,15 @@ st.dataframe(
     key="home_policies",
 )
 st.subheader("Latest runs")
+latest = runs[["id", "kind", "status", "policy", "benchmark", "episodes", "accuracy"]].head(8)
+latest = latest.assign(policy=latest["policy"].map(data.policy_label))
 st.dataframe(
-    runs[
-        ["id", "kind", "status", "policy", "benchmark", "episodes", "accuracy", "mean_tokens"]
-    ].head(8),
+    latest,
     hide_index=True,
     width="stretch",
+    column_config={
+        "id": st.column_config.TextColumn("run", width="medium"),
+        "accuracy": st.column_config.NumberColumn(format="percent"),
+    },
     key="home_runs",
 )

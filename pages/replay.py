@@ -1,55 +1,39 @@
-"""Replay: pick an episode and step through its rounds; every panel follows one round slider."""
+"""Replay: pick an episode and step through its rounds; one round control moves every panel.
+
+Linkable: ``/replay?run=RUN_ID&episode=N&round=R`` opens episode N of that run at round R
+(the filters and sort order travel in the URL too).
+"""
+
+import math
 
 import streamlit as st
 
 from core.actions import ACTION_NAMES
-from lab import data, ui
+from lab import data, figures, ui
 
-# Episodes offered in the picker at a time (a long run is paged with "From episode #").
+# Episodes offered in the picker at a time (a long run is paged).
 PAGE = 200
+ORDERS = {
+    "episode #": ("episode", False),
+    "tokens, most first": ("tokens", True),
+    "tokens, fewest first": ("tokens", False),
+    "reward, best first": ("reward", True),
+    "reward, worst first": ("reward", False),
+    "difficulty, hardest first": ("difficulty", True),
+    "difficulty, easiest first": ("difficulty", False),
+}
+# Widgets that depend on the run: a new run starts them afresh (no stale filter or page).
+RUN_DEPENDENT = (
+    "replay_benchmark", "replay_policy", "replay_correct", "replay_failures", "replay_search",
+    "replay_order", "replay_page", "replay_episode",
+)  # fmt: skip
+RESULTS = {None: "any", True: "right", False: "wrong"}
+FAILURES = {None: "any", True: "with", False: "without"}
 
 db = data.db_path()
 st.title("Replay an episode")
 runs = ui.require_runs(db)
-
-# ---------------------------------------------------------------- choose an episode
-run_ids = runs.loc[runs["episodes"] > 0, "id"].tolist()
-if not run_ids:
-    st.info("No run has finished an episode yet. Runs in progress show up here within seconds.")
-    st.stop()
-labels = {r["id"]: ui.run_label(r) for _, r in runs.iterrows()}
-c_run, c_bench, c_pol, c_ok, c_fail = st.columns([3, 1, 1, 1, 1])
-run_id = c_run.selectbox("Run", run_ids, format_func=labels.get, key="replay_run")
-with ui.friendly():
-    benchmarks = data.distinct(db, "benchmark")
-    policies = data.distinct(db, "policy")
-benchmark = c_bench.selectbox(
-    "Benchmark", [None, *benchmarks], format_func=lambda v: v or "any", key="replay_benchmark"
-)
-policy = c_pol.selectbox(
-    "Policy", [None, *policies], format_func=lambda v: v or "any", key="replay_policy"
-)
-correct = c_ok.selectbox(
-    "Result", [None, True, False], format_func={None: "any", True: "right", False: "wrong"}.get,
-    key="replay_correct",
-)  # fmt: skip
-failed = c_fail.selectbox(
-    "Failures", [None, True, False], format_func={None: "any", True: "with", False: "without"}.get,
-    key="replay_failures",
-)  # fmt: skip
-c_ep, c_from = st.columns([5, 1])
-from_episode = c_from.number_input(
-    "From episode #", 0, None, 0, step=PAGE, key="replay_from",
-    help=f"The list holds up to {PAGE} matching episodes from this index on.",
-)  # fmt: skip
-with ui.friendly():
-    episodes = data.episodes(
-        db, run_id, benchmark, policy, correct, failed, PAGE, int(from_episode)
-    )
-if episodes.empty:
-    st.info("No episode of this run matches the filters (from this index on).")
-    st.stop()
-episode_labels = data.episode_labels(episodes)
+url = ui.UrlState("replay")
 
 
 def _reset_round() -> None:
@@ -57,9 +41,103 @@ def _reset_round() -> None:
     st.session_state["replay_playing"] = False
 
 
-index = c_ep.selectbox(
-    "Episode", list(episode_labels), format_func=episode_labels.get, key="replay_episode",
-    on_change=_reset_round,
+def _reset_for_run() -> None:
+    for key in RUN_DEPENDENT:
+        st.session_state.pop(key, None)
+    _reset_round()
+
+
+def _reset_page() -> None:
+    st.session_state.pop("replay_page", None)
+    st.session_state.pop("replay_episode", None)
+    _reset_round()
+
+
+# ---------------------------------------------------------------- choose an episode
+run_ids = runs.loc[runs["episodes"] > 0, "id"].tolist()
+if not run_ids:
+    st.info("No run has finished an episode yet. Runs in progress show up here within seconds.")
+    st.stop()
+labels = {r["id"]: ui.run_label(r) for _, r in runs.iterrows()}
+
+if url.seed("replay_run", "run", choices=run_ids):
+    # A link names a run: start from its plain listing, then apply the rest of the link.
+    for key in RUN_DEPENDENT:
+        st.session_state.pop(key, None)
+    _reset_round()
+run_id = st.selectbox(
+    "Run", run_ids, format_func=labels.get, key="replay_run", on_change=_reset_for_run
+)
+with ui.friendly():
+    run_benchmarks = data.run_values(db, run_id, "benchmark")
+    run_policies = data.run_values(db, run_id, "policy")
+
+url.seed("replay_benchmark", "benchmark", choices=run_benchmarks)
+url.seed("replay_policy", "policy", choices=run_policies)
+url.seed("replay_correct", "result", ui.optional_bool_param, choices=list(RESULTS))
+url.seed("replay_failures", "failures", ui.optional_bool_param, choices=list(FAILURES))
+url.seed("replay_search", "q")
+url.seed("replay_order", "sort", choices=list(ORDERS))
+url.seed("replay_page", "page", int)
+linked_episode = url.seed("replay_episode", "episode", int)
+linked_round = url.seed("replay_round", "round", int)
+if linked_episode:
+    # Open the page of the run's listing that holds the linked episode.
+    for key in RUN_DEPENDENT[:-1]:
+        st.session_state.pop(key, None)
+    with ui.friendly():
+        position = data.episode_position(db, run_id, st.session_state["replay_episode"])
+    st.session_state["replay_page"] = position // PAGE + 1
+    if not linked_round:
+        st.session_state["replay_round"] = 0
+    st.session_state["replay_playing"] = False
+
+c_bench, c_pol, c_ok, c_fail = st.columns(4)
+benchmark = c_bench.selectbox(
+    "Benchmark", [None, *run_benchmarks], format_func=lambda v: v or "any",
+    key="replay_benchmark", on_change=_reset_page,
+)  # fmt: skip
+policy = c_pol.selectbox(
+    "Policy", [None, *run_policies], format_func=data.policy_label, key="replay_policy",
+    on_change=_reset_page,
+)  # fmt: skip
+correct = c_ok.selectbox(
+    "Result", list(RESULTS), format_func=RESULTS.get, key="replay_correct", on_change=_reset_page
+)
+failed = c_fail.selectbox(
+    "Failures", list(FAILURES), format_func=FAILURES.get, key="replay_failures",
+    on_change=_reset_page,
+)  # fmt: skip
+c_search, c_sort, c_page = st.columns([3, 2, 1])
+search = c_search.text_input(
+    "Search task id or question", key="replay_search", on_change=_reset_page,
+    placeholder="e.g. gsm-12 or 'prime'",
+)  # fmt: skip
+order = c_sort.selectbox("Sort by", list(ORDERS), key="replay_order", on_change=_reset_page)
+with ui.friendly():
+    n_match = data.count(db, run_id, benchmark, policy, correct, failed, search)
+n_pages = max(1, math.ceil(n_match / PAGE))
+st.session_state["replay_page"] = min(max(int(st.session_state.get("replay_page", 1)), 1), n_pages)
+page_no = c_page.number_input(
+    f"Page (of {n_pages})", 1, n_pages, key="replay_page", on_change=_reset_round,
+    help=f"{PAGE} matching episodes per page.",
+)  # fmt: skip
+order_by, descending = ORDERS[order]
+with ui.friendly():
+    episodes = data.episodes(
+        db, run_id, benchmark, policy, correct, failed, PAGE, None, search, order_by, descending,
+        (int(page_no) - 1) * PAGE,
+    )  # fmt: skip
+if episodes.empty:
+    st.info("No episode of this run matches the filters.")
+    url.write(run=run_id, episode=None, round=None)
+    st.stop()
+episode_labels = data.episode_labels(episodes)
+if st.session_state.get("replay_episode") not in episode_labels:
+    st.session_state.pop("replay_episode", None)
+index = st.selectbox(
+    f"Episode ({n_match:,} match)", list(episode_labels), format_func=episode_labels.get,
+    key="replay_episode", on_change=_reset_round,
 )  # fmt: skip
 with ui.friendly():
     record = data.episode(db, run_id, int(index))
@@ -75,16 +153,14 @@ with st.container(border=True):
         f"**{record.benchmark} · {record.domain} · difficulty {record.difficulty}** — {record.task_id}"
     )
     left.markdown(record.question[:1200])
-    verdict = "✔ right" if record.score > 0 else "✘ wrong"
-    right.metric(
-        "Team answer",
-        str(record.team_answer),
-        verdict,
-        delta_color="normal" if record.score > 0 else "inverse",
-    )
+    right.metric("Team answer", str(record.team_answer))
+    if record.score > 0:
+        right.badge("right", icon=":material/check:", color="green")
+    else:
+        right.badge("wrong", icon=":material/close:", color="red")
     right.caption(
         f"ground truth **{record.ground_truth}** · reward {record.reward:.3f} · "
-        f"{record.tokens:,} tokens · policy **{record.policy}**"
+        f"**{record.tokens:,} tokens** · policy **{data.policy_label(record.policy)}**"
     )
     if record.failures:
         right.caption(
@@ -95,11 +171,19 @@ with st.container(border=True):
             )
         )
 
-# ---------------------------------------------------------------- round controls
+# ---------------------------------------------------------------- the one round control
 st.session_state.setdefault("replay_round", 0)
 st.session_state.setdefault("replay_playing", False)
-st.session_state["replay_round"] = min(st.session_state["replay_round"], n_rounds - 1)
+st.session_state["replay_round"] = min(max(int(st.session_state["replay_round"]), 0), n_rounds - 1)
 playing = st.session_state["replay_playing"]
+url.write(
+    run=run_id, benchmark=benchmark, policy=policy,
+    result=None if correct is None else RESULTS[correct],
+    failures=None if failed is None else str(failed).lower(), q=search,
+    sort=None if order == "episode #" else order,
+    page=None if page_no == 1 else int(page_no),
+    episode=int(index),
+)  # fmt: skip
 
 
 def _toggle_play() -> None:
@@ -111,7 +195,8 @@ def _toggle_play() -> None:
 
 
 st.button(
-    "⏸ Pause" if playing else "▶ Play rounds", key="replay_play", on_click=_toggle_play,
+    "Pause" if playing else "Play rounds", key="replay_play", on_click=_toggle_play,
+    icon=":material/pause:" if playing else ":material/play_arrow:",
     help="Advance one round a second; every panel follows.",
 )  # fmt: skip
 
@@ -129,12 +214,15 @@ def panels() -> None:
         "replay_just_started", False
     ):
         _step(+1)
-    b1, b2, slider = st.columns([1, 1, 10])
-    b1.button("◀ step", key="replay_prev", on_click=_step, args=(-1,), disabled=n_rounds == 1)
-    b2.button("step ▶", key="replay_next", on_click=_step, args=(+1,), disabled=n_rounds == 1)
+    b1, b2, slider = st.columns([1, 1, 8])
+    b1.button("step", key="replay_prev", on_click=_step, args=(-1,), disabled=n_rounds == 1,
+              icon=":material/chevron_left:")  # fmt: skip
+    b2.button("step", key="replay_next", on_click=_step, args=(+1,), disabled=n_rounds == 1,
+              icon=":material/chevron_right:", icon_position="right")  # fmt: skip
     if n_rounds > 1:
         slider.slider("Round", 0, n_rounds - 1, key="replay_round")
     r = st.session_state["replay_round"]
+    url.write(round=r)
     figs = data.replay_figures(db, run_id, int(index), r)
     rnd = record.rounds[r]
 
@@ -146,32 +234,58 @@ def panels() -> None:
         )
         ui.chart(figs["graph"], key="replay_graph")
         st.caption(
-            "Arrows point from the agent that is read to the reader. Dashed red: an edge dropped "
-            "to break a cycle. Red ring: a failed agent. ◆ D: the decision agent (its inputs in the last round)."
+            "An arrow a → b: b read a's answer this round (edges bow to the right of their "
+            "direction, so a → b and b → a never overlap). Dashed red: asked for but dropped "
+            "to break a cycle. Red ring: a failed agent. D (outside the ring): the decision "
+            "agent; dotted grey, in the last round: the final answers it read."
         )
     with side:
+        st.markdown("##### Q-values")
         ui.chart(
             figs["q"],
             key="replay_q",
-            empty=f"**{record.policy}** is a fixed topology: it has no Q-values.",
+            empty=f"**{data.policy_label(record.policy)}** has no Q-values (a fixed topology).",
         )
-        ui.chart(figs["mixer"], key="replay_mixer", empty="No mixer view for this policy.")
+        if figs["q"] is not None:
+            st.caption(figures.q_values_caption(rnd))
+        if figs["credit"] is not None:
+            st.markdown("##### The mixer: credit ∂Q_tot/∂Q_i and weights |W₁|")
+            c1, c2 = st.columns(2)
+            with c1:
+                ui.chart(figs["credit"], key="replay_credit")
+            with c2:
+                ui.chart(figs["weights"], key="replay_weights")
 
     st.markdown("##### Agents this round")
-    st.dataframe(figs["table"], hide_index=True, width="stretch", key="replay_table")
+    st.dataframe(
+        figs["table"], hide_index=True, width="stretch", key="replay_table",
+        column_config={"read from": st.column_config.TextColumn(width="small")},
+    )  # fmt: skip
+    so_far = sum(x.tokens for x in record.rounds[: r + 1])
+    if r == n_rounds - 1 and record.decision is not None:
+        so_far += record.decision.tokens
+    st.caption(
+        f"This round: {int(figs['table']['tokens'].sum()):,} tokens"
+        + (" (with the decision agent D)" if r == n_rounds - 1 and record.decision else "")
+        + f" · episode so far: {so_far:,} of {record.tokens:,}."
+    )
     read, tok = st.columns([3, 2])
     with read:
         st.markdown("##### What each agent read")
         steps = {s.agent: s for s in rnd.steps}
-        tabs = st.tabs([f"{i} {role}" for i, role in enumerate(record.roles)])
+        tabs = st.tabs([figures.agent_name(i, record.roles) for i in range(len(record.roles))])
         for i, tab in enumerate(tabs):
             step = steps.get(i)
             with tab:
-                if step is None:
-                    st.caption("Inactive this round.")
+                if step is None or figures.failed_silent(step):
+                    st.caption(
+                        "Out of this round"
+                        + (f" ({step.fault})." if step is not None and step.fault else ".")
+                    )
                     continue
                 st.caption(
-                    f"{ACTION_NAMES[step.action]} · read from {step.read_from or 'nobody'} · {step.tokens} tokens"
+                    f"{ACTION_NAMES[step.action]} ({figures.choice(step)}) · read from "
+                    f"{step.read_from or 'nobody'} · {step.tokens} tokens"
                 )
                 for m in (m for m in rnd.messages if m.dst == i):
                     st.markdown(
@@ -181,9 +295,11 @@ def panels() -> None:
         if not figs["messages"].empty:
             with st.expander("All messages of the round"):
                 st.dataframe(
-                    figs["messages"], hide_index=True, width="stretch", key="replay_messages"
-                )
+                    figs["messages"], hide_index=True, width="stretch", key="replay_messages",
+                    column_config={"text": st.column_config.TextColumn(width="large")},
+                )  # fmt: skip
     with tok:
+        st.markdown(f"##### Tokens · {record.tokens:,} in the episode")
         ui.chart(figs["tokens"], key="replay_tokens")
     data.prebuild_rounds(db, run_id, int(index), n_rounds)
     if st.session_state["replay_playing"] and r >= n_rounds - 1:

@@ -1,4 +1,9 @@
-"""Runs: every run in the database with status and headline figures; export or delete one."""
+"""Runs: every run in the database with status and headline figures; export or delete one.
+
+Export and delete act on the run the picker shows at the moment of the click (the
+callback receives that run id), and deleting asks for the run id to be typed: a
+confirmation belongs to one run and is gone as soon as the choice changes.
+"""
 
 import streamlit as st
 
@@ -9,17 +14,23 @@ from lab import data, ui
 db = data.db_path()
 st.title("Runs")
 runs = ui.require_runs(db)
+url = ui.UrlState("runs")
 
+kind_options = sorted(runs["kind"].unique())
+status_options = sorted(runs["status"].unique())
+url.seed("runs_kind", "kind", lambda v: [k for k in v.split(",") if k in kind_options])
+url.seed("runs_status", "status", lambda v: [k for k in v.split(",") if k in status_options])
 f1, f2 = st.columns(2)
-kinds = f1.multiselect("Kind", sorted(runs["kind"].unique()), key="runs_kind")
-statuses = f2.multiselect("Status", sorted(runs["status"].unique()), key="runs_status")
+kinds = f1.multiselect("Kind", kind_options, key="runs_kind")
+statuses = f2.multiselect("Status", status_options, key="runs_status")
 shown = runs
 if kinds:
     shown = shown[shown["kind"].isin(kinds)]
 if statuses:
     shown = shown[shown["status"].isin(statuses)]
+table = shown.assign(policy=shown["policy"].map(data.policy_label))
 st.dataframe(
-    shown[
+    table[
         [
             "id",
             "kind",
@@ -34,43 +45,105 @@ st.dataframe(
             "started_at",
             "ended_at",
         ]
-    ],
+    ],  # fmt: skip
     hide_index=True,
     width="stretch",
     column_config={
+        "id": st.column_config.TextColumn("run", width="medium", pinned=True),
         "accuracy": st.column_config.NumberColumn(format="percent"),
         "mean_tokens": st.column_config.NumberColumn("mean tokens", format="%.0f"),
         "mean_reward": st.column_config.NumberColumn("mean reward", format="%.3f"),
+        "started_at": st.column_config.DatetimeColumn("started", format="YYYY-MM-DD HH:mm"),
+        "ended_at": st.column_config.DatetimeColumn("ended", format="YYYY-MM-DD HH:mm"),
     },
     key="runs_table",
 )
 
 st.subheader("Export or delete a run")
-labels = {r["id"]: ui.run_label(r) for _, r in runs.iterrows()}
+if shown.empty:
+    st.info("No run matches the Kind and Status filters.")
+    url.write(kind=kinds, status=statuses, run=None)
+    st.stop()
+labels = {r["id"]: ui.run_label(r) for _, r in shown.iterrows()}
+url.seed("runs_pick", "run", choices=list(labels))
+if st.session_state.get("runs_pick") not in labels:
+    st.session_state.pop("runs_pick", None)
 run_id = st.selectbox("Run", list(labels), format_func=labels.get, key="runs_pick")
-e1, e2 = st.columns(2)
-with e1:
-    out_dir = st.text_input(
-        "Export folder", str(data.workdir(db) / "exports" / run_id), key="runs_export_dir"
+url.write(kind=kinds, status=statuses, run=run_id)
+
+
+def _export(run: str, folder: str) -> None:
+    try:
+        target = data.export_dir(db, folder, run)
+        counts = export_run(run, target, db)
+    except (UserError, ValueError) as err:
+        st.session_state["runs_message"] = ("error", str(err))
+    else:
+        st.session_state["runs_message"] = (
+            "success",
+            f"Wrote {sum(counts.values()):,} rows of {run} in {len(counts)} Parquet files "
+            f"to `{target}`.",
+        )
+
+
+def _delete(run: str) -> None:
+    # The confirmation is read here, at the click, for exactly this run.
+    if st.session_state.get(f"runs_confirm_{run}", "").strip() != run:
+        st.session_state["runs_message"] = ("error", f"Type {run} to confirm deleting it.")
+        return
+    try:
+        counts = delete_run(run, db)
+    except UserError as err:
+        st.session_state["runs_message"] = ("error", str(err))
+        return
+    data.clear()
+    for key in [k for k in st.session_state if str(k).startswith("runs_confirm_")]:
+        del st.session_state[key]
+    st.session_state.pop("runs_pick", None)
+    st.session_state["runs_message"] = (
+        "success",
+        f"Deleted {run} ({counts.get('episodes', 0)} episodes).",
     )
-    if st.button("Export as Parquet", key="runs_export"):
-        try:
-            counts = export_run(run_id, out_dir, db)
-        except UserError as err:
-            st.error(str(err))
-        else:
-            st.success(
-                f"Wrote {sum(counts.values()):,} rows in {len(counts)} Parquet files to `{out_dir}`."
-            )
-with e2:
-    sure = st.checkbox("Yes, delete this run and all its episodes", key="runs_delete_sure")
-    if st.button("Delete run", key="runs_delete", type="primary", disabled=not sure):
-        try:
-            counts = delete_run(run_id, db)
-        except UserError as err:
-            st.error(str(err))
-        else:
-            data.clear()
-            st.session_state.pop("runs_pick", None)
-            st.toast(f"Deleted {run_id} ({counts.get('episodes', 0)} episodes).")
-            st.rerun()
+
+
+message = st.session_state.pop("runs_message", None)
+if message:
+    kind, text = message
+    (st.success if kind == "success" else st.error)(text)
+e1, e2 = st.columns(2)
+with e1, st.container(border=True):
+    st.markdown(f"**Export** `{run_id}`")
+    st.download_button(
+        "Download as Parquet (zip)",
+        data=lambda: data.export_zip(db, run_id),
+        file_name=f"{run_id}.zip",
+        mime="application/zip",
+        key=f"runs_download_{run_id}",
+        icon=":material/download:",
+        help="One Parquet file per table (the run's row, episodes, rounds, steps, messages, "
+        "calls, training metrics), zipped; built when you click.",
+    )
+    folder = st.text_input(
+        "Or write the files on the server, into this folder",
+        data.EXPORTS,
+        key="runs_export_dir",
+        help=f"A folder inside the database's folder ({data.db_folder(db)}); the run's files "
+        "go into a subfolder named after the run.",
+    )
+    st.button(
+        "Write Parquet files", key="runs_export", on_click=_export, args=(run_id, folder),
+        icon=":material/save:",
+    )  # fmt: skip
+with e2, st.container(border=True):
+    st.markdown(f"**Delete** `{run_id}`")
+    typed = st.text_input(
+        f"Type the run id to confirm: {run_id}",
+        key=f"runs_confirm_{run_id}",
+        placeholder=run_id,
+        help="The confirmation belongs to this run only; pick another run and it starts empty.",
+    )
+    st.button(
+        "Delete this run and all its episodes", key="runs_delete", type="primary",
+        disabled=typed.strip() != run_id, on_click=_delete, args=(run_id,),
+        icon=":material/delete:",
+    )  # fmt: skip

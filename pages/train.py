@@ -1,16 +1,24 @@
-"""Train: start a training run in a background process and watch any run's curves live."""
+"""Train: start training in a background process, stop or resume any job, watch runs live.
+
+Jobs are listed from the registry next to the database, so every browser session (and
+every lab server on that database) sees them and can stop them. Linkable:
+``/train?runs=RUN_A,RUN_B&smoothing=0.8``.
+"""
 
 import time
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
 from core.tasks.registry import BENCHMARKS
 from lab import data, figures, ui
-from lab.jobs import ROLE_POOL, TeamSpec, TrainParams, team_roles, train_command
+from lab.jobs import ROLE_POOL, TeamSpec, TrainParams, resume_command, team_roles, train_command
 
 db = data.db_path()
 st.title("Train a team")
+url = ui.UrlState("train")
+manager = data.jobs(db)
 
 # ---------------------------------------------------------------- start a run
 with st.form("train_form", border=True):
@@ -34,100 +42,181 @@ if submitted:
     team = TeamSpec(benchmark, team_roles(int(agents)), int(rounds), float(token_weight))
     params = TrainParams(team, int(episodes), float(fail_prob), int(seed))
     checkpoint = data.workdir(db) / "checkpoints" / f"train-{time.strftime('%Y%m%d-%H%M%S')}.pt"
-    job = data.jobs(db).start(
-        f"train {benchmark} ×{episodes}", train_command(db, params, checkpoint)
+    job = manager.start(
+        f"train {benchmark} ×{episodes}", train_command(db, params, checkpoint), kind="train"
     )
-    st.session_state["train_job"] = job.id
     st.session_state["train_follow"] = job.started_at
     st.toast("Training started.", icon=":material/model_training:")
 
-manager = data.jobs(db)
-job = manager.get(st.session_state.get("train_job", -1))
-if job is not None:
-    with st.container(border=True):
-        s1, s2 = st.columns([4, 1])
-        s1.markdown(f"**Started here:** {job.label} — **{job.status}**")
-        if s2.button("Stop", key="train_stop", disabled=job.status != "running"):
-            job.stop()
-            data.clear()
-            st.rerun()
-        if job.status == "failed":
-            st.error("The training command failed:")
-            st.code(job.log_tail(15) or "(no output)")
 
-# ---------------------------------------------------------------- watch a run
-st.subheader("Watch a run")
+# ---------------------------------------------------------------- every training job
+def _stop(job_id: str) -> None:
+    job = manager.get(job_id)
+    if job is not None:
+        job.stop()
+    data.clear()
+
+
+def _resume(run_id: str) -> None:
+    manager.start(f"resume {run_id}", resume_command(db, run_id), kind="train")
+    st.session_state["train_follow"] = None
+    data.clear()
+    st.toast(f"Resuming {run_id}.", icon=":material/replay:")
+
+
+@st.fragment(run_every=2.0)
+def job_list() -> None:
+    jobs = manager.jobs("train")[:8]
+    if not jobs:
+        return
+    with st.container(border=True):
+        st.markdown("**Training jobs** (from any browser session)")
+        for job in jobs:
+            j1, j2, j3 = st.columns([5, 2, 1])
+            j1.markdown(
+                f"{job.label} · started {time.strftime('%H:%M:%S', time.localtime(job.started_at))}"
+            )
+            j2.markdown(f"**{job.status}**")
+            j3.button(
+                "Stop", key=f"train_stop_{job.id}", on_click=_stop, args=(job.id,),
+                disabled=job.status != "running", icon=":material/stop:",
+            )  # fmt: skip
+            if job.status == "failed":
+                st.code(job.log_tail(12) or "(no output)")
+
+
+job_list()
+
+# ---------------------------------------------------------------- watch runs
+st.subheader("Watch runs")
 with ui.friendly():
     train_runs = data.runs(db, "train")
-follow = st.session_state.get("train_follow")
-
-
-def _new_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    return runs[runs["started_at"] >= pd.Timestamp(follow - 1, unit="s")]
-
-
-if follow is not None:
-    # Switch to the run started from this page as soon as it shows up in the database.
-    if not _new_runs(train_runs).empty:
-        st.session_state["train_watch_run"] = _new_runs(train_runs).iloc[0]["id"]
-        del st.session_state["train_follow"]
-    elif job is not None and job.status == "running":
+if train_runs.empty:
+    if manager.running("train"):
         st.info("Starting the training process… its run appears here in a few seconds.")
 
         @st.fragment(run_every=2.0)
         def wait_for_run() -> None:
             data.clear()
-            if not _new_runs(data.runs(db, "train")).empty:
+            if not data.runs(db, "train").empty:
                 st.rerun(scope="app")
 
         wait_for_run()
-if train_runs.empty:
-    st.info(
-        "No training run yet: start one above, or run `agentqmix train ... --db` in a terminal "
-        "— it appears here live."
-    )
+    else:
+        st.info(
+            "No training run yet: start one above, or run `agentqmix train ... --db` in a "
+            "terminal — it appears here live."
+        )
     st.stop()
-labels = {r["id"]: ui.run_label(r) for _, r in train_runs.iterrows()}
-run_id = st.selectbox("Training run", list(labels), format_func=labels.get, key="train_watch_run")
-live = bool((train_runs.loc[train_runs["id"] == run_id, "status"] == "running").any()) or (
-    job is not None and job.status == "running"
+
+ids = train_runs["id"].tolist()
+follow = st.session_state.get("train_follow")
+if follow is not None:
+    # Add the run started from this page as soon as it shows up in the database.
+    new = train_runs[train_runs["started_at"] >= pd.Timestamp(follow - 1, unit="s")]
+    if not new.empty:
+        st.session_state["train_watch_runs"] = [new.iloc[0]["id"]]
+        del st.session_state["train_follow"]
+url.seed("train_watch_runs", "runs", lambda v: [r for r in v.split(",") if r in ids] or ids[:1])
+watched = [r for r in st.session_state.get("train_watch_runs", ids[:1]) if r in ids] or ids[:1]
+st.session_state["train_watch_runs"] = watched
+# Static labels: the live status and episode count are drawn below and refresh on their own.
+labels = {
+    r["id"]: f"{r['id']} · {r['benchmark']} · started {r['started_at']:%Y-%m-%d %H:%M}"
+    for _, r in train_runs.iterrows()
+}
+w1, w2 = st.columns([4, 1])
+watched = w1.multiselect(
+    "Training runs (several overlay on the same charts)",
+    ids,
+    format_func=labels.get,
+    key="train_watch_runs",
 )
+url.seed("train_smoothing", "smoothing", float)
+smoothing = w2.slider(
+    "Smoothing (EMA)", 0.0, 0.99, 0.6, 0.01, key="train_smoothing",
+    help="Exponential moving average of each curve (0 = raw); the raw values stay faint.",
+)  # fmt: skip
+url.write(runs=watched, smoothing=None if smoothing == 0.6 else smoothing)
+if not watched:
+    st.info("Pick at least one run.")
+    st.stop()
+live = bool(train_runs.loc[train_runs["id"].isin(watched), "status"].eq("running").any())
 
 
 @st.fragment(run_every=2.0 if live else None)
 def watch() -> None:
     with ui.friendly():
         runs = data.runs(db, "train")
-        row = runs.loc[runs["id"] == run_id]
-        episodes_df, metrics = data.curves(db, run_id)
-    if row.empty:
-        st.warning("This run was deleted.")
-        return
-    row = row.iloc[0]
-    m1, m2, m3, m4 = st.columns(4)
-    m1.metric("status", row["status"])
-    m2.metric("episodes", int(row["episodes"]))
-    m3.metric("accuracy", "—" if row["accuracy"] != row["accuracy"] else f"{row['accuracy']:.1%}")
-    m4.metric(
-        "mean tokens",
-        "—" if row["mean_tokens"] != row["mean_tokens"] else f"{row['mean_tokens']:.0f}",
+        curves = {data.short_run(r): data.curves(db, r) for r in watched}
+    rows = runs[runs["id"].isin(watched)]
+    st.dataframe(
+        rows[["id", "status", "episodes", "accuracy", "mean_tokens", "mean_reward"]],
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "id": st.column_config.TextColumn("run", width="medium"),
+            "accuracy": st.column_config.NumberColumn(format="percent"),
+            "mean_tokens": st.column_config.NumberColumn("mean tokens", format="%.0f"),
+            "mean_reward": st.column_config.NumberColumn("mean reward", format="%.3f"),
+        },
+        key="train_status",
     )
-    if episodes_df.empty:
-        st.info("This run has no episodes yet; they appear here as it logs them.")
+    if all(ep.empty for ep, _ in curves.values()):
+        st.info("No episodes yet; they appear here as the run logs them.")
         return
-    ui.chart(figures.training_curves_figure(episodes_df, metrics), key="train_curves")
-    bucket = max(1, int(row["episodes"]) // 20)  # episodes_df is thinned on long runs
-    mix = data.action_mix(db, run_id, bucket)
-    ui.chart(
-        figures.action_mix_figure(
-            mix, "episode", title=f"Action mix over training (blocks of {bucket} episodes)"
-        ),
-        key="train_action_mix",
-        empty="No actions logged yet.",
-    )
-    if row["status"] != "running" and live:
+    for k in range(0, len(figures.CURVE_METRICS), 3):
+        cols = st.columns(3)
+        for col, (column, heading, _) in zip(cols, figures.CURVE_METRICS[k : k + 3], strict=True):
+            with col:
+                st.markdown(f"##### {heading}")
+                ui.chart(
+                    figures.training_curve_figure(curves, column, smoothing),
+                    key=f"train_curve_{column}",
+                )
+    first = rows.iloc[0] if not rows.empty else None
+    if first is not None:
+        bucket = max(1, int(first["episodes"]) // 20)
+        st.markdown(f"##### Action mix over training · {first['id']} (blocks of {bucket} episodes)")
+        ui.chart(
+            figures.action_mix_figure(data.action_mix(db, first["id"], bucket), "episode"),
+            key="train_action_mix",
+            empty="No actions logged yet.",
+        )
+    if live and not rows["status"].eq("running").any():
         data.clear()
         st.rerun(scope="app")
 
 
 watch()
+
+st.subheader("Configuration")
+running_jobs = {j.pid: j for j in manager.running("train")}
+for run_id in watched:
+    with ui.friendly():
+        info = data.run_info(db, run_id)
+    if info is None:
+        st.warning(f"{run_id} was deleted.")
+        continue
+    with st.expander(
+        f"{run_id} · {info.status} · {info.episodes} episodes", expanded=len(watched) == 1
+    ):
+        b1, b2 = st.columns(2)
+        job = running_jobs.get(info.pid) if info.status == "running" else None
+        if job is not None:
+            b1.button(
+                "Stop this run", key=f"train_stop_run_{run_id}", on_click=_stop, args=(job.id,),
+                icon=":material/stop:",
+            )  # fmt: skip
+        resumable = info.status in ("interrupted", "failed") and bool(
+            info.checkpoint and Path(info.checkpoint).is_file()
+        )
+        if resumable:
+            b2.button(
+                f"Resume from episode {(info.checkpoint_episode or 0) + 1}",
+                key=f"train_resume_{run_id}", on_click=_resume, args=(run_id,),
+                icon=":material/replay:",
+                help=f"Runs `agentqmix train --resume {run_id}` in the background.",
+            )  # fmt: skip
+        st.caption(f"checkpoint: `{info.checkpoint or '—'}`")
+        st.json(info.config, expanded=2)

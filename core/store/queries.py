@@ -60,6 +60,8 @@ class EpisodeFilter:
     """Only this domain (math, code, mc)."""
     from_episode: int | None = None
     """Only episodes with index >= this (to page through a long run)."""
+    text: str | None = None
+    """Only episodes whose task id or question contains this (case-insensitive)."""
 
     def where(self, alias: str = "e") -> tuple[str, list[Any]]:
         """A SQL ``WHERE`` clause over episodes aliased ``alias``, and its parameters."""
@@ -77,6 +79,12 @@ class EpisodeFilter:
         if self.from_episode is not None:
             parts.append(f"{alias}.episode >= ?")
             params.append(self.from_episode)
+        if self.text:
+            # contains(), not LIKE: a user's % or _ is text, not a wildcard.
+            parts.append(
+                f"(contains(lower({alias}.task_id), ?) OR contains(lower({alias}.question), ?))"
+            )
+            params += [self.text.lower()] * 2
         return ("WHERE " + " AND ".join(parts)) if parts else "", params
 
 
@@ -214,17 +222,31 @@ def load_episode_from(
     return LoadedEpisode(run_id, episode, created_at, record)
 
 
+EPISODE_ORDERS = ("episode", "tokens", "reward", "difficulty")
+"""Columns :func:`list_episodes` can sort by."""
+
+
 def list_episodes(
-    db: Db, filters: EpisodeFilter | None = None, *, limit: int = 500, offset: int = 0
+    db: Db,
+    filters: EpisodeFilter | None = None,
+    *,
+    limit: int = 500,
+    offset: int = 0,
+    order_by: str = "episode",
+    descending: bool = False,
 ) -> pd.DataFrame:
-    """Episode headlines, newest run first then by episode index."""
+    """Episode headlines, newest run first, then by ``order_by`` (then episode index)."""
+    if order_by not in EPISODE_ORDERS:
+        raise ValueError(f"order_by must be one of {EPISODE_ORDERS}, got {order_by!r}")
     where, params = (filters or EpisodeFilter()).where()
+    order = f"e.{order_by} {'DESC' if descending else 'ASC'}"
     with read_session(db) as cur:
         return cur.execute(
             "SELECT e.run_id, e.episode, e.task_id, e.benchmark, e.domain, e.difficulty, "
             "e.policy, e.correct, e.score, e.reward, e.tokens, e.n_agents, e.n_rounds, "
             "e.n_failed, e.team_answer, e.ground_truth, e.created_at "
-            f"FROM episodes e {where} ORDER BY e.run_id DESC, e.episode LIMIT ? OFFSET ?",
+            f"FROM episodes e {where} ORDER BY e.run_id DESC, {order}, e.episode "
+            "LIMIT ? OFFSET ?",
             [*params, limit, offset],
         ).df()
 
@@ -344,7 +366,8 @@ def aggregate(
             "avg(e.score) AS mean_score, avg(e.tokens) AS mean_tokens, "
             "avg(e.prompt_tokens) AS mean_prompt_tokens, "
             "avg(e.completion_tokens) AS mean_completion_tokens, avg(e.reward) AS mean_reward, "
-            "stddev_samp(e.reward) AS std_reward "
+            "stddev_samp(e.reward) AS std_reward, stddev_samp(e.tokens) AS std_tokens, "
+            "sum(e.correct::INTEGER) AS n_correct "
             f"FROM episodes e {where} GROUP BY ALL ORDER BY ALL",
             params,
         ).df()
@@ -397,7 +420,9 @@ def action_distribution(
     return _with_shares(df, by)
 
 
-_EPISODE_ONLY_FILTERS = ("benchmark", "policy", "correct", "with_failures", "difficulty", "domain")
+_EPISODE_ONLY_FILTERS = (
+    "benchmark", "policy", "correct", "with_failures", "difficulty", "domain", "text",
+)  # fmt: skip
 """EpisodeFilter fields that only the episodes table has (the rest are on every table)."""
 
 

@@ -14,13 +14,17 @@ POLICIES = ("qmix", "full", "chain", "single")
 
 
 def seed_store(db: Path, episodes_per_run: int = 12) -> dict[str, str]:
-    """Log one training run (with metrics) and one evaluation run per policy; returns run ids."""
+    """Log one training run (with metrics) and one evaluation run per policy; returns run ids.
+
+    As in a real store, the training run's episodes carry the policy name ``env`` (played
+    with exploration, by the environment's own loop).
+    """
     ids = {}
     with RunLogger(
         db, "train", {"episodes": episodes_per_run}, policy="qmix", benchmark="mixed"
     ) as log:
         for k in range(episodes_per_run):
-            log.log_episode(synthetic_episode(k, policy="qmix"))
+            log.log_episode(synthetic_episode(k, policy="env"))
             log.log_metrics(
                 [{"step": k, "episode": k, "loss": 1.0 / (k + 1), "epsilon": 1.0 - k / 20}]
             )

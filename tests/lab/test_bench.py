@@ -59,7 +59,9 @@ def test_episode_labels_name_each_episode(seeded_db):
     labels = data.episode_labels(episodes)
     assert list(labels) == [0, 1, 2, 3, 4]
     row = episodes.iloc[2]
-    assert labels[2].startswith(f"#2 · {row['task_id']} · {'✔' if row['correct'] else '✘'} ·")
+    assert labels[2].startswith(
+        f"#2 · {row['task_id']} · {'right' if row['correct'] else 'wrong'} ·"
+    )
     assert (" failed" in labels[2]) == bool(row["n_failed"])
 
 

@@ -1,8 +1,18 @@
-"""The real lab in a real browser: Streamlit on a free local port, driven by Debian's Chromium."""
+"""The real lab in a real browser, started exactly as the README does it.
+
+``bash scripts/lab.sh`` ends in ``agentqmix lab``; here ``python -m core.cli lab`` runs on a
+fresh, empty database with a fresh HOME (Streamlit has never run: no credentials file)
+and stdin closed (no terminal), on a free local port. Debian's Chromium, driven by
+Playwright, watches the first-start demo's progress, opens every page (wide and at
+phone width), follows a deep link and plays the replay. Screenshots go to
+``test-artifacts/lab/``.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -12,6 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from core.store.queries import count_episodes, list_runs
+from core.team.topologies import FIXED_TOPOLOGIES
+from lab.demo import DemoConfig, expected_episodes
 from tests.lab.conftest import ROOT
 
 CHROMIUM = "/usr/bin/chromium"
@@ -30,50 +43,42 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
+            return resp.read() == b"ok"
+    except OSError:
+        return False
+
+
 @pytest.fixture(scope="module")
-def server(seeded_db, tmp_path_factory):
-    db, ids = seeded_db
+def lab(tmp_path_factory):
+    """``agentqmix lab`` on an empty database, as a first-time user starts it."""
+    tmp = tmp_path_factory.mktemp("first-start")
+    home = tmp / "home"
+    home.mkdir()
+    db = tmp / "lab.duckdb"
     port = _free_port()
-    log = tmp_path_factory.mktemp("server") / "streamlit.log"
-    env = {**os.environ, "AGENTQMIX_DB": str(db), "AGENTQMIX_LAB_DEMO": "0"}
+    log = tmp / "terminal.log"
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT)}
+    env.pop("AGENTQMIX_LAB_DEMO", None)
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "streamlit",
-                "run",
-                "app.py",
-                "--server.headless",
-                "true",
-                "--server.port",
-                str(port),
-                "--server.address",
-                "127.0.0.1",
-            ],  # fmt: skip
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+            [sys.executable, "-m", "core.cli", "lab", "--db", str(db), "--port", str(port)],
+            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
-                    if resp.read() == b"ok":
-                        break
-            except OSError:
-                pass
+        deadline = time.monotonic() + 90
+        while not _healthy(url):
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit did not start:\n{log.read_text()}")
-            time.sleep(0.3)
-        yield url, ids
+                raise RuntimeError(f"the lab did not start:\n{log.read_text()}")
+            time.sleep(0.2)
+        yield url, db, log
     finally:
-        proc.terminate()
+        proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=10)
+            proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -101,7 +106,7 @@ def browser():
             b.close()
 
 
-def wait_idle(page, timeout_s: float = 30.0) -> None:
+def wait_idle(page, timeout_s: float = 45.0) -> None:
     """Wait until the script has finished running (no 'Running...' status)."""
     page.wait_for_selector('[data-testid="stApp"]', timeout=timeout_s * 1000)
     deadline = time.monotonic() + timeout_s
@@ -119,39 +124,127 @@ def wait_idle(page, timeout_s: float = 30.0) -> None:
     raise AssertionError("the app did not become idle")
 
 
-def test_every_page_renders_and_replay_plays(server, browser):
-    url, _ = server
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    # Streamlit scrolls inside its own container, so a tall window is what shows a whole page.
-    page = browser.new_page(viewport={"width": 1440, "height": 2200})
-    for name in PAGES:
-        page.goto(f"{url}/{name}")
-        wait_idle(page)
-        page.wait_for_selector("h1", timeout=20_000)
-        if name in ("replay", "train", "failure_lab", "compare", "ctde"):
-            page.wait_for_selector(".js-plotly-plot", timeout=20_000)
-        errors = page.locator('[data-testid="stException"]')
-        assert errors.count() == 0, f"{name or 'home'}: {errors.first.inner_text()}"
-        page.screenshot(path=str(ARTIFACTS / f"{name or 'home'}.png"), full_page=True)
+def _no_exception(page, where: str) -> None:
+    errors = page.locator('[data-testid="stException"]')
+    assert errors.count() == 0, f"{where}: {errors.first.inner_text()}"
 
-    # Replay: the Streamlit play button moves the round slider and every panel with it.
-    page.goto(f"{url}/replay")
-    wait_idle(page)
-    slider = page.locator('[data-testid="stSlider"] input[type="range"]').first
-    assert slider.input_value() == "0"
-    heading = page.get_by_text("Round 0 of 2")
-    assert heading.count() == 1
-    page.get_by_role("button", name="Play rounds").click()
-    # The round slider and the panel heading both move on without another click.
-    page.wait_for_function(
-        '() => { const s = document.querySelector(\'[data-testid="stSlider"] input[type="range"]\');'
-        " return s && Number(s.value) >= 1; }",
-        timeout=15_000,
+
+def _boxes_overlap(a: dict | None, b: dict | None, slack: float = 2.0) -> bool:
+    """Whether two boxes overlap by more than ``slack`` px (touching edges do not count)."""
+    if not a or not b:
+        return False
+    return not (
+        a["x"] + a["width"] <= b["x"] + slack
+        or b["x"] + b["width"] <= a["x"] + slack
+        or a["y"] + a["height"] <= b["y"] + slack
+        or b["y"] + b["height"] <= a["y"] + slack
     )
-    page.get_by_text("Round 2 of 2").wait_for(timeout=15_000)
-    # The graph's own Plotly animation plays too.
-    page.locator(".js-plotly-plot").first.get_by_text("▶ Play").click()
-    page.wait_for_timeout(1500)
-    assert page.locator('[data-testid="stException"]').count() == 0
-    page.screenshot(path=str(ARTIFACTS / "replay-playing.png"), full_page=True)
+
+
+def _check_layout(page, name: str, width: int) -> None:
+    """Legends never cover a chart's plot area, and no table runs off the right edge."""
+    for k in range(page.locator(".js-plotly-plot").count()):
+        plot = page.locator(".js-plotly-plot").nth(k)
+        area = plot.locator(".nsewdrag").first
+        legend = plot.locator(".legend")
+        if area.count() and legend.count():
+            assert not _boxes_overlap(area.bounding_box(), legend.first.bounding_box()), (
+                f"{name} at {width}px: chart {k}'s legend covers its plot"
+            )
+        if not legend.count():
+            continue
+        box = legend.first.bounding_box()
+        for part in (".g-gtitle text", ".xtitle", ".xaxislayer-above .xtick text"):
+            for n in range(plot.locator(part).count()):
+                assert not _boxes_overlap(plot.locator(part).nth(n).bounding_box(), box), (
+                    f"{name} at {width}px: chart {k}'s legend overlaps {part}"
+                )
+    for k in range(page.locator('[data-testid="stDataFrame"]').count()):
+        box = page.locator('[data-testid="stDataFrame"]').nth(k).bounding_box()
+        if box and box["width"] > 0:
+            assert box["x"] + box["width"] <= width + 1, f"{name} at {width}px: table {k} cut off"
+
+
+def test_first_start_demo_pages_and_a_deep_link(lab, browser):
+    url, db, log = lab
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "first-start.png").unlink(missing_ok=True)
+    page = browser.new_page(viewport={"width": 1440, "height": 1800})
+
+    # 1. The demo started with the server (not with this page) and shows real progress here.
+    page.goto(url)
+    page.wait_for_selector('[data-testid="stMain"]', timeout=60_000)
+    seen: set[int] = set()
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        text = page.locator('[data-testid="stMain"]').inner_text()
+        seen |= {int(v) for v in re.findall(r"Demo (\d+)%", text)}
+        if 0 < max(seen, default=0) < 100 and not (ARTIFACTS / "first-start.png").exists():
+            page.screenshot(path=str(ARTIFACTS / "first-start.png"), full_page=True)
+        if "Latest runs" in text and "Preparing a demo" not in text:
+            break
+        time.sleep(0.3)
+    assert "Preparing a demo" not in page.locator('[data-testid="stMain"]').inner_text(), (
+        "the demo never ended"
+    )
+    assert any(0 < v < 100 for v in seen), f"no progress between 0 and 100 % was shown: {seen}"
+    # The same progress in the terminal, and no e-mail prompt on a first start.
+    terminal = log.read_text()
+    assert f"Agent Q-Mix Lab: {url}" in terminal and "Email" not in terminal
+    shown = [int(v) for v in re.findall(r"^demo +(\d+)%", terminal, re.MULTILINE)]
+    assert len({v for v in shown if 0 < v < 100}) >= 3 and "demo ready" in terminal
+    assert shown == sorted(shown), "terminal progress went backwards"
+    # The demo logged exactly what it set out to (so its progress bar measured real work).
+    assert count_episodes(db) == sum(expected_episodes(DemoConfig(), len(FIXED_TOPOLOGIES)))
+    _no_exception(page, "home")
+
+    # 2. Every page, wide and at phone width.
+    for width, height in ((1440, 2200), (390, 2400)):
+        page.set_viewport_size({"width": width, "height": height})
+        for name in PAGES:
+            page.goto(f"{url}/{name}")
+            wait_idle(page)
+            page.wait_for_selector("h1", timeout=20_000)
+            if name in ("replay", "train", "failure_lab", "compare", "ctde"):
+                page.wait_for_selector(".js-plotly-plot", timeout=20_000)
+            _no_exception(page, name or "home")
+            _check_layout(page, name or "home", width)
+            suffix = "" if width > 1000 else "-390"
+            page.screenshot(path=str(ARTIFACTS / f"{name or 'home'}{suffix}.png"), full_page=True)
+    page.set_viewport_size({"width": 1440, "height": 2200})
+
+    # 3. A deep link opens that episode at that round.
+    runs = list_runs(db, kind="eval")
+    run_id = runs.iloc[0]["id"]
+    page.goto(f"{url}/replay?run={run_id}&episode=5&round=2")
+    wait_idle(page)
+    page.get_by_text("Round 2 of 2").wait_for(timeout=20_000)
+    assert page.get_by_role("combobox", name="Run").input_value().startswith(run_id)
+    episode = page.locator('input[role="combobox"][aria-label^="Episode ("]')
+    assert episode.input_value().startswith("#5 · ")
+    slider = page.locator('[data-testid="stSlider"] input[type="range"]').first
+    assert slider.input_value() == "2"
+    page.screenshot(path=str(ARTIFACTS / "replay-deep-link.png"), full_page=True)
+
+    # 4. Compare: a click on a point opens the episodes behind it, and the URL keeps it.
+    page.goto(f"{url}/compare")
+    page.wait_for_selector(".js-plotly-plot .scatterlayer .trace .points path", timeout=30_000)
+    wait_idle(page)
+    point = page.locator(".js-plotly-plot").first.locator(".scatterlayer .trace .points path")
+    point.first.click(force=True)
+    page.get_by_text("episodes (up to 500 listed)").first.wait_for(timeout=20_000)
+    page.wait_for_function("() => location.search.includes('point=')", timeout=20_000)
+    page.screenshot(path=str(ARTIFACTS / "compare-clicked.png"), full_page=True)
+
+    # 5. One control: the graph has no Play button or slider of its own; Play moves every panel.
+    assert page.locator(".js-plotly-plot .updatemenu-container").count() == 0
+    assert page.locator(".js-plotly-plot .slider-container").count() == 0
+    page.goto(f"{url}/replay?run={run_id}&episode=5&round=0")
+    wait_idle(page)
+    page.get_by_text("Round 0 of 2").wait_for(timeout=20_000)
+    page.get_by_role("button", name="Play rounds").click()
+    page.get_by_text("Round 2 of 2").wait_for(timeout=20_000)
+    assert "round=2" in page.url, "the URL follows the round"
+    _no_exception(page, "replay playing")
+    page.screenshot(path=str(ARTIFACTS / "replay-played.png"), full_page=True)
     page.close()

@@ -45,3 +45,34 @@ def test_mixer_is_deterministic_in_the_seed():
         assert torch.equal(p, q)
     with pytest.raises(ValueError, match="n_agents"):
         ctde.CtdeConfig(n_agents=9).validate()
+
+
+@pytest.mark.parametrize("state", list(ctde.STATES))
+def test_without_monotonicity_greedy_agents_miss_the_joint_argmax(state):
+    # The same parameters without abs(): the page's counter-example must really be one.
+    config = ctde.CtdeConfig()
+    free = ctde.build_mixer(config, monotonic=False)
+    table = ctde.example_q_table(state, config)
+    avail = ctde.available(state, config)
+    s = ctde.state_tensor(state, config)
+    greedy = ctde.greedy_actions(table, avail)
+    joint, best = ctde.joint_argmax(free, table, s, avail)
+    q_greedy = float(ctde.mix(free, [table[i][a] for i, a in enumerate(greedy)], s).q_tot[0])
+    assert greedy != joint and best > q_greedy + 1e-3
+    assert (ctde.mix(free, [0.0] * config.n_agents, s).w1 < 0).any()
+
+
+def test_a_crashed_agent_can_only_sit_out():
+    state = next(iter(ctde.CRASHED))
+    agent = ctde.CRASHED[state]
+    avail = ctde.available(state)
+    assert avail[agent] == [True] + [False] * 5
+    assert all(all(row) for i, row in enumerate(avail) if i != agent)
+    table = ctde.example_q_table(state)
+    table[agent] = [-3.0, 3.0, 3.0, 3.0, 3.0, 3.0]  # it would love to broadcast, but cannot
+    mixer = ctde.build_mixer()
+    s = ctde.state_tensor(state)
+    assert ctde.greedy_actions(table, avail)[agent] == 0
+    joint, _ = ctde.joint_argmax(mixer, table, s, avail)
+    assert joint[agent] == 0 and joint == ctde.greedy_actions(table, avail)
+    assert ctde.action_label(1, 1) == "agent 1 · broadcast_all"

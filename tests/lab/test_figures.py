@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import pytest
 
 from core.actions import ACTION_NAMES, Action
 from core.records import DECISION_AGENT, AgentStep, EpisodeRecord, Message, RoundRecord
 from lab import figures as F
+from lab.stats import ema, wilson_interval, with_intervals
 
 ROLES = ["solver", "coder", "analyst"]
 
@@ -84,58 +87,117 @@ def _episode() -> EpisodeRecord:
     )  # fmt: skip
 
 
-def test_graph_has_one_frame_per_round_with_the_logged_edges():
+def test_graph_draws_one_round_and_has_no_controls_of_its_own():
     rec = _episode()
-    fig = F.communication_graph(rec)
-    assert [f.name for f in fig.frames] == ["0", "1"]
-    assert F.frame_edges(fig, 0) == [(0, 1), (0, 2)]
-    assert F.frame_edges(fig, 1) == [(1, 0)]
-    assert F.frame_edges(fig, 0, "dropped edges") == [(2, 0)]
-    assert F.frame_edges(fig, 1, "dropped edges") == []
-    dropped = fig.frames[0].data[F.GRAPH_TRACES.index("dropped edges")]
+    for r, rnd in enumerate(rec.rounds):
+        fig = F.communication_graph(rec, r)
+        # One control (the page's) drives every panel: no frames, Play button or slider here.
+        assert not fig.frames and not fig.layout.updatemenus and not fig.layout.sliders
+        assert fig.layout.meta["round"] == rnd.round
+        assert F.graph_edges(fig) == [tuple(e) for e in rnd.edges]
+        assert F.graph_edges(fig, "dropped edges") == [tuple(e) for e in rnd.dropped_edges]
+    dropped = F.communication_graph(rec, 0).data[F.GRAPH_TRACES.index("dropped edges")]
     assert dropped.line.dash == "dash"
     # The decision agent's inputs are drawn in the last round only.
-    assert F.frame_edges(fig, 0, "decision reads") == []
-    assert F.frame_edges(fig, 1, "decision reads") == [(0, -1), (1, -1)]
+    assert F.graph_edges(F.communication_graph(rec, 0), "decision reads") == []
+    assert F.graph_edges(F.communication_graph(rec, 1), "decision reads") == [(0, -1), (1, -1)]
 
 
 def test_graph_colours_nodes_by_action_and_marks_failed_agents():
-    fig = F.communication_graph(_episode(), active_round=1)
-    assert F.frame_nodes(fig, 0, "broadcast_all") == [0]
-    assert F.frame_nodes(fig, 0, "aggregate_refine") == [2]
-    assert F.frame_nodes(fig, 0, "failed") == []
-    assert F.frame_nodes(fig, 1, "failed") == [2]
-    assert F.frame_nodes(fig, 1, "decision agent") == [-1]
-    legend = [t.name for t in fig.data]
-    assert all(name in legend for name in ACTION_NAMES)
-    # The figure opens on the requested round; the slider agrees.
-    assert fig.layout.sliders[0].active == 1
-    assert (
-        F.frame_edges(fig, 1) == [(int(c[0]), int(c[1])) for c in fig.data[0].customdata if c][:1]
+    rec = _episode()
+    r0, r1 = F.communication_graph(rec, 0), F.communication_graph(rec, 1)
+    assert F.graph_nodes(r0, "broadcast_all") == [0]
+    assert F.graph_nodes(r0, "aggregate_refine") == [2]
+    assert F.graph_nodes(r0, "failed") == []
+    assert F.graph_nodes(r1, "failed") == [2]
+    assert F.graph_nodes(r1, "decision agent") == [-1]
+    assert all(name in [t.name for t in r0.data] for name in ACTION_NAMES)
+
+
+def _points(trace, edge):
+    return [
+        (x, y)
+        for x, y, c in zip(trace.x, trace.y, trace.customdata, strict=True)
+        if c is not None and tuple(c) == edge
+    ]
+
+
+def test_decision_agent_sits_off_the_ring_and_its_inputs_pass_no_agent():
+    for n in range(1, 9):
+        pos = F.graph_positions(n)
+        ring = [pos[i] for i in range(n)]
+        d = pos[-1]
+        assert math.hypot(*d) > 1.5, "D must sit outside the ring of agents"
+        # No agent-to-agent chord passes near D (it would read a -> D -> b).
+        for i in range(n):
+            for j in range(n):
+                if i != j:
+                    assert F._segment_distance(d, ring[i], ring[j]) > 0.5
+        # The path from each agent into D keeps clear of every other agent (node radius 0.13).
+        for i in range(n):
+            xs, ys = F._decision_path(ring[i], d)
+            path = list(zip(xs, ys, strict=True))
+            for j in range(n):
+                if j != i:
+                    gap = min(
+                        F._segment_distance(ring[j], a, b)
+                        for a, b in zip(path, path[1:], strict=False)
+                    )
+                    assert gap > 0.25, (n, i, j, gap)
+    # Agents keep their places from round to round.
+    rec = _episode()
+    nodes = []
+    for r in range(len(rec.rounds)):
+        fig = F.communication_graph(rec, r)
+        xy = {}
+        for t in fig.data[len(F.GRAPH_TRACES) :]:
+            if t.name in ACTION_NAMES:
+                xy |= {int(i): (x, y) for i, x, y in zip(t.customdata, t.x, t.y, strict=True)}
+        nodes.append(xy)
+    assert nodes[0] == nodes[1] and len(set(nodes[0].values())) == 3
+
+
+def test_kept_and_dropped_edges_between_the_same_agents_do_not_overlap():
+    rec = _episode()  # round 0 keeps 0 -> 2 and drops 2 -> 0
+    fig = F.communication_graph(rec, 0)
+    kept = _points(fig.data[0], (0, 2))
+    dropped = _points(fig.data[1], (2, 0))
+    mid_kept, mid_dropped = kept[len(kept) // 2], dropped[len(dropped) // 2]
+    assert math.dist(mid_kept, mid_dropped) > 0.2
+    # Every drawn point of the kept edge is away from the dropped one (they are two curves).
+    assert min(math.dist(p, q) for p in kept[2:-2] for q in dropped[2:-2]) > 0.05
+
+
+def test_hover_names_the_decision_agent_and_the_dropped_edge():
+    rec = _episode()
+    last = F.communication_graph(rec, 1)
+    reads = last.data[F.GRAPH_TRACES.index("decision reads")]
+    texts = {t for t in reads.hovertext if t}
+    assert all("→ D" in t and "-1" not in t for t in texts)
+    assert any(
+        t.startswith("0 solver → D: the decision agent read its final answer") for t in texts
     )
+    dropped = F.communication_graph(rec, 0).data[1]
+    assert any("dropped" in t for t in dropped.hovertext if t)
 
 
-def test_layout_is_fixed_across_rounds():
-    fig = F.communication_graph(_episode())
-    pos = []
-    for frame in fig.frames:
-        nodes = {}
-        for trace in frame.data[len(F.GRAPH_TRACES) :]:
-            if trace.name in ACTION_NAMES:
-                nodes |= {
-                    int(i): (x, y)
-                    for i, x, y in zip(trace.customdata, trace.x, trace.y, strict=True)
-                }
-        pos.append(nodes)
-    assert pos[0] == pos[1]
-    assert len(set(pos[0].values())) == 3
+def test_palettes_never_share_a_colour():
+    palettes = [F.ACTION_COLORS, F.AGENT_COLORS, F.POLICY_PALETTE]
+    for k, a in enumerate(palettes):
+        for b in palettes[k + 1 :]:
+            assert not {c.lower() for c in a} & {c.lower() for c in b}
+    # The token chart colours agents from the agent palette, never an action's colour.
+    fig = F.tokens_figure(_episode(), 0)
+    agent_bars = [t for t in fig.data if t.type == "bar" and t.name[0].isdigit()]
+    assert [t.marker.color for t in agent_bars] == list(F.AGENT_COLORS[:3])
 
 
 def test_q_values_match_the_log_and_mark_the_choice():
     rec = _episode()
     fig = F.q_values_figure(rec.rounds[0], rec.roles)
-    assert [t.name for t in fig.data] == list(ACTION_NAMES)
-    for a, trace in enumerate(fig.data):
+    assert [t.name for t in fig.data] == list(ACTION_NAMES) * 2
+    assert [t.showlegend for t in fig.data] == [False] * 6 + [None] * 6
+    for a, trace in enumerate(fig.data[:6]):
         assert list(trace.y) == [s.q_values[a] for s in rec.rounds[0].steps]
     broadcast = fig.data[int(Action.BROADCAST_ALL)]
     solo = fig.data[int(Action.SOLO_PROCESS)]
@@ -148,22 +210,52 @@ def test_q_values_match_the_log_and_mark_the_choice():
     assert F.q_values_figure(rec.rounds[1], rec.roles) is None
 
 
-def test_mixer_figure_matches_credit_and_weights():
+def test_a_crashed_agent_is_failed_not_greedy():
+    # The policy logs greedy=True for a crashed agent (its only available action is the
+    # masked argmax), though that action is not the argmax of its Q-values.
+    q = [0.1, 2.0, 0.0, 0.0, 0.0, 0.0]
+    crashed = _step(1, 0, Action.SOLO_PROCESS, q_values=q, greedy=True, epsilon=0.0,
+                    alive=False, fault="crash")  # fmt: skip
+    healthy = _step(0, 0, Action.BROADCAST_ALL, q_values=q, greedy=True, epsilon=0.0)
+    rnd = RoundRecord(round=0, edges=[], dropped_edges=[], layers=[], steps=[healthy, crashed])
+    assert F.choice(crashed) == "failed (crash)" and F.choice(healthy) == "greedy"
+    fig = F.q_values_figure(rnd, ROLES)
+    solo = fig.data[int(Action.SOLO_PROCESS)]
+    assert list(solo.text) == ["", "failed (crash)"]
+    assert list(solo.marker.line.width) == [0, 0]  # no "chosen" outline for a forced action
     rec = _episode()
-    fig = F.mixer_figure(rec.rounds[0], rec.roles)
-    bar, heat = fig.data
+    rec.rounds[0] = rnd
+    table = F.round_table(rec, 0)
+    assert table["how"].tolist() == ["greedy", "failed (crash)"]
+    assert "greedy" not in F._step_hover(crashed, ROLES)
+
+
+def test_credit_and_weights_match_the_log():
+    rec = _episode()
+    bar = F.credit_figure(rec.rounds[0], rec.roles).data[0]
     assert list(bar.x) == [0.7, 0.2, 0.1]
+    heat = F.weights_figure(rec.rounds[0].mixer_weights, rec.roles).data[0]
     assert [list(row) for row in heat.z] == [[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]]
-    assert F.mixer_figure(rec.rounds[1], rec.roles) is None
+    assert heat.colorscale[0][1] != F.weights_figure([[-1.0, 1.0]], ["a"]).data[0].colorscale[0][1]
+    assert F.credit_figure(rec.rounds[1], rec.roles) is None
 
 
-def test_tokens_and_tables():
+def test_tokens_add_up_to_the_episode_total_and_tables_include_the_decision():
     rec = _episode()
-    fig = F.tokens_figure(rec)
-    total = [t for t in fig.data if t.name == "running total"][0]
-    assert list(total.y) == [305, 395, 425]
+    for r in range(len(rec.rounds)):
+        fig = F.tokens_figure(rec, r)
+        bars = [t for t in fig.data if t.type == "bar"]
+        assert sum(sum(t.y) for t in bars) == rec.tokens == 425
+        total = [t for t in fig.data if t.name == "running total"][0]
+        assert list(total.y) == [305, 395, 425]
+        # The active round is solid, the others faded.
+        first_agent = bars[0]
+        assert [o == 1.0 for o in first_agent.marker.opacity] == [k == r for k in range(2)]
     table = F.round_table(rec, 1)
-    assert table["fault"].tolist() == ["", "", "crash"]
+    assert table["agent"].tolist() == ["0 solver", "1 coder", "2 analyst", "D decision"]
+    assert table["fault"].tolist() == ["", "", "crash", ""]
+    assert table["tokens"].sum() + F.round_table(rec, 0)["tokens"].sum() == rec.tokens
+    assert table["result"].tolist()[-1] == "right"
     assert F.messages_table(rec.rounds[0])["edge"].tolist() == ["0 → 1", "0 → 2"]
 
 
@@ -176,10 +268,54 @@ def test_pareto_front_keeps_only_undominated_policies():
             "episodes": [10] * 5,
         }
     )
+    df = df.assign(label=df["policy"], policy_id=df["policy"], run_id="run-1")
     assert F.pareto_front(df)["policy"].tolist() == ["single", "chain", "qmix", "full"]
     fig = F.pareto_figure(df)
     front = [t for t in fig.data if t.name == "Pareto front"][0]
     assert list(front.x) == [100, 300, 400, 900]
+
+
+def test_pareto_points_keep_runs_apart_and_carry_their_intervals():
+    df = pd.DataFrame(
+        {
+            "label": ["qmix · eval-a1", "qmix · eval-b2", "full · compare-c3"],
+            "policy": ["qmix", "qmix", "full"],
+            "policy_id": ["qmix", "qmix", "full"],
+            "run_id": ["eval-x-a1", "eval-y-b2", "compare-z-c3"],
+            "episodes": [10, 40, 20],
+            "n_correct": [8, 20, 15],
+            "accuracy": [0.8, 0.5, 0.75],
+            "mean_tokens": [100.0, 120.0, 300.0],
+            "std_tokens": [10.0, 10.0, 30.0],
+            "mean_reward": [0.7, 0.4, 0.6],
+            "std_reward": [0.1, 0.1, 0.1],
+        }
+    )
+    fig = F.pareto_figure(with_intervals(df))
+    qmix = [t for t in fig.data if t.name == "qmix"][0]
+    assert len(qmix.x) == 2  # two checkpoints, two points
+    assert [tuple(c[:2]) for c in qmix.customdata] == [("eval-x-a1", "qmix"), ("eval-y-b2", "qmix")]
+    lo, hi = wilson_interval(8, 10)
+    assert qmix.error_y.array[0] == pytest.approx(hi - 0.8)
+    assert qmix.error_y.arrayminus[0] == pytest.approx(0.8 - lo)
+    assert F.point_key(fig, {"curve_number": fig.data.index(qmix), "point_index": 1}) == (
+        "eval-y-b2:qmix"
+    )
+    assert F.point_key(fig, {"customdata": ["compare-z-c3", "full", 20]}) == "compare-z-c3:full"
+
+
+def test_training_curves_overlay_runs_and_smooth():
+    a = pd.DataFrame({"episode": [0, 1, 2], "reward": [0.0, 1.0, 0.0], "correct": [0, 1, 1],
+                      "tokens": [10, 20, 30]})  # fmt: skip
+    b = pd.DataFrame({"episode": [0, 1], "reward": [1.0, 1.0], "correct": [1, 1],
+                      "tokens": [5, 5]})  # fmt: skip
+    m = pd.DataFrame({"step": [0, 1], "episode": [0, 1], "loss": [4.0, 0.0]})
+    fig = F.training_curve_figure({"A": (a, m), "B": (b, None)}, "reward", smoothing=0.5)
+    smooth = [t for t in fig.data if not t.name.endswith("(raw)")]
+    assert [t.name for t in smooth] == ["A", "B"]
+    assert list(smooth[0].y) == pytest.approx(list(ema([0.0, 1.0, 0.0], 0.5)))
+    loss = F.training_curve_figure({"A": (a, m), "B": (b, None)}, "loss", smoothing=0.0)
+    assert [list(t.y) for t in loss.data] == [[4.0, 0.0], [4.0, 0.0]]
 
 
 def test_action_mix_and_robustness_figures():
@@ -201,3 +337,14 @@ def test_graph_rejects_an_episode_without_rounds():
     rec.rounds = []
     with pytest.raises(ValueError, match="no rounds"):
         F.communication_graph(rec)
+
+
+def test_figures_have_no_titles_and_legends_sit_under_the_plot():
+    # Plotly titles and a legend above the plot collide on a 390 px screen; the page's
+    # headings name the charts instead.
+    rec = _episode()
+    figs = [F.communication_graph(rec, 0), F.q_values_figure(rec.rounds[0], rec.roles),
+            F.tokens_figure(rec, 0), F.credit_figure(rec.rounds[0], rec.roles)]  # fmt: skip
+    for fig in figs:
+        assert not (fig.layout.title and fig.layout.title.text)
+        assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0

@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
+import base64
+import io
+import json
 import shutil
+import sys
 import time
+import zipfile
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from core.store.queries import count_episodes, list_runs
+from core.store.queries import count_episodes, list_runs, load_episode
+from lab import data
+from lab.jobs import JobManager, workdir
 from tests.lab.conftest import ROOT, seed_store
 
 APP = str(ROOT / "app.py")
 
 
-def _open(page: str | None) -> AppTest:
+def _open(page: str | None, **query: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
+    for name, value in query.items():
+        at.query_params[name] = value
     if page:
         at.switch_page(page)
     at.run()
@@ -28,62 +39,237 @@ def _keys(at: AppTest, kind: str) -> set[str]:
     return {w.key for w in getattr(at, kind)}
 
 
+def _chart(at: AppTest, key: str) -> dict:
+    """The Plotly figure a chart element sends to the browser (its JSON spec)."""
+    for el in at.get("plotly_chart"):
+        if el.key == key:
+            return json.loads(el.proto.spec)
+    raise KeyError(key)
+
+
+def _table(at: AppTest, *columns: str) -> pd.DataFrame:
+    """The first table on the page with these columns (AppTest keeps no dataframe keys)."""
+    for frame in at.dataframe:
+        if set(columns) <= set(frame.value.columns):
+            return frame.value
+    raise KeyError(columns)
+
+
+def _values(v) -> list:
+    """A Plotly array from a figure's JSON: a list, or a typed array (``bdata``, base64)."""
+    if isinstance(v, dict) and "bdata" in v:
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"])).tolist()
+    return list(v)
+
+
+def _edges(spec: dict, trace: int) -> list[tuple[int, int]]:
+    seen = []
+    for c in spec["data"][trace].get("customdata") or []:
+        if c is not None and (c[0], c[1]) not in seen:
+            seen.append((c[0], c[1]))
+    return seen
+
+
 def test_home(lab_env):
     at = _open(None)
     assert at.title[0].value == "Agent Q-Mix Lab"
     assert [m.value for m in at.metric][:2] == ["5", "60"]
+    policies = at.dataframe[0].value["policy"].tolist()
+    assert data.TRAINING_LABEL in policies and "env" not in policies
 
 
-def test_replay_moves_every_panel_with_the_round(lab_env):
-    at = _open("pages/replay.py")
+def test_replay_one_control_moves_every_panel_together(lab_env):
+    db, ids = lab_env
+    at = _open("pages/replay.py", run=ids["train"])
     assert {"replay_run", "replay_episode", "replay_policy", "replay_correct"} <= _keys(
         at, "selectbox"
     )
     assert {"replay_play", "replay_prev", "replay_next"} <= _keys(at, "button")
-    assert at.slider(key="replay_round").value == 0
-    assert any("Round 0 of 2" in m.value for m in at.markdown)
-    at.button(key="replay_next").click().run()
+    index = at.selectbox(key="replay_episode").value
+    record = load_episode(db, ids["train"], index).record
+    for r, rnd in enumerate(record.rounds):
+        if r:
+            at.slider(key="replay_round").set_value(r).run()
+        assert not at.exception
+        assert at.slider(key="replay_round").value == r
+        assert any(f"Round {r} of 2" in m.value for m in at.markdown)
+        graph = _chart(at, "replay_graph")
+        # The graph has no Play button, slider or frames of its own: it shows round r only.
+        assert "frames" not in graph and not graph["layout"].get("updatemenus")
+        assert not graph["layout"].get("sliders") and graph["layout"]["meta"]["round"] == r
+        assert _edges(graph, 0) == [tuple(e) for e in rnd.edges]
+        q = _chart(at, "replay_q")
+        steps = sorted(rnd.steps, key=lambda s: s.agent)
+        assert [_values(bar["y"]) for bar in q["data"][:6]] == [
+            [s.q_values[a] for s in steps] for a in range(6)
+        ]
+        table = _table(at, "agent", "how", "read from")
+        assert table["action"].tolist()[: len(steps)] == [
+            ["solo_process", "broadcast_all", "selective_query", "aggregate_refine",
+             "execute_verify", "debate_check"][s.action]
+            for s in steps
+        ]  # fmt: skip
+        tokens = _chart(at, "replay_tokens")
+        agent0 = tokens["data"][0]
+        assert [o == 1.0 for o in _values(agent0["marker"]["opacity"])] == [
+            k == r for k in range(len(record.rounds))
+        ]
+        # The token chart adds up to the header's total (the decision agent included).
+        bars = [t for t in tokens["data"] if t["type"] == "bar"]
+        assert sum(sum(_values(t["y"])) for t in bars) == record.tokens
+        assert any(f"**{record.tokens:,} tokens**" in c.value for c in at.caption)
+        assert at.query_params["round"] == [str(r)] or at.query_params["round"] == str(r)
+    # The last round's table lists the decision agent, as the header counts its tokens.
+    assert _table(at, "agent", "how", "read from")["agent"].tolist()[-1] == "D decision"
+    at.button(key="replay_prev").click().run()
     assert at.slider(key="replay_round").value == 1
     assert any("Round 1 of 2" in m.value for m in at.markdown)
-    at.slider(key="replay_round").set_value(2).run()
+
+
+def test_a_link_opens_that_episode_at_that_round(lab_env):
+    db, ids = lab_env
+    at = _open("pages/replay.py", run=ids["chain"], episode="7", round="2")
+    assert at.selectbox(key="replay_run").value == ids["chain"]
+    assert at.selectbox(key="replay_episode").value == 7
+    assert at.slider(key="replay_round").value == 2
     assert any("Round 2 of 2" in m.value for m in at.markdown)
-    # Filtering to wrong answers only lists wrong episodes.
+    record = load_episode(db, ids["chain"], 7).record
+    assert _edges(_chart(at, "replay_graph"), 0) == [tuple(e) for e in record.rounds[2].edges]
+    # A bad link is named, not a crash.
+    at = _open("pages/replay.py", run="no-such-run", episode="3")
+    assert any("not in this database" in w.value for w in at.warning)
+
+
+def test_switching_run_resets_filters_and_offers_only_its_policies(lab_env):
+    _, ids = lab_env
+    at = _open("pages/replay.py", run=ids["full"])
+    assert at.selectbox(key="replay_policy").options == ["any", "full"]
     at.selectbox(key="replay_correct").set_value(False).run()
+    assert all(" · wrong · " in o for o in at.selectbox(key="replay_episode").options)
+    at.text_input(key="replay_search").input("TASK-").run()  # case-insensitive
+    assert at.selectbox(key="replay_episode").options
+    at.selectbox(key="replay_run").set_value(ids["train"]).run()
     assert not at.exception
-    assert all("✘" in o for o in at.selectbox(key="replay_episode").options)
+    assert at.selectbox(key="replay_correct").value is None
+    assert at.text_input(key="replay_search").value == ""
+    assert at.selectbox(key="replay_policy").options == ["any", data.TRAINING_LABEL]
+    assert len(at.selectbox(key="replay_episode").options) == 12
 
 
-def test_train_page_watches_the_training_run(lab_env):
+def test_episodes_are_searchable_and_sortable(lab_env):
+    db, ids = lab_env
+    at = _open("pages/replay.py", run=ids["qmix"])
+    episodes = data.episodes.__wrapped__(db, ids["qmix"], limit=50)
+    task = episodes.iloc[5]["task_id"]
+    at.text_input(key="replay_search").input(task).run()
+    options = at.selectbox(key="replay_episode").options
+    assert options and all(f" · {task} · " in o for o in options)
+    at.text_input(key="replay_search").input("").run()
+    at.selectbox(key="replay_order").set_value("tokens, most first").run()
+    shown = [int(o.split(" · ")[0][1:]) for o in at.selectbox(key="replay_episode").options]
+    by_tokens = episodes.sort_values(["tokens", "episode"], ascending=[False, True])
+    assert shown == by_tokens["episode"].tolist()
+    assert at.query_params["sort"] in ("tokens, most first", ["tokens, most first"])
+
+
+def test_a_wrong_answer_shows_no_up_arrow(lab_env):
+    db, ids = lab_env
+    wrong = data.episodes.__wrapped__(db, ids["qmix"], correct=False, limit=1).iloc[0]
+    at = _open("pages/replay.py", run=ids["qmix"], episode=str(int(wrong["episode"])))
+    answer = next(m for m in at.metric if m.label == "Team answer")
+    assert not answer.proto.delta  # no delta, so no arrow
+    assert any(":red-badge[" in m.value and "wrong" in m.value for m in at.markdown)
+
+
+def test_train_page_watches_overlays_and_shows_the_configuration(lab_env):
+    _, ids = lab_env
     at = _open("pages/train.py")
     assert {"train_agents", "train_rounds", "train_episodes", "train_seed"} <= _keys(
         at, "number_input"
     )
-    assert {"train_token_weight", "train_fail_prob"} <= _keys(at, "slider")
-    assert at.selectbox(key="train_watch_run").value == lab_env[1]["train"]
-    assert [m.value for m in at.metric][:2] == ["finished", "12"]
+    assert {"train_token_weight", "train_fail_prob", "train_smoothing"} <= _keys(at, "slider")
+    assert at.multiselect(key="train_watch_runs").value == [ids["train"]]
+    status = _table(at, "status", "episodes", "mean_reward")
+    assert status["status"].tolist() == ["finished"] and status["episodes"].tolist() == [12]
+    loss = _chart(at, "train_curve_loss")
+    smooth = _values([t for t in loss["data"] if not t["name"].endswith("(raw)")][0]["y"])
+    assert smooth[0] == pytest.approx(1.0)  # debiased EMA starts at the first value
+    assert smooth[-1] > 1 / 12  # and lags behind the falling raw loss
+    assert at.json, "each watched run shows its full configuration"
 
 
-def test_compare_ctde_runs_pages(lab_env):
+def test_a_job_started_elsewhere_can_be_stopped_here(own_db):
+    # Another lab server (its own JobManager over the same registry) started this job.
+    other = JobManager(workdir(own_db) / "jobs")
+    job = other.start(
+        "train from another session", [sys.executable, "-c", "import time; time.sleep(120)"],
+        kind="train",
+    )  # fmt: skip
+    try:
+        at = _open("pages/train.py")
+        stop = at.button(key=f"train_stop_{job.id}")
+        assert not stop.disabled
+        stop.click().run()
+        assert not at.exception
+        job.wait(30)
+        assert job.status == "stopped"
+    finally:
+        job.stop(grace_s=1)
+
+
+def test_compare_keeps_runs_apart_leaves_training_out_and_opens_a_points_episodes(lab_env):
+    _, ids = lab_env
     at = _open("pages/compare.py")
-    assert {"compare_benchmark", "compare_policy", "compare_run_a", "compare_run_b"} <= _keys(
-        at, "selectbox"
-    )
-    assert {"qmix", "full", "chain", "single"} <= set(at.dataframe[0].value["policy"])
+    assert {"compare_benchmark", "compare_policy", "compare_run_a", "compare_run_b",
+            "compare_point"} <= _keys(at, "selectbox")  # fmt: skip
+    table = _table(at, "label", "accuracy_ci")
+    assert not any(data.TRAINING_LABEL in label for label in table["label"])
+    assert {"episodes", "accuracy_ci", "reward_ci"} <= set(table.columns)
+    pareto = _chart(at, "compare_pareto")
+    assert all("error_y" in t for t in pareto["data"] if t["mode"] == "markers+text")
+    at.toggle(key="compare_training").set_value(True).run()
+    table = _table(at, "label", "accuracy_ci")
+    assert any(data.TRAINING_LABEL in label for label in table["label"])
+    # A point (here from the URL, as a click puts it there) lists its episodes with links.
+    at = _open("pages/compare.py", point=f"{ids['chain']}:chain", healthy="false")
+    episodes = _table(at, "replay", "task_id")
+    assert len(episodes) == 12
+    assert episodes["replay"].iloc[3] == f"/replay?run={ids['chain']}&episode=3"
+
+
+def test_ctde_labels_sliders_names_the_crashed_agent_and_shows_non_monotonic_failure(lab_env):
     at = _open("pages/ctde.py")
-    assert len([s for s in at.slider if s.key.startswith("ctde_q_")]) == 18
+    sliders = [s for s in at.slider if s.key.startswith("ctde_q_")]
+    assert len(sliders) == 18
+    assert sliders[1].label == "agent 0 · broadcast_all"
     assert at.success, "greedy choices should reach the joint argmax"
     at.slider(key=next(s.key for s in at.slider if s.key.endswith("_0_0"))).set_value(3.0).run()
     assert at.success and not at.exception
-    at = _open("pages/runs.py")
-    assert len(at.dataframe[0].value) == 5
-    assert {"runs_export", "runs_delete"} <= _keys(at, "button")
+    at.selectbox(key="ctde_state").set_value("multiple choice, one agent crashed").run()
+    assert any("Agent 2 has crashed" in w.value for w in at.warning)
+    crashed = [s for s in at.slider if s.key.startswith("ctde_q_multiple") and "_2_" in s.key]
+    assert [s.disabled for s in crashed] == [False] + [True] * 5
+    at.toggle(key="ctde_free").set_value(True).run()
+    assert any("miss the joint argmax" in e.value for e in at.error)
+    assert at.query_params["mixer"] in ("free", ["free"])
 
 
-def test_failure_lab_renders(lab_env):
+def test_failure_lab_renders_and_restores_from_its_url(lab_env):
+    _, ids = lab_env
     at = _open("pages/failure_lab.py")
     assert {"fail_run", "fail_episode", "fail_policy", "fail_mode"} <= _keys(at, "selectbox")
     assert at.multiselect(key="fail_agents").value == [1]
     assert at.button(key="fail_run_now")
+    at = _open(
+        "pages/failure_lab.py", run=ids["full"], episode="4", policy="fixed · ring",
+        agents="0,2", mode="byzantine", **{"from": "1"},
+    )  # fmt: skip
+    assert at.selectbox(key="fail_run").value == ids["full"]
+    assert at.selectbox(key="fail_episode").value == 4
+    assert at.selectbox(key="fail_policy").value == "fixed · ring"
+    assert at.multiselect(key="fail_agents").value == [0, 2]
+    assert at.selectbox(key="fail_mode").value == "byzantine"
+    assert at.number_input(key="fail_from_round").value == 1
 
 
 @pytest.mark.parametrize("broken", ["empty", "not_a_db"])
@@ -109,6 +295,86 @@ def own_db(tmp_path, monkeypatch, seeded_db):
     monkeypatch.setenv("AGENTQMIX_DB", str(db))
     monkeypatch.setenv("AGENTQMIX_LAB_DEMO", "0")
     return db
+
+
+def _episode_counts(db: Path) -> dict[str, int]:
+    runs = list_runs(db)
+    return dict(zip(runs["id"], runs["episodes"], strict=True))
+
+
+def test_deleting_one_run_never_removes_another(own_db, seeded_db):
+    ids = seeded_db[1]
+    before = _episode_counts(own_db)
+    at = _open("pages/runs.py")
+    at.selectbox(key="runs_pick").set_value(ids["chain"]).run()
+    delete = at.button(key="runs_delete")
+    assert delete.disabled, "nothing typed: nothing to delete"
+    at.text_input(key=f"runs_confirm_{ids['chain']}").input(ids["full"]).run()
+    assert at.button(key="runs_delete").disabled, "the id of another run does not confirm"
+    at.text_input(key=f"runs_confirm_{ids['chain']}").input(ids["chain"]).run()
+    at.button(key="runs_delete").click().run()
+    assert not at.exception
+    after = _episode_counts(own_db)
+    assert after == {k: v for k, v in before.items() if k != ids["chain"]}
+    # The deleted run is gone from the picker, and no confirmation is left over.
+    assert ids["chain"] not in at.selectbox(key="runs_pick").options
+    current = at.selectbox(key="runs_pick").value
+    assert at.text_input(key=f"runs_confirm_{current}").value == ""
+    # A second click needs a fresh confirmation, for the run now shown.
+    assert at.button(key="runs_delete").disabled
+    assert _episode_counts(own_db) == after
+
+
+def test_a_confirmation_does_not_follow_a_change_of_run(own_db, seeded_db):
+    ids = seeded_db[1]
+    before = _episode_counts(own_db)
+    at = _open("pages/runs.py")
+    at.selectbox(key="runs_pick").set_value(ids["full"]).run()
+    at.text_input(key=f"runs_confirm_{ids['full']}").input(ids["full"]).run()
+    assert not at.button(key="runs_delete").disabled
+    at.selectbox(key="runs_pick").set_value(ids["single"]).run()
+    assert at.text_input(key=f"runs_confirm_{ids['single']}").value == ""
+    assert at.button(key="runs_delete").disabled
+    # Back to the first run: its confirmation was dropped with the change, not kept.
+    at.selectbox(key="runs_pick").set_value(ids["full"]).run()
+    assert at.text_input(key=f"runs_confirm_{ids['full']}").value == ""
+    assert at.button(key="runs_delete").disabled
+    assert _episode_counts(own_db) == before
+
+
+def test_kind_filter_filters_the_picker(lab_env):
+    _, ids = lab_env
+    at = _open("pages/runs.py")
+    at.multiselect(key="runs_kind").set_value(["train"]).run()
+    assert at.selectbox(key="runs_pick").options == [
+        o for o in at.selectbox(key="runs_pick").options if o.startswith(ids["train"])
+    ]
+    assert len(at.selectbox(key="runs_pick").options) == 1
+    assert len(_table(at, "kind", "status", "backend")) == 1
+
+
+def test_export_lands_in_the_runs_own_folder_and_offers_a_download(own_db, seeded_db):
+    ids = seeded_db[1]
+    at = _open("pages/runs.py")
+    for run in (ids["qmix"], ids["single"]):
+        at.selectbox(key="runs_pick").set_value(run).run()
+        assert at.get("download_button")[0].proto.label == "Download as Parquet (zip)"
+        at.button(key="runs_export").click().run()
+        assert not at.exception
+        folder = own_db.parent / "exports" / run
+        assert pd.read_parquet(folder / "runs.parquet")["id"].tolist() == [run]
+        assert set(pd.read_parquet(folder / "episodes.parquet")["run_id"]) == {run}
+    # Folders outside the database's folder are refused; nothing is written there.
+    at.text_input(key="runs_export_dir").input("../escaped").run()
+    at.button(key="runs_export").click().run()
+    assert any("must be inside" in e.value for e in at.error)
+    assert not (own_db.parent.parent / "escaped").exists()
+    # What the download button serves: the run's Parquet files, zipped.
+    with zipfile.ZipFile(io.BytesIO(data.export_zip(str(own_db), ids["qmix"]))) as zf:
+        names = zf.namelist()
+        assert f"{ids['qmix']}/episodes.parquet" in names
+        runs_table = pd.read_parquet(io.BytesIO(zf.read(f"{ids['qmix']}/runs.parquet")))
+    assert runs_table["id"].tolist() == [ids["qmix"]]
 
 
 def _wait_for(predicate, timeout: float = 150.0) -> None:
@@ -147,7 +413,7 @@ def test_training_from_the_train_page_logs_episodes(own_db):
     assert not at.exception
     runs = list_runs(own_db, kind="train")
     assert runs.iloc[0]["episodes"] == 8
-    assert at.selectbox(key="train_watch_run").value == runs.iloc[0]["id"]
+    assert at.multiselect(key="train_watch_runs").value == [runs.iloc[0]["id"]]
     assert Path(runs.iloc[0]["checkpoint"]).exists()
 
 
