@@ -34,6 +34,9 @@ class LearnerConfig:
     """Soft (Polyak) target update rate per update; 0 = hard updates."""
     updates_per_episode: float = 1.0
     """Learner updates per collected episode (fractions accumulate)."""
+    td_lambda: float = 0.0
+    """λ of the TD(λ) targets (:func:`lambda_targets`): 0 = one-step targets; towards 1 the
+    episode's own return replaces the target network's bootstrapped estimate."""
 
     def validate(self) -> None:
         if self.lr <= 0:
@@ -52,6 +55,8 @@ class LearnerConfig:
             raise ValueError(f"tau must be in [0, 1], got {self.tau}")
         if self.updates_per_episode <= 0:
             raise ValueError(f"updates_per_episode must be > 0, got {self.updates_per_episode}")
+        if not 0.0 <= self.td_lambda <= 1.0:
+            raise ValueError(f"td_lambda must be in [0, 1], got {self.td_lambda}")
 
 
 def unroll(agent: AgentNetwork, batch: EpisodeBatch) -> torch.Tensor:
@@ -63,6 +68,31 @@ def unroll(agent: AgentNetwork, batch: EpisodeBatch) -> torch.Tensor:
     first = torch.full((b, 1, n), -1, dtype=torch.long, device=batch.obs.device)
     last = torch.cat((first, batch.actions), dim=1)  # (B, T+1, N)
     return agent.forward_sequence(batch.obs, batch.adj, last)
+
+
+def lambda_targets(
+    reward: torch.Tensor,
+    terminated: torch.Tensor,
+    target_next: torch.Tensor,
+    gamma: float,
+    lam: float,
+) -> torch.Tensor:
+    """TD(λ) targets of Q_tot, ``(B, T)``, from ``reward``, ``terminated`` and
+    ``target_next[:, t]`` = the target networks' Q_tot at the state after step ``t``:
+
+        G_t = r_t + γ (1 - term_t) [(1 - λ) Q'(s_{t+1}) + λ G_{t+1}],   G_{T-1} uses Q'(s_T).
+
+    λ = 0 gives the one-step targets; a terminal step never bootstraps. Padded steps after
+    an episode's end are masked by the caller; they never leak into earlier steps because
+    the episode's last real step is terminal or the last of the horizon.
+    """
+    targets = torch.empty_like(reward)
+    g: torch.Tensor | None = None
+    for t in reversed(range(reward.shape[1])):
+        nxt = target_next[:, t] if g is None else (1.0 - lam) * target_next[:, t] + lam * g
+        g = reward[:, t] + gamma * (1.0 - terminated[:, t]) * nxt
+        targets[:, t] = g
+    return targets
 
 
 class QLearner:
@@ -93,7 +123,7 @@ class QLearner:
             else:
                 target_max = target_q.masked_fill(~next_avail, float("-inf")).max(-1).values
             target_tot = self.target_mixer(target_max, batch.state[:, 1:]).squeeze(-1)  # (B, T)
-            y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * target_tot
+            y = lambda_targets(batch.reward, batch.terminated, target_tot, cfg.gamma, cfg.td_lambda)
         q_tot = self.mixer(chosen, batch.state[:, :-1]).squeeze(-1)  # (B, T)
         mask = batch.filled
         td = (q_tot - y) * mask

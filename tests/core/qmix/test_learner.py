@@ -168,3 +168,49 @@ def test_targets_never_get_gradients():
 def test_config_validation_names_the_value(field, value):
     with pytest.raises(ValueError, match=field):
         LearnerConfig(**{field: value}).validate()
+
+
+def reference_lambda_targets(reward, terminated, target_next, gamma, lam):
+    """TD(λ) written out as the weighted sum of n-step returns, episode by episode."""
+    b, t_max = reward.shape
+    out = torch.zeros(b, t_max)
+    for e in range(b):
+        for t in range(t_max):
+            total, weight_left = 0.0, 1.0
+            for n in range(1, t_max - t + 1):
+                # n-step return from t: rewards t..t+n-1, then bootstrap from Q'(s_{t+n}).
+                ret, disc, ended = 0.0, 1.0, False
+                for k in range(t, t + n):
+                    ret += disc * float(reward[e, k])
+                    if terminated[e, k]:
+                        ended = True
+                        break
+                    disc *= gamma
+                if not ended:
+                    ret += disc * float(target_next[e, t + n - 1])
+                w = weight_left if (n == t_max - t or ended) else (1 - lam) * lam ** (n - 1)
+                total += w * ret
+                weight_left -= w
+                if ended or n == t_max - t:
+                    break
+            out[e, t] = total
+    return out
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.6, 1.0])
+def test_lambda_targets_match_the_weighted_n_step_returns(lam):
+    from core.qmix.learner import lambda_targets
+
+    g = torch.Generator().manual_seed(3)
+    reward = torch.randn(5, 4, generator=g)
+    terminated = torch.zeros(5, 4)
+    terminated[:, 3] = 1.0
+    terminated[1, 1] = 1.0  # an episode that ends early
+    target_next = torch.randn(5, 4, generator=g)
+    got = lambda_targets(reward, terminated, target_next, 0.9, lam)
+    want = reference_lambda_targets(reward, terminated, target_next, 0.9, lam)
+    assert torch.allclose(got[[0, 2, 3, 4]], want[[0, 2, 3, 4]], atol=1e-5)
+    assert torch.allclose(got[1, :2], want[1, :2], atol=1e-5)
+    if lam == 0.0:
+        one_step = reward + 0.9 * (1 - terminated) * target_next
+        assert torch.allclose(got, one_step)
