@@ -23,7 +23,7 @@ from tests.lab.conftest import ROOT
         ("missing folder", "does not exist"),
         ("directory", "is a folder"),
         ("corrupt file", "is not a DuckDB database"),
-        ("truncated", "is not a readable DuckDB database"),  # not "locked by another process"
+        ("truncated", "is damaged"),  # not "locked by another process"
     ],
 )
 def test_bad_database_exits_2_with_one_line(tmp_path, capsys, case, says):
