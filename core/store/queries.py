@@ -278,6 +278,18 @@ def get_run(db: Db, run_id: str) -> RunInfo | None:
     return runs[0] if runs else None
 
 
+def last_logged(db: Db, run_id: str) -> tuple[int | None, int | None]:
+    """The run's last stored episode index and train-metrics step (None when it has none):
+    where ``train --resume`` continues numbering, so that no logged row is ever replaced."""
+    with read_session(db) as cur:
+        episode, step = cur.execute(
+            "SELECT (SELECT max(episode) FROM episodes WHERE run_id = ?), "
+            "(SELECT max(step) FROM train_metrics WHERE run_id = ?)",
+            [run_id, run_id],
+        ).fetchone()
+    return episode, step
+
+
 def runs_to_resume(db: Db) -> list[RunInfo]:
     """Training runs that stopped early (interrupted/failed) and have a checkpoint, newest first."""
     return _run_infos(

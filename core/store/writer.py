@@ -29,7 +29,7 @@ from core.errors import UserError
 from core.records import EpisodeRecord
 from core.store.db import DEFAULT_TIMEOUT_S, ingest_all, write_session
 from core.store.engine import StoreBusy, attached, resolve_db
-from core.store.schema import EPISODE_TABLES, TABLES
+from core.store.schema import TABLES
 from core.store.spool import (
     SpoolWriter,
     dumps,
@@ -186,41 +186,33 @@ class RunLogger:
         settings: LoggerConfig | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> RunLogger:
-        """Continue ``run_id`` after its last checkpoint.
+        """Continue ``run_id``: it is ``running`` again and logs after its last stored episode.
 
-        Rows logged after the checkpoint's episode (by the run that died) are deleted so
-        the run's data matches the restored model; the run is ``running`` again and the
-        next logged episode is ``checkpoint_episode + 1``. UserError if the run does not
-        exist, is still running, or has no checkpoint.
+        Nothing the run logged is deleted (a resumed learner may be older than the last
+        episodes, but those episodes did happen). UserError if the run does not exist or is
+        still running.
         """
         path = resolve_db(db)
         settings = settings or LoggerConfig()
         spool_dir = spool_dir_for(path)
         with write_session(path, timeout=timeout) as cur:
-            row = cur.execute(
-                "SELECT status, checkpoint, checkpoint_episode FROM runs WHERE id = ?", [run_id]
-            ).fetchone()
-            if row is None:
+            if cur.execute("SELECT count(*) FROM runs WHERE id = ?", [run_id]).fetchone()[0] == 0:
                 raise UserError(f"No run {run_id!r} in {path}.")
-            status, checkpoint, ckpt_episode = row
             if lock_held(spool_dir / f"{run_id}.lock"):
                 raise UserError(f"Run {run_id} is still running in another process.")
-            if checkpoint is None or ckpt_episode is None:
-                raise UserError(f"Run {run_id} has no checkpoint to resume from.")
+            last = cur.execute(
+                "SELECT coalesce(max(episode), -1) FROM episodes WHERE run_id = ?", [run_id]
+            ).fetchone()[0]
             cur.execute("BEGIN")
-            for table in (*EPISODE_TABLES, "train_metrics"):
-                cur.execute(
-                    f"DELETE FROM {table} WHERE run_id = ? AND episode > ?", [run_id, ckpt_episode]
-                )
             cur.execute(
                 "UPDATE runs SET status = 'running', ended_at = NULL, message = NULL, pid = ?, "
                 "host = ?, last_episode = ? WHERE id = ?",
-                [os.getpid(), socket.gethostname(), ckpt_episode, run_id],
+                [os.getpid(), socket.gethostname(), last if last >= 0 else None, run_id],
             )
             cur.execute("DELETE FROM spool_progress WHERE run_id = ?", [run_id])
             cur.execute("COMMIT")
             spool = SpoolWriter(spool_dir, run_id, fsync=settings.fsync)
-        return cls(path, settings=settings, _resume=(run_id, ckpt_episode + 1), _resume_spool=spool)
+        return cls(path, settings=settings, _resume=(run_id, last + 1), _resume_spool=spool)
 
     # ------------------------------------------------------------------ logging
 

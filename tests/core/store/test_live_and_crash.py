@@ -97,17 +97,19 @@ def test_sigkill_then_reopen_and_resume(db: Path) -> None:
     assert [r.id for r in runs_to_resume(db)] == [run_id]
     assert not any(db.with_name(db.name + ".spool").glob(f"{run_id}*"))
 
-    # Resume into the same run: rows after the checkpoint go, numbering continues from 40.
+    # Resume into the same run: every stored row stays, numbering continues after the last.
     logger = RunLogger.resume(db, run_id)
-    assert logger.next_episode == 40 and get_run(db, run_id).status == "running"
-    assert count_episodes(db) == 40
-    for i in range(40, 60):
+    assert logger.next_episode == stored and get_run(db, run_id).status == "running"
+    assert count_episodes(db) == stored
+    for i in range(stored, stored + 20):
         assert logger.log_episode(synthetic_episode(i)) == i
     logger.close()
     run = get_run(db, run_id)
-    assert run.status == "finished" and run.episodes == 60 and run.last_episode == 59
-    assert list(list_episodes(db, limit=100).episode) == list(range(60))
-    assert load_episode(db, run_id, 59).record == synthetic_episode(59)
+    assert run.status == "finished" and run.episodes == stored + 20
+    assert run.last_episode == stored + 19
+    assert list(list_episodes(db, limit=100).episode) == list(range(stored + 20))
+    assert load_episode(db, run_id, last).record == synthetic_episode(last)
+    assert load_episode(db, run_id, stored + 19).record == synthetic_episode(stored + 19)
     assert runs_to_resume(db) == []
 
 
