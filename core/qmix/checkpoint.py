@@ -83,6 +83,8 @@ def load_checkpoint(
 ) -> Checkpoint:
     """Load and rebuild; ``expect`` checks the shapes against an environment."""
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"checkpoint {path} is a folder, not a checkpoint file.")
     if not path.is_file():
         raise UserError(f"checkpoint {path} does not exist.")
     try:

@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -25,8 +26,10 @@ from core.qmix.checkpoint import save_checkpoint
 from core.qmix.encoders import AgentNetConfig, AgentNetwork
 from core.qmix.env import EnvShapes
 from core.qmix.mixers import MixerConfig, make_mixer
+from core.qmix.training import TrainConfig
 from core.store.synthetic import synthetic_episode
 from core.store.writer import LoggerConfig, RunLogger
+from core.team.options import TeamOptions
 from tests.core.torch_threads import one_torch_thread  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,6 +85,22 @@ class RaisingStep(Corridor):
         return 1 / 0
 
 
+class RaisingReset(Corridor):
+    def reset(self, seed=None):
+        raise KeyError("level 3")
+
+
+class NanObs(Corridor):
+    def observe(self):
+        return {**super().observe(), "state": np.full(1, np.nan)}
+
+
+class InfReward(Corridor):
+    def step(self, actions):
+        obs, _, done, info = super().step(actions)
+        return obs, -np.inf, done, info
+
+
 def make():
     return Corridor()
 
@@ -104,6 +123,18 @@ def short_step():
 
 def raising_step():
     return RaisingStep()
+
+
+def raising_reset():
+    return RaisingReset()
+
+
+def nan_obs():
+    return NanObs()
+
+
+def inf_reward():
+    return InfReward()
 '''
 SHAPES = EnvShapes(n_agents=2, n_actions=2, obs_dim=1, state_dim=1, max_steps=2)
 HUGE_CHECKPOINT_WIDTH = 60_000
@@ -167,6 +198,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "test": "def check(f): pass", "entry_point": "f",
         },
         "empty_answer.jsonl": {"question": "Pick one", "options": ["x", "y"], "answer": ""},
+        "dict_answer.jsonl": {"problem": "2+2?", "solution": "4", "answer": {"value": 4}},
     }  # fmt: skip
     for file_name, row in rows.items():
         (d / file_name).write_text(json.dumps(row) + "\n")
@@ -176,6 +208,9 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with RunLogger(f["db"], "eval", {}, settings=LoggerConfig(background=False)) as logger:
         logger.log_episodes([synthetic_episode(0)])
         f["run"] = Path(logger.run_id)
+    config = {"team": asdict(TeamOptions()), "train": asdict(TrainConfig())}
+    with RunLogger(f["db"], "train", config, settings=LoggerConfig(background=False)) as logger:
+        f["train_run"] = Path(logger.run_id)
     (d / "random.duckdb").write_bytes(os.urandom(8192))
     return f
 
@@ -231,6 +266,7 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
         INPROC,
     ),
     "nan weights": (lambda f: env_eval(f["dir"], "nan.pt"), "non-finite", INPROC),
+    "folder checkpoint": (lambda f: env_eval(f["dir"], "importboom"), "is a folder", INPROC),
     # task files
     "deep nesting": (lambda f: jsonl(f["dir"], "deep.jsonl"), "nested too deeply", INPROC),
     "5000 digits": (lambda f: jsonl(f["dir"], "digits.jsonl"), "line 1 holds a value", INPROC),
@@ -238,6 +274,7 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
     "gzip garbage": (lambda f: jsonl(f["dir"], "garbage.jsonl.gz"), "not a UTF-8 JSONL", INPROC),
     "bool answer_index": (lambda f: jsonl(f["dir"], "bool_index.jsonl"), "answer_index", INPROC),
     "list question": (lambda f: jsonl(f["dir"], "list_question.jsonl"), "'question'", INPROC),
+    "dict answer": (lambda f: jsonl(f["dir"], "dict_answer.jsonl"), "'answer'", INPROC),
     "int prompt": (lambda f: jsonl(f["dir"], "int_prompt.jsonl"), "prompt must be", INPROC),
     "empty mmlu answer": (
         lambda f: jsonl(f["dir"], "empty_answer.jsonl"),
@@ -265,6 +302,17 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
         "step returned a 2-tuple",
         INPROC,
     ),
+    "env reset raises": (
+        lambda f: env_train(f"{f['envs']}:raising_reset"),
+        "reset raised KeyError",
+        INPROC,
+    ),
+    "env nan state": (lambda f: env_train(f"{f['envs']}:nan_obs"), "NaN or infinite", INPROC),
+    "env inf reward": (
+        lambda f: env_train(f"{f['envs']}:inf_reward"),
+        "non-finite reward",
+        INPROC,
+    ),
     "env step raises": (
         lambda f: env_train(f"{f['envs']}:raising_step"),
         "step raised ZeroDivisionError",
@@ -289,10 +337,27 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
     "token-weight inf": (lambda f: team("--token-weight", "inf"), "--token-weight", INPROC),
     "token-budget nan": (lambda f: team("--token-budget", "nan"), "--token-budget", INPROC),
     "timeout nan": (lambda f: team("--timeout", "nan"), "--timeout", INPROC),
+    "fail-prob nan": (lambda f: team("--fail-prob", "nan"), "--fail-prob", INPROC),
+    "max-attempts 0": (lambda f: team("--max-attempts", "0"), "--max-attempts", INPROC),
+    "no agents": (lambda f: team("--agents", " , "), "--agents", INPROC),
+    "episodes 0": (lambda f: team("--episodes", "0"), "--episodes", INPROC),
     "base-url not a url": (lambda f: team("--base-url", "not a url"), "--base-url", INPROC),
     "checkpoint-every-s nan": (
         lambda f: train_out("m.pt") + ["--checkpoint-every-s", "nan"],
         "--checkpoint-every-s",
+        INPROC,
+    ),
+    "checkpoint-every-s 0": (
+        lambda f: train_out("m.pt") + ["--checkpoint-every-s", "0"],
+        "--checkpoint-every-s",
+        INPROC,
+    ),
+    "resume out /proc": (
+        lambda f: (
+            ["train", "--resume", str(f["train_run"]), "--db", str(f["db"])]
+            + ["--out", "/proc/x.pt"]
+        ),
+        "cannot be written",
         INPROC,
     ),
     "unknown flag": (lambda f: train_out("m.pt") + ["--hiden", "8"], "No such option", INPROC),
@@ -316,6 +381,11 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
     "bench learner seconds inf": (
         lambda f: ["bench", "learner", "--seconds", "inf"],
         "--seconds",
+        INPROC,
+    ),
+    "bench learner device": (
+        lambda f: ["bench", "learner", "--device", "tpu"],
+        "--device must be one of",
         INPROC,
     ),
     "bench lab random db": (
