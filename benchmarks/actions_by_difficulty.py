@@ -12,10 +12,10 @@ policy).
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections import Counter
 
+from benchmarks.common import Parser, int_in, user_errors
 from core.actions import ACTION_NAMES
 from core.experiment import TeamOptions, learned_policy, run_policy
 from core.team.summary import summarize_records
@@ -37,16 +37,18 @@ def _joint(rec) -> tuple:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--benchmark", default="mixed")
     parser.add_argument("--preset", default="flash-lite")
-    parser.add_argument("--episodes", type=int, default=1000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--episodes", type=int_in(1, 10**6), default=1000)
+    parser.add_argument("--seed", type=int_in(0, 2**63 - 1), default=0)
     args = parser.parse_args()
     opts = TeamOptions(benchmark=args.benchmark, preset=args.preset, seed=args.seed)
-    policy = learned_policy(args.checkpoint, opts, "cpu")
-    records = run_policy(opts, policy, args.episodes, args.seed)
+    with user_errors():
+        opts.validate()
+        policy = learned_policy(args.checkpoint, opts, "cpu")
+        records = run_policy(opts, policy, args.episodes, args.seed)
     out: dict = {"checkpoint": args.checkpoint, "episodes": len(records), "all": _summary(records)}
     for group, levels in GROUPS.items():
         chosen = [r for r in records if r.difficulty in levels]

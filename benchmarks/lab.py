@@ -12,7 +12,6 @@ same session at once. Episodes are synthetic (``core.store.synthetic``), written
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import tempfile
@@ -29,12 +28,11 @@ from streamlit.logger import set_log_level
 from streamlit.runtime.scriptrunner.script_cache import ScriptCache
 from streamlit.testing.v1 import AppTest, app_test
 
-from benchmarks.common import run_main
+from benchmarks.common import Parser, int_in, run_main, user_errors
 from benchmarks.store import fill
 from core.store.db import read_session
 from core.store.synthetic import synthetic_episode
 from core.store.writer import LoggerConfig, RunLogger
-from lab import data
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 
@@ -214,6 +212,10 @@ def _stats(values: list[float], scale: float = 1.0, digits: int = 3) -> dict[str
 
 
 def _wait_for_prebuild() -> None:
+    # Imported here, after main() quietened Streamlit: importing the lab's cached data layer
+    # outside a server logs a "No runtime found" warning per cached function.
+    from lab import data
+
     for thread in threading.enumerate():
         if thread.name == data.PREBUILD_THREAD:
             thread.join()
@@ -281,7 +283,11 @@ def run_lab_bench(
     cfg.validate()
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         path = Path(db).absolute() if db is not None else Path(tmp) / "lab.duckdb"
-        store = {"reused": True} if path.exists() else build_store(path, cfg)
+        if path.exists():
+            with read_session(path, create=False):  # UserError unless it is an episode store
+                store = {"reused": True}
+        else:
+            store = build_store(path, cfg)
         load_before = os.getloadavg()
         with _lab_env(path):
             t0 = time.perf_counter()
@@ -307,14 +313,16 @@ def run_lab_bench(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=100_000)
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int_in(100, 10_000_000), default=100_000)
     parser.add_argument("--db", default=None, help="keep (and reuse) the benchmark store here")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     # Clearing Streamlit's caches outside a script run logs harmless "no ScriptRunContext" lines.
     set_log_level("error")
-    run_main(run_lab_bench(args.episodes, db=args.db), args.json)
+    with user_errors():
+        result = run_lab_bench(args.episodes, db=args.db)
+    run_main(result, args.json)
 
 
 if __name__ == "__main__":

@@ -7,16 +7,15 @@ Prints one JSON object (with ``--json``; a line otherwise).
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import torch
 
-from benchmarks.common import run_main
+from benchmarks.common import Parser, float_in, int_in, run_main, user_errors
 from core.qmix.buffer import EpisodeBatch
 from core.qmix.encoders import AgentNetConfig, AgentNetwork
 from core.qmix.learner import LearnerConfig, QLearner
-from core.qmix.mixers import MixerConfig, make_mixer
+from core.qmix.mixers import MIXERS, MixerConfig, make_mixer
 from core.qmix.seeding import resolve_device, seed_everything, torch_threads
 
 
@@ -109,25 +108,26 @@ def _learner_benchmark(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--agents", type=int, default=3)
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--agents", type=int_in(1, 64), default=3)
+    parser.add_argument("--batch", type=int_in(1, 4096), default=32)
+    parser.add_argument("--rounds", type=int_in(1, 64), default=3)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--threads", type=int, default=0, help="0 = torch's default")
-    parser.add_argument("--mixer", default="qmix")
+    parser.add_argument("--seconds", type=float_in(0.01, 3600), default=5.0)
+    parser.add_argument("--threads", type=int_in(0, 256), default=0, help="0 = torch's default")
+    parser.add_argument("--mixer", default="qmix", choices=list(MIXERS))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    result = learner_benchmark(
-        n_agents=args.agents,
-        batch=args.batch,
-        rounds=args.rounds,
-        device=args.device,
-        seconds=args.seconds,
-        threads=args.threads,
-        mixer=args.mixer,
-    )
+    with user_errors():
+        result = learner_benchmark(
+            n_agents=args.agents,
+            batch=args.batch,
+            rounds=args.rounds,
+            device=args.device,
+            seconds=args.seconds,
+            threads=args.threads,
+            mixer=args.mixer,
+        )
     run_main(
         result, args.json, f"{result['train_steps_per_s']} learner updates/s on {result['device']}"
     )

@@ -10,11 +10,11 @@ layers gathered, decision agent) of 4 agents x 3 rounds against the fake chat-co
 
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 import time
 
+from benchmarks.common import Parser, float_in, int_in
 from core.tasks.base import Task, TaskList
 from core.team.env import TeamEnv
 from core.team.options import TeamOptions
@@ -61,9 +61,9 @@ def measure(url: str, policy_name: str, concurrency: int, in_flight: int, n_epis
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--latency-ms", type=float, default=100.0)
-    parser.add_argument("--episodes", type=int, default=4)
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--latency-ms", type=float_in(0.0, 60_000.0), default=100.0)
+    parser.add_argument("--episodes", type=int_in(1, 10_000), default=4)
     parser.add_argument("--policies", default="debate,full")
     args = parser.parse_args()
     rows = []

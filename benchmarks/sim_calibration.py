@@ -17,6 +17,7 @@ import json
 import statistics
 import time
 
+from benchmarks.common import Parser, float_in, int_in, user_errors
 from core.backends.society import PRESETS
 from core.team.env import TeamEnv
 from core.team.options import TeamOptions
@@ -35,9 +36,9 @@ def summarise(records) -> dict:
 
 
 def calibrate(preset: str, benchmark: str, episodes: int, seed: int, token_weight: float) -> dict:
-    env = TeamEnv(
-        TeamOptions(benchmark=benchmark, preset=preset, seed=seed, token_weight=token_weight)
-    )
+    opts = TeamOptions(benchmark=benchmark, preset=preset, seed=seed, token_weight=token_weight)
+    opts.validate()
+    env = TeamEnv(opts)
     out: dict = {"token_budget": env.runtime_config.token_budget, "topologies": {}}
     seconds = 0.0
     for name in FIXED_TOPOLOGIES:
@@ -92,11 +93,11 @@ def speed(episodes: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--benchmark", default="mixed")
-    parser.add_argument("--episodes", type=int, default=600)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--token-weight", type=float, default=0.1)
+    parser.add_argument("--episodes", type=int_in(1, 10**6), default=600)
+    parser.add_argument("--seed", type=int_in(0, 2**63 - 1), default=0)
+    parser.add_argument("--token-weight", type=float_in(0.0, 1e6), default=0.1)
     parser.add_argument("--preset", action="append", choices=list(PRESETS), help="default: all")
     parser.add_argument("--speed", action="store_true", help="time episodes instead")
     args = parser.parse_args()
@@ -104,7 +105,13 @@ def main() -> None:
         print(json.dumps(speed(args.episodes), indent=1))
         return
     presets = args.preset or list(PRESETS)
-    result = {
+    with user_errors():
+        result = _calibrate_all(args, presets)
+    print(json.dumps(result, indent=1))
+
+
+def _calibrate_all(args: argparse.Namespace, presets: list[str]) -> dict:
+    return {
         "benchmark": args.benchmark,
         "episodes": args.episodes,
         "seed": args.seed,
@@ -114,7 +121,6 @@ def main() -> None:
             for p in presets
         },
     }
-    print(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ Episodes are synthetic (``core.store.synthetic``): this measures the store, not 
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import tempfile
@@ -18,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import run_main
+from benchmarks.common import Parser, int_in, run_main
 from core.store.db import read_session
 from core.store.queries import load_episode_from
 from core.store.synthetic import synthetic_episode
@@ -170,10 +169,16 @@ def run_store_bench(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000, help="agent-step rows to load")
-    parser.add_argument("--episodes", type=int, default=4000, help="throughput episodes")
-    parser.add_argument("--train-episodes", type=int, default=256, help="logging on/off job")
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--rows", type=int_in(1, 10**8), default=1_000_000, help="agent-step rows to load"
+    )
+    parser.add_argument(
+        "--episodes", type=int_in(1, 10**7), default=4000, help="throughput episodes"
+    )
+    parser.add_argument(
+        "--train-episodes", type=int_in(1, 10**6), default=256, help="logging on/off job"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     result = run_store_bench(

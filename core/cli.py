@@ -28,6 +28,8 @@ from core.team.runtime import TOKEN_PENALTIES
 from core.team.topologies import FIXED_TOPOLOGIES
 
 BENCHMARK_HELP = f"Task source: {', '.join(TASK_SOURCES)} or jsonl:PATH (the agent team)."
+MAX_EPISODES = 10**9
+"""Largest episode count a flag takes: the store numbers episodes with 32-bit integers."""
 
 app = typer.Typer(
     name="agentqmix",
@@ -62,8 +64,11 @@ class ProgressBar:
         self.bar.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.bar.__exit__(*exc)
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is not None:
+            # The error is the one line the user should see; not a half-drawn bar before it.
+            self.bar.live.transient = True
+        self.bar.__exit__(exc_type, *exc)
 
     def __call__(self, done: int, total: int, summary: dict[str, float]) -> None:
         info = f"return {summary['return_ma']:+.3f}  ε {summary['epsilon']:.2f}"
@@ -212,8 +217,7 @@ def team_flags(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]
                 if kwargs.get(name) is not None:
                     fields[name] = kwargs[name]
             opts = TeamOptions(**fields)
-            if kwargs.get("benchmark") is not None:
-                opts.validate()
+            opts.validate()  # every flag, also those a command then ignores (--env)
             return fn(**kwargs, opts=opts)
 
         params = [p for p in own if p.name != "opts"] + added
@@ -248,28 +252,46 @@ def train(
     env: Env = None,
     benchmark: Annotated[str | None, typer.Option(help=BENCHMARK_HELP)] = None,
     episodes: Annotated[
-        int | None, typer.Option(min=1, help="Episodes to train on (default 10,000).")
+        int | None,
+        typer.Option(min=1, max=MAX_EPISODES, help="Episodes to train on (default 10,000)."),
     ] = None,
     mixer: Annotated[str, typer.Option(help="Mixer: qmix (monotonic) or vdn (sum).")] = "qmix",
-    seed: Annotated[int, typer.Option(min=0, help="Seed of networks, exploration, episodes.")] = 0,
+    seed: Annotated[
+        int, typer.Option(min=0, max=2**63 - 1, help="Seed of networks, exploration, episodes.")
+    ] = 0,
     device: Device = "auto",
     n_envs: Annotated[
-        int | None, typer.Option(min=1, help="Episodes collected in lockstep (default 32).")
+        int | None,
+        typer.Option(min=1, max=4096, help="Episodes collected in lockstep (default 32)."),
     ] = None,
     hidden: Annotated[
-        int | None, typer.Option(min=1, help="Width of the GNN, GRU and Q-head layers (128).")
+        int | None,
+        typer.Option(min=1, max=4096, help="Width of the GNN, GRU and Q-head layers (128)."),
     ] = None,
     threads: Annotated[
-        int | None, typer.Option(min=0, help="torch CPU threads (default 1; 0 = torch's).")
+        int | None,
+        typer.Option(min=0, max=256, help="torch CPU threads (default 1; 0 = torch's)."),
     ] = None,
     db: Db = None,
     no_log: NoLog = False,
     resume: Annotated[
-        str | None, typer.Option(help="Continue run RUN_ID from its last checkpoint.")
+        str | None,
+        typer.Option(
+            help="Continue run RUN_ID from its last checkpoint (a fresh learner if it has "
+            "none), numbering episodes after its last logged one."
+        ),
     ] = None,
     eval_episodes: Annotated[
-        int, typer.Option(min=0, help="Held-out episodes evaluated after training.")
+        int,
+        typer.Option(min=0, max=MAX_EPISODES, help="Held-out episodes evaluated after training."),
     ] = 100,
+    checkpoint_every_s: Annotated[
+        float | None,
+        typer.Option(
+            help="Also checkpoint a logged run every this many seconds (default 30), "
+            "besides every 10% of its episodes."
+        ),
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Train the QMIX team (--benchmark) or any protocol env (--env); writes a checkpoint."""
@@ -280,7 +302,7 @@ def train(
     if mixer not in MIXERS:
         raise UserError(f"--mixer must be one of {', '.join(MIXERS)}, not {mixer!r}.")
     if resume:
-        return _resume_training(resume, db, device, as_json)
+        return _resume_training(resume, db, device, as_json, out, checkpoint_every_s)
     if (env is None) == (benchmark is None):
         raise UserError("train needs exactly one of --env SPEC or --benchmark NAME.")
     if out is None:
@@ -315,7 +337,14 @@ def train(
 
     with ProgressBar(config.episodes) as bar:
         outcome = train_team(
-            opts, config, out, db=db, log=not no_log, progress=bar, eval_episodes=eval_episodes
+            opts,
+            config,
+            out,
+            db=db,
+            log=not no_log,
+            progress=bar,
+            eval_episodes=eval_episodes,
+            checkpoint_every_s=checkpoint_every_s,
         )
     _report_training(outcome, as_json)
 
@@ -341,7 +370,14 @@ def _report_training(outcome: Any, as_json: bool) -> None:
     console.print(line + f"; run {outcome.run_id}; checkpoint {outcome.checkpoint}", soft_wrap=True)
 
 
-def _resume_training(run_id: str, db: str | None, device: str, as_json: bool) -> None:
+def _resume_training(
+    run_id: str,
+    db: str | None,
+    device: str,
+    as_json: bool,
+    out: Path | None = None,
+    checkpoint_every_s: float | None = None,
+) -> None:
     from core.experiment import options_from_dict, train_config_from_dict, train_team
     from core.store.queries import get_run
 
@@ -350,14 +386,18 @@ def _resume_training(run_id: str, db: str | None, device: str, as_json: bool) ->
         raise UserError(f"no run {run_id!r} in the database.")
     if info.kind != "train" or "team" not in info.config or "train" not in info.config:
         raise UserError(f"run {run_id} is not a team training run; only those can be resumed.")
-    if not info.checkpoint or not Path(info.checkpoint).is_file():
-        raise UserError(f"run {run_id} has no checkpoint file to resume from.")
     opts = options_from_dict(info.config["team"])
     config = train_config_from_dict(info.config["train"])
     config.device = device
     with ProgressBar(config.episodes, label="resuming") as bar:
         outcome = train_team(
-            opts, config, Path(info.checkpoint), db=db, progress=bar, resume_run=run_id
+            opts,
+            config,
+            out,
+            db=db,
+            progress=bar,
+            resume_run=run_id,
+            checkpoint_every_s=checkpoint_every_s,
         )
     _report_training(outcome, as_json)
 
@@ -772,20 +812,48 @@ def bench(
 def main(argv: list[str] | None = None) -> int:
     """Entry point: user errors become one line on stderr and exit code 2.
 
-    Click itself reports bad flags and values (one line, exit 2); :class:`UserError`
-    covers what only the command can tell (a missing file, a corrupt checkpoint).
+    Click's own errors (a bad flag or value) are shown the same way, without its usage
+    block; :class:`UserError` covers what only the command can tell (a missing file, a
+    corrupt checkpoint).
     """
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        app(args=argv, standalone_mode=True)
-        return_code = 0
+        _check_utf8(args)
+        result = app(args=args, standalone_mode=False)
+        return_code = result if isinstance(result, int) else 0
     except (UserError, StoreBusy) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
-        return_code = 2
+        return_code = _error(str(exc))
+    except typer.TyperException as exc:  # click's usage errors (typer vendors click)
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        # An empty message: the help text was already printed (no command given).
+        return_code = _error(f"{message.rstrip('.')}. See --help.") if message.strip() else 2
+    except typer.Abort:
+        console.print("Aborted!")
+        return_code = 1
     except SystemExit as exc:
         return_code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     if argv is None:
         sys.exit(return_code)
     return return_code
+
+
+def _error(message: str) -> int:
+    """Print ``error: message`` as one line (never as rich markup) and return exit code 2."""
+    from rich.markup import escape
+
+    line = " ".join(part.strip() for part in message.splitlines() if part.strip())
+    console.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
+    return 2
+
+
+def _check_utf8(args: list[str]) -> None:
+    # Python decodes argv bytes that are not UTF-8 as lone surrogates; they would only
+    # fail later, deep in DuckDB or a JSON encoder.
+    for position, arg in enumerate(args, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UserError(f"argument {position} is not valid UTF-8 text.") from None
 
 
 if __name__ == "__main__":

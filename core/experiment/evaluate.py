@@ -213,6 +213,7 @@ def evaluate_env(
     seed_everything(seed)
     policy = QMixPolicy(ckpt.agent, ckpt.mixer, dev, epsilon=0.0)
     width = min(episodes, 8)
-    venv = SerialVecEnv([first] + [load_env(spec) for _ in range(width - 1)], seed, "eval")
+    envs = [first] + [load_env(spec) for _ in range(width - 1)]
+    venv = SerialVecEnv(envs, seed, "eval", where=f"--env {spec}")
     with torch_threads(EVAL_THREADS):
         return summarize(rollout_all(venv, policy, range(episodes), width))

@@ -7,6 +7,7 @@ learner update, and checkpoints let ``--resume`` continue the same run.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -19,16 +20,19 @@ import numpy as np
 from core.errors import UserError
 from core.experiment.evaluate import EVAL_THREADS, run_policy
 from core.experiment.options import TeamOptions, make_team_env
-from core.qmix.checkpoint import load_checkpoint, save_checkpoint
+from core.qmix.checkpoint import ensure_writable, load_checkpoint, save_checkpoint
 from core.qmix.env import EnvShapes, SerialVecEnv, load_env
 from core.qmix.policy import QMixPolicy
 from core.qmix.runner import EpisodeResult, rollout_all, summarize
-from core.qmix.seeding import torch_threads
+from core.qmix.seeding import seed_everything, torch_threads
 from core.qmix.training import TrainConfig, TrainHooks, TrainState, build_state, train
 from core.team.summary import summarize_records
 
 HELD_OUT_ENV_EPISODES = 32
 """Greedy held-out episodes played after training on a protocol environment (``--env``)."""
+CHECKPOINT_EVERY_S = 30.0
+"""Seconds between checkpoints of a logged run (besides one every 10 % of its episodes), so
+that a run killed early still has a learner to resume (``--checkpoint-every-s``)."""
 
 
 class StoreHooks(TrainHooks):
@@ -41,9 +45,14 @@ class StoreHooks(TrainHooks):
         checkpoint_every: int,
         save: Callable[[TrainState], None],
         stop: Callable[[], bool] | None = None,
+        checkpoint_every_s: float = CHECKPOINT_EVERY_S,
     ):
+        """Checkpoints every ``checkpoint_every`` episodes and every ``checkpoint_every_s``
+        seconds, whichever comes first."""
         self.logger, self.checkpoint_path = logger, checkpoint_path
         self.checkpoint_every, self.save, self.stop = checkpoint_every, save, stop
+        self.checkpoint_every_s = checkpoint_every_s
+        self.last_save = time.monotonic()
         self.rewards: deque[float] = deque(maxlen=100)
         self.scores: deque[float] = deque(maxlen=100)
         self.tokens: deque[float] = deque(maxlen=100)
@@ -62,10 +71,12 @@ class StoreHooks(TrainHooks):
         # The logger numbers the episodes: after a resume, on from the last one stored.
         self.logger.log_episodes(records)
         self.flush()
-        if state.episodes_done >= self.next_checkpoint:
+        due = time.monotonic() - self.last_save >= self.checkpoint_every_s
+        if due or state.episodes_done >= self.next_checkpoint:
             self.save(state)
             self.logger.set_checkpoint(self.checkpoint_path, self.logger.next_episode - 1)
             self.next_checkpoint = state.episodes_done + self.checkpoint_every
+            self.last_save = time.monotonic()
 
     def on_update(self, stats: dict[str, float], state: TrainState) -> None:
         self.pending.append(
@@ -113,7 +124,10 @@ def save_training_checkpoint(
     meta: dict,
 ) -> Path:
     """A checkpoint that both evaluates (weights, config, shapes) and resumes (targets, optimiser)."""
-    env = {"spec": env_spec} if env_spec else {"team": asdict(opts)}
+    from core.store.writer import redact_config
+
+    # Redacted as the run's stored config is: a credentialed --base-url never reaches disk.
+    env = {"spec": env_spec} if env_spec else {"team": redact_config(asdict(opts))}
     learner = state.learner
     resume = {
         "episodes_done": state.episodes_done,
@@ -145,11 +159,14 @@ def restore_state(path: Path, shapes: EnvShapes, config: TrainConfig) -> TrainSt
     state.agent.load_state_dict(ckpt.agent.state_dict())
     state.mixer.load_state_dict(ckpt.mixer.state_dict())
     learner = state.learner
-    learner.target_agent.load_state_dict(ckpt.resume["target_agent"])
-    learner.target_mixer.load_state_dict(ckpt.resume["target_mixer"])
-    learner.optimiser.load_state_dict(ckpt.resume["optimiser"])
-    learner.updates = int(ckpt.resume["updates"])
-    state.episodes_done = int(ckpt.resume["episodes_done"])
+    try:
+        learner.target_agent.load_state_dict(ckpt.resume["target_agent"])
+        learner.target_mixer.load_state_dict(ckpt.resume["target_mixer"])
+        learner.optimiser.load_state_dict(ckpt.resume["optimiser"])
+        learner.updates = int(ckpt.resume["updates"])
+        state.episodes_done = int(ckpt.resume["episodes_done"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise UserError(f"checkpoint {path} holds a learner state that does not fit it.") from exc
     return state
 
 
@@ -166,41 +183,54 @@ class TrainOutcome:
 def train_team(
     opts: TeamOptions,
     config: TrainConfig,
-    out: Path,
+    out: Path | None,
     db: str | None = None,
     log: bool = True,
     progress: Callable[[int, int, dict[str, float]], None] | None = None,
     resume_run: str | None = None,
     stop: Callable[[], bool] | None = None,
     eval_episodes: int = 100,
+    checkpoint_every_s: float | None = None,
 ) -> TrainOutcome:
-    """Train the learned policy on the team, logging to the store; evaluate it held-out."""
-    from core.store.queries import get_run
+    """Train the learned policy on the team, logging to the store; evaluate it held-out.
+
+    ``resume_run`` continues a logged run (``out`` None = where that run wrote its checkpoints).
+    ``checkpoint_every_s`` None = :data:`CHECKPOINT_EVERY_S`.
+    """
     from core.store.writer import RunLogger
 
     opts.validate()
-    team = make_team_env(opts, "train")
-    shapes = EnvShapes.of(team)
-    state = None
-    logger = None
-    if resume_run:
-        info = get_run(db, resume_run)
-        if info is None:
-            raise UserError(f"no run {resume_run!r} in the database.")
-        state = restore_state(Path(info.checkpoint), shapes, config)
-        logger = RunLogger.resume(db, resume_run)
-        out = Path(info.checkpoint)
-    elif log:
-        logger = RunLogger(
-            db,
-            "train",
-            {"team": asdict(opts), "train": asdict(config)},
-            backend=opts.backend,
-            model=opts.model or opts.preset,
-            policy="qmix",
-            benchmark=opts.benchmark,
-            seed=config.seed,
+    if checkpoint_every_s is None:
+        checkpoint_every_s = CHECKPOINT_EVERY_S
+    if not (math.isfinite(checkpoint_every_s) and checkpoint_every_s > 0):
+        raise UserError(
+            f"--checkpoint-every-s must be a finite number > 0, not {checkpoint_every_s}."
         )
+    if out is not None:
+        ensure_writable(out)
+    team = make_team_env(opts, "train")
+    logger = None
+    try:
+        state = None
+        if resume_run:
+            state, out = resumed_state(db, resume_run, out, EnvShapes.of(team), config)
+            logger = RunLogger.resume(db, resume_run)
+        elif out is None:
+            raise UserError("train needs --out CKPT (where to write the checkpoint).")
+        elif log:
+            logger = RunLogger(
+                db,
+                "train",
+                {"team": asdict(opts), "train": asdict(config), "out": str(out.absolute())},
+                backend=opts.backend,
+                model=opts.model or opts.preset,
+                policy="qmix",
+                benchmark=opts.benchmark,
+                seed=config.seed,
+            )
+    except BaseException:
+        team.close()
+        raise
     config = replace(config, explain=logger is not None)
 
     def save(st: TrainState) -> None:
@@ -208,8 +238,9 @@ def train_team(
             out, st, config, opts, None, {"run_id": logger.run_id if logger else None}
         )
 
+    every = max(config.n_envs, config.episodes // 10)
     hooks = (
-        StoreHooks(logger, out, max(config.n_envs, config.episodes // 10), save, stop)
+        StoreHooks(logger, out, every, save, stop, checkpoint_every_s)
         if logger
         else StopHooks(stop)
     )
@@ -233,16 +264,54 @@ def train_team(
             logger.close(status)
 
 
+def resumed_state(
+    db: str | None, run_id: str, out: Path | None, shapes: EnvShapes, config: TrainConfig
+) -> tuple[TrainState, Path]:
+    """The learner a stopped run left and where its checkpoints go (``train --resume``).
+
+    The learner is the run's last checkpoint, or a fresh one when the run was killed before
+    its first. Either way it continues after the run's last stored episode and metrics step:
+    episodes logged after the checkpoint stay (they happened), and no index is used twice.
+    """
+    from core.store.queries import get_run, last_logged
+
+    info = get_run(db, run_id)
+    if info is None:
+        raise UserError(f"no run {run_id!r} in the database.")
+    if info.checkpoint:
+        if not Path(info.checkpoint).is_file():
+            raise UserError(
+                f"run {run_id}'s checkpoint {info.checkpoint} is missing; put it back to resume."
+            )
+        state = restore_state(Path(info.checkpoint), shapes, config)
+    else:
+        seed_everything(config.seed)
+        state = build_state(shapes, config)
+    recorded = info.checkpoint or info.config.get("out")
+    if out is None and not recorded:
+        raise UserError(f"run {run_id} recorded no checkpoint path; pass --out CKPT.")
+    out = ensure_writable(out if out is not None else Path(recorded))
+    last_episode, last_step = last_logged(db, run_id)
+    if last_episode is not None:
+        state.episodes_done = max(state.episodes_done, last_episode + 1)
+    if last_step is not None:
+        state.learner.updates = max(state.learner.updates, int(last_step))
+    return state, out
+
+
 def train_env(spec: str, config: TrainConfig, out: Path, progress: Any = None) -> dict[str, Any]:
     """Train on any protocol environment (``--env``); greedy held-out return; checkpoint."""
+    ensure_writable(out)
 
     def make_venv(width: int) -> SerialVecEnv:
-        return SerialVecEnv([load_env(spec) for _ in range(width)], config.seed, "train")
+        envs = [load_env(spec) for _ in range(width)]
+        return SerialVecEnv(envs, config.seed, "train", where=f"--env {spec}")
 
     state = train(make_venv, config, progress=progress)
     policy = QMixPolicy(state.agent, state.mixer, state.device, epsilon=0.0)
     width = 8
-    venv = SerialVecEnv([load_env(spec) for _ in range(width)], config.seed, "eval")
+    envs = [load_env(spec) for _ in range(width)]
+    venv = SerialVecEnv(envs, config.seed, "eval", where=f"--env {spec}")
     with torch_threads(EVAL_THREADS):
         summary = summarize(rollout_all(venv, policy, range(HELD_OUT_ENV_EPISODES), width))
     save_training_checkpoint(out, state, config, None, spec, {"greedy": summary})

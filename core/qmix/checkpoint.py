@@ -1,16 +1,17 @@
 """Checkpoints: weights, configuration and shapes in one ``torch.save`` file.
 
 Loading uses ``torch.load(..., weights_only=True)``: a checkpoint holds only tensors
-and plain Python values, so opening one never runs code. A corrupt file, or one
-whose shapes do not fit the environment, is a :class:`UserError` (one line, exit 2).
+and plain Python values, so opening one never runs code. A corrupt file, one whose sizes
+are not positive integers within :data:`~core.qmix.env.SHAPE_LIMITS`, whose weights are
+not finite or do not have the shapes its own configuration implies (checked on the
+``meta`` device, before any memory is allocated), or whose shapes do not fit the
+environment, is a :class:`UserError` (one line, exit 2).
 """
 
 from __future__ import annotations
 
 import os
-import pickle
-import zipfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,14 @@ import torch
 
 from core.errors import UserError
 from core.qmix.encoders import AgentNetConfig, AgentNetwork
-from core.qmix.env import EnvShapes
+from core.qmix.env import EnvShapes, check_shapes, is_integer
 from core.qmix.mixers import MixerConfig, make_mixer
 
 FORMAT = "agentqmix-checkpoint"
 VERSION = 1
+MAX_WIDTH = 1 << 16
+"""Largest layer width (and layer count is at most :data:`MAX_LAYERS`) a checkpoint may ask for."""
+MAX_LAYERS = 64
 
 
 @dataclass
@@ -79,18 +83,13 @@ def load_checkpoint(
 ) -> Checkpoint:
     """Load and rebuild; ``expect`` checks the shapes against an environment."""
     path = Path(path)
+    if path.is_dir():
+        raise UserError(f"checkpoint {path} is a folder, not a checkpoint file.")
     if not path.is_file():
         raise UserError(f"checkpoint {path} does not exist.")
     try:
-        payload = torch.load(path, map_location=device, weights_only=True)
-    except (
-        RuntimeError,
-        EOFError,
-        pickle.UnpicklingError,
-        zipfile.BadZipFile,
-        ValueError,
-        OSError,
-    ) as exc:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # whatever the bytes are, torch could not read a checkpoint
         raise UserError(
             f"checkpoint {path} is not a readable agentqmix checkpoint ({type(exc).__name__})."
         ) from exc
@@ -104,10 +103,9 @@ def load_checkpoint(
     missing = [k for k in parts if k not in payload]
     if missing:
         raise UserError(f"checkpoint {path} is incomplete: it lacks {', '.join(missing)}.")
-    try:
-        shapes = EnvShapes(**payload["shapes"])
-    except TypeError as exc:
-        raise UserError(f"checkpoint {path} is incomplete: its shapes are malformed.") from exc
+    if not isinstance(payload["shapes"], dict):
+        raise UserError(f"checkpoint {path} is incomplete: its shapes are malformed.")
+    shapes = check_shapes(payload["shapes"], f"checkpoint {path}")
     if expect is not None and expect != shapes:
         diff = ", ".join(
             f"{k} {getattr(shapes, k)} vs {getattr(expect, k)}"
@@ -116,16 +114,28 @@ def load_checkpoint(
         )
         if diff:
             raise UserError(f"checkpoint {path} does not fit this environment ({diff}).")
-    try:
-        agent_config = AgentNetConfig(**payload["agent_config"])
-        mixer_config = MixerConfig(**payload["mixer_config"])
-    except TypeError as exc:
-        raise UserError(f"checkpoint {path} was written by a different build ({exc}).") from exc
+    agent_config = _config(AgentNetConfig, payload["agent_config"], path)
+    mixer_config = _config(MixerConfig, payload["mixer_config"], path)
+    agent_weights = _weights(payload["agent"], path)
+    mixer_weights = _weights(payload["mixer"], path)
+    # Build on the meta device first: a crafted configuration costs no memory there, and
+    # weights of exactly its shapes are no larger than the file already loaded.
+    with torch.device("meta"):
+        expected = (
+            AgentNetwork(shapes.obs_dim, shapes.n_agents, shapes.n_actions, agent_config),
+            make_mixer(shapes.n_agents, shapes.state_dim, mixer_config),
+        )
+    for net, weights in zip(expected, (agent_weights, mixer_weights), strict=True):
+        want = {k: tuple(v.shape) for k, v in net.state_dict().items()}
+        if want != {k: tuple(v.shape) for k, v in weights.items()}:
+            raise UserError(
+                f"checkpoint {path} holds weights that do not match its own configuration."
+            )
     agent = AgentNetwork(shapes.obs_dim, shapes.n_agents, shapes.n_actions, agent_config)
     mixer = make_mixer(shapes.n_agents, shapes.state_dim, mixer_config)
     try:
-        agent.load_state_dict(payload["agent"])
-        mixer.load_state_dict(payload["mixer"])
+        agent.load_state_dict(agent_weights)
+        mixer.load_state_dict(mixer_weights)
     except (RuntimeError, KeyError) as exc:
         raise UserError(
             f"checkpoint {path} holds weights that do not match its own configuration."
@@ -140,3 +150,64 @@ def load_checkpoint(
         meta=payload["meta"],
         resume=payload.get("resume"),
     )
+
+
+def _config(cls: type, values: Any, path: Path) -> Any:
+    """A network config from a checkpoint: known fields, of the default's type, in range."""
+    if not isinstance(values, dict):
+        raise UserError(f"checkpoint {path} is incomplete: its {cls.__name__} is malformed.")
+    try:
+        config = cls(**values)
+    except TypeError as exc:
+        raise UserError(f"checkpoint {path} was written by a different build ({exc}).") from exc
+    for f in fields(cls):
+        value, default = getattr(config, f.name), getattr(cls(), f.name)
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int):
+            limit = MAX_LAYERS if f.name.endswith("layers") else MAX_WIDTH
+            ok = is_integer(value) and value <= limit
+        else:
+            ok = isinstance(value, type(default))
+        if not ok:
+            raise UserError(f"checkpoint {path} has an invalid {f.name} ({value!r}).")
+    try:
+        config.validate()
+    except ValueError as exc:
+        raise UserError(f"checkpoint {path} has an invalid configuration ({exc}).") from exc
+    return config
+
+
+def _weights(values: Any, path: Path) -> dict[str, torch.Tensor]:
+    """A state dict from a checkpoint: named floating-point tensors, every value finite."""
+    if not isinstance(values, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in values.items()
+    ):
+        raise UserError(f"checkpoint {path} holds weights that are not named tensors.")
+    for name, tensor in values.items():
+        if not tensor.is_floating_point() or not bool(torch.isfinite(tensor).all()):
+            raise UserError(f"checkpoint {path} holds non-finite or non-float weights ({name}).")
+    return values
+
+
+def ensure_writable(path: str | Path, flag: str = "--out") -> Path:
+    """Check, before any work, that a checkpoint can be written at ``path`` (a file in a
+    folder we can create files in); UserError naming ``flag`` otherwise."""
+    path = Path(path)
+    if path.name in ("", ".", "..") or path.is_dir():
+        raise UserError(f"{flag} {path} is a folder; give a file name such as {path / 'model.pt'}.")
+    parent = path.parent
+    for folder in (parent, *parent.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise UserError(f"{flag} {path}: {folder} is a file, not a folder.")
+            break
+    probe = path.with_name(path.name + ".tmp")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        with open(probe, "wb"):
+            pass
+        probe.unlink()
+    except OSError as exc:
+        raise UserError(f"{flag} {path} cannot be written ({exc.strerror or exc}).") from exc
+    return path

@@ -39,6 +39,15 @@ import numpy as np
 from core.errors import UserError
 
 SPEC_ATTRS = ("n_agents", "n_actions", "obs_dim", "state_dim", "max_steps")
+SHAPE_LIMITS = {
+    "n_agents": 1024,
+    "n_actions": 1 << 16,
+    "obs_dim": 1 << 20,
+    "state_dim": 1 << 20,
+    "max_steps": 1 << 20,
+}
+"""Largest sizes an environment (or a checkpoint) may declare: far beyond any real team,
+small enough that a typo cannot ask for a network no machine can hold."""
 SPLITS = ("train", "eval")
 EVAL_SEED_OFFSET = 1_000_000_007
 """Seeds of the ``eval`` stream start here, so held-out episodes never reuse a training seed."""
@@ -92,34 +101,63 @@ def env_seed(run_seed: int, episode: int, split: str = "train") -> int:
 
 
 class SerialVecEnv:
-    """Protocol environments behind the :class:`VecEnv` interface, stepped one by one."""
+    """Protocol environments behind the :class:`VecEnv` interface, stepped one by one.
 
-    def __init__(self, envs: Sequence[Any], seed: int = 0, split: str = "train"):
+    ``where`` names user-supplied environments (``--env SPEC``): then an exception raised
+    by their own ``reset``/``step``/``close`` becomes a :class:`UserError` naming them.
+    Without it (the project's own environments) exceptions propagate as bugs.
+    Observations and transitions are checked either way.
+    """
+
+    def __init__(
+        self,
+        envs: Sequence[Any],
+        seed: int = 0,
+        split: str = "train",
+        where: str | None = None,
+    ):
         if not envs:
             raise ValueError("SerialVecEnv needs at least one environment")
-        self.envs, self.seed, self.split = list(envs), seed, split
-        self.shapes = check_env(self.envs[0])
+        self.envs, self.seed, self.split, self.where = list(envs), seed, split, where
+        self.shapes = check_env(self.envs[0], where or "environment")
         for k, v in self.shapes.as_dict().items():
             setattr(self, k, v)
+
+    def _call(self, name: str, method: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.where is None:
+            return method(*args, **kwargs)
+        try:
+            return method(*args, **kwargs)
+        except Exception as exc:  # the user's code failed: say so, in one sentence
+            raise UserError(f"{self.where}: {name} raised {type(exc).__name__}: {exc}") from exc
 
     def reset(self, episodes: Sequence[int]) -> list[dict]:
         if len(episodes) > len(self.envs):
             raise ValueError(f"{len(episodes)} episodes for {len(self.envs)} environments")
+        where = self.where or "environment"
         return [
-            env.reset(seed=env_seed(self.seed, k, self.split))
+            check_obs(
+                self._call("reset", env.reset, seed=env_seed(self.seed, k, self.split)),
+                self.shapes,
+                where,
+            )
             for env, k in zip(self.envs, episodes, strict=False)
         ]
 
     def step(
         self, slots: Sequence[int], actions: np.ndarray, directives: Sequence[Any] | None = None
     ) -> list[Transition]:
-        return [self.envs[s].step(a.tolist()) for s, a in zip(slots, actions, strict=True)]
+        where = self.where or "environment"
+        return [
+            check_transition(self._call("step", self.envs[s].step, a.tolist()), self.shapes, where)
+            for s, a in zip(slots, actions, strict=True)
+        ]
 
     def close(self) -> None:
         for env in self.envs:
             close = getattr(env, "close", None)
             if callable(close):
-                close()
+                self._call("close", close)
 
 
 @dataclass(frozen=True)
@@ -140,19 +178,62 @@ class EnvShapes:
         return {k: getattr(self, k) for k in SPEC_ATTRS}
 
 
-def check_env(env: Any, where: str = "environment") -> EnvShapes:
-    """Check the protocol's attributes and methods; a user-supplied env gets a clear error."""
-    missing = [k for k in SPEC_ATTRS if not isinstance(getattr(env, k, None), int | np.integer)]
-    missing += [m for m in ("reset", "step") if not callable(getattr(env, m, None))]
+def is_integer(value: Any) -> bool:
+    """An int or NumPy integer, but not a bool (``True`` agents is a mistake, not 1)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
+
+def check_shapes(sizes: dict[str, Any], where: str = "environment") -> EnvShapes:
+    """Sizes as declared by an environment or stored in a checkpoint: integers in
+    ``1..`` :data:`SHAPE_LIMITS`."""
+    missing = [k for k in SPEC_ATTRS if not is_integer(sizes.get(k))]
     if missing:
         raise UserError(
             f"{where} does not follow the environment protocol: missing {', '.join(missing)}."
         )
-    shapes = EnvShapes.of(env)
+    shapes = EnvShapes(**{k: int(sizes[k]) for k in SPEC_ATTRS})
     bad = [k for k, v in shapes.as_dict().items() if v <= 0]
     if bad:
         raise UserError(f"{where} has non-positive {', '.join(bad)}.")
+    huge = [
+        f"{k} {v} (at most {SHAPE_LIMITS[k]})"
+        for k, v in shapes.as_dict().items()
+        if v > SHAPE_LIMITS[k]
+    ]
+    if huge:
+        raise UserError(f"{where} declares sizes too large: {', '.join(huge)}.")
     return shapes
+
+
+def check_env(env: Any, where: str = "environment") -> EnvShapes:
+    """Check the protocol's attributes and methods; a user-supplied env gets a clear error."""
+    methods = [m for m in ("reset", "step") if not callable(getattr(env, m, None))]
+    sizes = {k: getattr(env, k, None) for k in SPEC_ATTRS}
+    if methods:
+        missing = [k for k in SPEC_ATTRS if not is_integer(sizes[k])] + methods
+        raise UserError(
+            f"{where} does not follow the environment protocol: missing {', '.join(missing)}."
+        )
+    return check_shapes(sizes, where)
+
+
+def check_transition(result: Any, shapes: EnvShapes, where: str = "environment") -> Transition:
+    """A ``step`` result as the protocol says: ``(obs dict, finite reward, done, info)``."""
+    if not isinstance(result, tuple | list) or len(result) != 4:
+        kind = (
+            f"a {len(result)}-tuple" if isinstance(result, tuple | list) else type(result).__name__
+        )
+        raise UserError(f"{where}: step returned {kind}, not (obs, reward, done, info).")
+    obs, reward, done, info = result
+    if not isinstance(reward, int | float | np.integer | np.floating) or isinstance(reward, bool):
+        raise UserError(f"{where}: step returned a reward of type {type(reward).__name__}.")
+    if not np.isfinite(reward):
+        raise UserError(f"{where}: step returned a non-finite reward ({reward}).")
+    if not isinstance(done, bool | np.bool_ | int | np.integer):
+        raise UserError(f"{where}: step returned done of type {type(done).__name__}.")
+    if info is not None and not isinstance(info, dict):
+        raise UserError(f"{where}: step returned info of type {type(info).__name__}.")
+    return check_obs(obs, shapes, where), float(reward), bool(done), info or {}
 
 
 def check_obs(obs: dict, shapes: EnvShapes, where: str = "environment") -> dict[str, np.ndarray]:
@@ -165,18 +246,31 @@ def check_obs(obs: dict, shapes: EnvShapes, where: str = "environment") -> dict[
     }
     if not isinstance(obs, dict) or any(k not in obs for k in want):
         raise UserError(f"{where} returned an observation without the keys obs, state, adj, avail.")
-    out = {
-        "obs": np.asarray(obs["obs"], dtype=np.float32),
-        "state": np.asarray(obs["state"], dtype=np.float32),
-        "adj": np.asarray(obs["adj"], dtype=np.float32),
-        "avail": np.asarray(obs["avail"], dtype=bool),
-    }
+    out = {}
+    for k, dtype in (("obs", np.float32), ("state", np.float32), ("adj", np.float32)):
+        out[k] = _array(obs[k], dtype, k, where)
+    out["avail"] = _array(obs["avail"], bool, "avail", where)
     for k, shape in want.items():
         if out[k].shape != shape:
             raise UserError(f"{where} returned {k} of shape {out[k].shape}, expected {shape}.")
+    for k in ("obs", "state"):
+        if not np.isfinite(out[k]).all():
+            raise UserError(f"{where} returned {k} with NaN or infinite values.")
     if not out["avail"].any(axis=1).all():
         raise UserError(f"{where} returned an agent with no available action.")
     return out
+
+
+def _array(value: Any, dtype: Any, key: str, where: str) -> np.ndarray:
+    if isinstance(value, str | bytes):
+        raise UserError(f"{where} returned {key} as {type(value).__name__}, not an array.")
+    try:
+        array = np.asarray(value)
+        if array.dtype.kind not in "biuf":  # strings, objects: "1.5" is not a number here
+            raise ValueError(f"dtype {array.dtype}")
+        return array.astype(dtype, copy=False)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise UserError(f"{where} returned {key} that is not a numeric array ({exc}).") from exc
 
 
 def load_env(spec: str) -> Any:
@@ -186,6 +280,11 @@ def load_env(spec: str) -> Any:
             f"--env {spec!r} must look like package.module:factory or path/file.py:factory."
         )
     target, _, factory_name = spec.rpartition(":")
+    if not target.strip() or target.startswith("."):
+        raise UserError(
+            f"--env {spec!r} must look like package.module:factory or path/file.py:factory "
+            "(an absolute module name or a .py file)."
+        )
     if target.endswith(".py"):
         path = Path(target)
         if not path.is_file():
@@ -205,6 +304,10 @@ def load_env(spec: str) -> Any:
             module = importlib.import_module(target)
         except ModuleNotFoundError as exc:
             raise UserError(f"--env module {target} cannot be imported ({exc}).") from exc
+        except Exception as exc:  # the user's module raised while importing
+            raise UserError(
+                f"--env module {target} failed to import ({type(exc).__name__}: {exc})."
+            ) from exc
     factory = getattr(module, factory_name, None)
     if not callable(factory):
         raise UserError(f"--env {spec}: {factory_name} is not a callable in {target}.")

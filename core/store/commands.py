@@ -113,13 +113,17 @@ def export_run(run_id: str, out_dir: str | os.PathLike[str], db: Db = None) -> d
     with read_session(db, create=False) as cur:
         if cur.execute("SELECT count(*) FROM runs WHERE id = ?", [run_id]).fetchall()[0][0] == 0:
             raise UserError(f"No run {run_id!r} in {resolve_db(db)}.")
-        out.mkdir(parents=True, exist_ok=True)
-        for table, key in (("runs", "id"), *((t, "run_id") for t in RUN_TABLES)):
-            data = cur.sql(
-                f"SELECT * FROM {table} WHERE {key} = ?", params=[run_id]
-            ).to_arrow_table()
-            pq.write_table(data, out / f"{table}.parquet")
-            counts[table] = data.num_rows
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            for table, key in (("runs", "id"), *((t, "run_id") for t in RUN_TABLES)):
+                data = cur.sql(
+                    f"SELECT * FROM {table} WHERE {key} = ?", params=[run_id]
+                ).to_arrow_table()
+                pq.write_table(data, out / f"{table}.parquet")
+                counts[table] = data.num_rows
+        except OSError as err:  # pyarrow's IO errors are OSErrors too
+            reason = err.strerror or str(err).splitlines()[0]
+            raise UserError(f"Cannot write Parquet files into {out} ({reason}).") from err
     return counts
 
 

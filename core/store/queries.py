@@ -323,6 +323,18 @@ def last_episode_from(cur: duckdb.DuckDBPyConnection, run_id: str) -> int | None
     ).fetchone()[0]
 
 
+def last_logged(db: Db, run_id: str) -> tuple[int | None, int | None]:
+    """The run's last stored episode index (:func:`last_episode_from`) and train-metrics
+    step (None when it has none): where ``train --resume`` continues numbering, so that no
+    logged row is ever replaced."""
+    with read_session(db) as cur:
+        episode = last_episode_from(cur, run_id)
+        (step,) = cur.execute(
+            "SELECT max(step) FROM train_metrics WHERE run_id = ?", [run_id]
+        ).fetchone()
+    return episode, step
+
+
 def runs_to_resume(db: Db) -> list[RunInfo]:
     """Training runs that stopped early (interrupted/failed) and have a checkpoint, newest first."""
     return _run_infos(

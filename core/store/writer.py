@@ -219,28 +219,22 @@ class RunLogger:
         settings: LoggerConfig | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
     ) -> RunLogger:
-        """Continue ``run_id`` after its last checkpoint.
+        """Continue ``run_id``: it is ``running`` again and logs after its last stored episode.
 
         Nothing is deleted: episodes logged after the checkpoint (by the run that died)
         stay, and the next logged episode is the one after the last stored one
-        (:func:`core.store.queries.last_episode`), so an index is never used twice. The run
-        is ``running`` again. UserError if the run does not exist, is still running, or
-        has no checkpoint.
+        (:func:`core.store.queries.last_episode`), so an index is never used twice. A run
+        with no checkpoint resumes too (its learner starts afresh). The run is ``running``
+        again. UserError if the run does not exist or is still running.
         """
         path = resolve_db(db)
         settings = settings or LoggerConfig()
         spool_dir = spool_dir_for(path)
         with write_session(path, timeout=timeout) as cur:
-            row = cur.execute(
-                "SELECT checkpoint, checkpoint_episode FROM runs WHERE id = ?", [run_id]
-            ).fetchone()
-            if row is None:
+            if cur.execute("SELECT count(*) FROM runs WHERE id = ?", [run_id]).fetchone()[0] == 0:
                 raise UserError(f"No run {run_id!r} in {path}.")
-            checkpoint, ckpt_episode = row
             if lock_held(spool_dir / f"{run_id}.lock"):
                 raise UserError(f"Run {run_id} is still running in another process.")
-            if checkpoint is None or ckpt_episode is None:
-                raise UserError(f"Run {run_id} has no checkpoint to resume from.")
             last = last_episode_from(cur, run_id)
             cur.execute("BEGIN")
             cur.execute(

@@ -93,6 +93,12 @@ def _convert(layout: str, row: dict, number: int, path: Path) -> Task:
     if detect_layout(row) != layout and not (layout == "aime" and detect_layout(row) == "gsm8k"):
         raise _RowError(f"does not have the {layout} fields of the first line.")
     if layout == "humaneval":
+        fields = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
+        bad = [k for k in fields if not isinstance(row[k], str) or not row[k].strip()]
+        if bad:
+            raise _RowError(f"{', '.join(bad)} must be non-empty text.")
+        if not row["entry_point"].isidentifier():
+            raise _RowError(f"entry_point {row['entry_point']!r} is not a Python name.")
         return humaneval_task(row, benchmark="humaneval")
     if layout == "mmlu-pro":
         return _mmlu_pro(row, number)
@@ -105,7 +111,11 @@ def _convert(layout: str, row: dict, number: int, path: Path) -> Task:
 
 def _text(row: dict, key: str) -> str:
     value = row.get(key)
-    if not isinstance(value, str | int | float) or not str(value).strip():
+    if (
+        not isinstance(value, str | int | float)
+        or isinstance(value, bool)
+        or not str(value).strip()
+    ):
         raise _RowError(f"field {key!r} is empty or not text.")
     return str(value).strip()
 
@@ -137,7 +147,9 @@ def _gsm8k(row: dict, number: int) -> Task:
 
 def _math(row: dict, number: int) -> Task:
     solution = _text(row, "solution")
-    answer = str(row["answer"]) if row.get("answer") not in (None, "") else extract_boxed(solution)
+    answer = (
+        _text(row, "answer") if row.get("answer") not in (None, "") else extract_boxed(solution)
+    )
     if answer is None:
         raise _RowError("the solution has no \\boxed{} answer and there is no 'answer' field.")
     match = re.search(r"\d", str(row.get("level", "")))
@@ -160,15 +172,22 @@ def _mmlu_pro(row: dict, number: int) -> Task:
     options = row["options"]
     if not isinstance(options, list) or not 2 <= len(options) <= 10:
         raise _RowError("'options' must be a list of 2 to 10 option texts.")
+    if not all(isinstance(o, str | int | float) and not isinstance(o, bool) for o in options):
+        raise _RowError("'options' must hold option texts.")
     options = tuple(str(o) for o in options)
-    letter = str(row.get("answer", "")).strip().upper()
+    letter = row.get("answer")
+    if letter is not None and not isinstance(letter, str):
+        raise _RowError(f"answer {letter!r} is not a letter.")
+    letter = (letter or "").strip().upper()
     index = row.get("answer_index")
+    if not letter and index is None:
+        raise _RowError("the answer is empty (give an answer letter or an answer_index).")
     if letter and (len(letter) != 1 or letter not in LETTERS[: len(options)]):
         raise _RowError(
             f"answer {letter!r} is not one of the letters A-{LETTERS[len(options) - 1]}."
         )
     if index is not None:
-        if not isinstance(index, int) or not 0 <= index < len(options):
+        if not is_index(index) or not 0 <= index < len(options):
             raise _RowError(f"answer_index {index!r} is not an option index.")
         if letter and LETTERS[index] != letter:
             raise _RowError(f"answer {letter!r} and answer_index {index} disagree.")
@@ -186,6 +205,11 @@ def _mmlu_pro(row: dict, number: int) -> Task:
         distractors=_plausible_letters(options, correct),
         meta={"subject": str(row.get("category", "")), "stem": row["question"], "line": number},
     )
+
+
+def is_index(value: object) -> bool:
+    """An int that is not a bool (JSON ``true`` is not option 1)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _plausible_letters(options: tuple[str, ...], correct: int) -> tuple[str, ...]:

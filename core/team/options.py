@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
+from urllib.parse import urlsplit
 
 from core.backends.registry import BACKENDS, make_backend
 from core.backends.society import DEFAULT_PRESET, PRESETS, get_preset
@@ -116,6 +117,17 @@ class TeamOptions:
             )
         if not 1 <= self.concurrency <= 4096:
             raise UserError(f"--concurrency must be between 1 and 4096, not {self.concurrency}.")
+        if self.base_url is not None and not is_http_url(self.base_url):
+            raise UserError(
+                "--base-url must be an http:// or https:// address such as "
+                f"http://127.0.0.1:8000/v1, not {self.base_url!r}."
+            )
+        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= 3600):
+            raise UserError(
+                f"--timeout must be a number of seconds in (0, 3600], not {self.timeout_s}."
+            )
+        if not 1 <= self.max_attempts <= 100:
+            raise UserError(f"--max-attempts must be between 1 and 100, not {self.max_attempts}.")
         self.failure_specs()  # a bad --fail is reported before any work
 
     def failure_specs(self) -> tuple[FailureSpec, ...]:
@@ -149,6 +161,21 @@ class TeamOptions:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def is_http_url(text: str) -> bool:
+    """``http(s)://host[:port][/path]`` with a host and nothing that is not a URL."""
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
+    except ValueError:
+        return False
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.hostname)
+        and text.isprintable()
+        and " " not in text
+    )
 
 
 def options_from_dict(d: dict[str, Any]) -> TeamOptions:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from core.errors import UserError
-from core.qmix.env import EnvShapes, check_env, check_obs, load_env
+from core.qmix.env import EnvShapes, SerialVecEnv, check_env, check_obs, load_env
 from core.qmix.games import RelayGame, relay_game
 
 TINY_ENV = '''
@@ -148,6 +148,58 @@ def test_check_obs_coerces_dtypes_and_checks_shapes():
     bad["avail"][1] = 0
     with pytest.raises(UserError, match="no available action"):
         check_obs(bad, shapes)
+
+
+class Broken(Bare):
+    """Follows the protocol on paper; its step fails or returns nonsense on request."""
+
+    def __init__(self, result=None):
+        self.result = result
+
+    def reset(self, seed=None):
+        return good_obs()
+
+    def step(self, actions):
+        if self.result is None:
+            return {}["missing"]
+        return self.result
+
+
+def test_serial_vec_env_names_a_user_env_but_lets_our_own_bugs_raise():
+    actions = np.zeros((1, 2), dtype=np.int64)
+    user = SerialVecEnv([Broken()], where="--env mine:make")
+    user.reset([0])
+    with pytest.raises(UserError, match=r"--env mine:make: step raised KeyError: 'missing'"):
+        user.step([0], actions)
+    ours = SerialVecEnv([Broken()])  # no ``where``: the project's own environment
+    ours.reset([0])
+    with pytest.raises(KeyError):
+        ours.step([0], actions)
+    for result, message in [
+        ((good_obs(), 1.0), "a 2-tuple"),
+        ((good_obs(), "1.0", False, {}), "reward of type str"),
+        ((good_obs(), True, False, {}), "reward of type bool"),
+        ((good_obs(), float("nan"), False, {}), "non-finite reward"),
+        ((good_obs(), 1.0, False, "info"), "info of type str"),
+        (({**good_obs(), "obs": "zeros"}, 1.0, False, {}), "obs as str"),
+    ]:
+        venv = SerialVecEnv([Broken(result)])
+        venv.reset([0])
+        with pytest.raises(UserError, match=message):
+            venv.step([0], actions)
+    obs, reward, done, info = SerialVecEnv([Broken((good_obs(), 2, 1, None))]).step([0], actions)[0]
+    assert (reward, done, info) == (2.0, True, {}) and obs["obs"].dtype == np.float32
+
+
+def test_check_env_refuses_bool_and_absurd_sizes():
+    env = Bare()
+    env.n_agents = True
+    with pytest.raises(UserError, match="missing n_agents"):
+        check_env(env)
+    env = Bare()
+    env.obs_dim = 10**9
+    with pytest.raises(UserError, match=r"sizes too large: obs_dim 1000000000 \(at most"):
+        check_env(env)
 
 
 def test_relay_game_rewards_only_the_relayed_signal():

@@ -1,0 +1,433 @@
+"""Every user mistake we know of ends in one sentence on stderr and exit code 2.
+
+One table: each row is a command line (built over files the test writes into tmp_path)
+and a phrase its one line of stderr must contain. Rows run :func:`core.cli.main` in this
+process (the same code the console script runs, without seconds of imports per row);
+``agentqmix bench`` rows start the benchmark's own process as the CLI always does, and
+rows marked ``PROC`` run the whole CLI as a subprocess (argv bytes that are not UTF-8).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import torch
+
+from core.cli import main
+from core.qmix.checkpoint import save_checkpoint
+from core.qmix.encoders import AgentNetConfig, AgentNetwork
+from core.qmix.env import EnvShapes
+from core.qmix.mixers import MixerConfig, make_mixer
+from core.qmix.training import TrainConfig
+from core.store.synthetic import synthetic_episode
+from core.store.writer import LoggerConfig, RunLogger
+from core.team.options import TeamOptions
+from tests.core.torch_threads import one_torch_thread  # noqa: F401
+
+REPO = Path(__file__).resolve().parents[2]
+
+ENVS = '''
+import numpy as np
+
+
+class Corridor:
+    """Two agents; the team scores when both pick action 1."""
+
+    n_agents, n_actions, obs_dim, state_dim, max_steps = 2, 2, 1, 1, 2
+
+    def reset(self, seed=None):
+        self.t = 0
+        return self.observe()
+
+    def observe(self):
+        return {
+            "obs": np.full((2, 1), self.t, dtype=np.float32),
+            "state": np.full(1, self.t, dtype=np.float32),
+            "adj": np.array([[0, 1], [0, 0]]),
+            "avail": np.ones((2, 2), dtype=bool),
+        }
+
+    def step(self, actions):
+        self.t += 1
+        return self.observe(), float(all(a == 1 for a in actions)), self.t >= 2, {}
+
+
+class StringObs(Corridor):
+    def observe(self):
+        return {**super().observe(), "obs": "two agents, one corridor"}
+
+
+class StringReward(Corridor):
+    def step(self, actions):
+        obs, _, done, info = super().step(actions)
+        return obs, "high", done, info
+
+
+class BoolDims(Corridor):
+    n_agents = True
+
+
+class ShortStep(Corridor):
+    def step(self, actions):
+        return super().step(actions)[:2]
+
+
+class RaisingStep(Corridor):
+    def step(self, actions):
+        return 1 / 0
+
+
+class RaisingReset(Corridor):
+    def reset(self, seed=None):
+        raise KeyError("level 3")
+
+
+class NanObs(Corridor):
+    def observe(self):
+        return {**super().observe(), "state": np.full(1, np.nan)}
+
+
+class InfReward(Corridor):
+    def step(self, actions):
+        obs, _, done, info = super().step(actions)
+        return obs, -np.inf, done, info
+
+
+def make():
+    return Corridor()
+
+
+def string_obs():
+    return StringObs()
+
+
+def string_reward():
+    return StringReward()
+
+
+def bool_dims():
+    return BoolDims()
+
+
+def short_step():
+    return ShortStep()
+
+
+def raising_step():
+    return RaisingStep()
+
+
+def raising_reset():
+    return RaisingReset()
+
+
+def nan_obs():
+    return NanObs()
+
+
+def inf_reward():
+    return InfReward()
+'''
+SHAPES = EnvShapes(n_agents=2, n_actions=2, obs_dim=1, state_dim=1, max_steps=2)
+HUGE_CHECKPOINT_WIDTH = 60_000
+"""Within the loader's width limit; the file's weights are 8 wide, so only the shape check on
+the meta device (no allocation) stands between it and 10^10 floats."""
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every bad (and the few good) files the table refers to, written once."""
+    d = tmp_path_factory.mktemp("mistakes")
+    f: dict[str, Path] = {"dir": d}
+    f["envs"] = d / "envs.py"
+    f["envs"].write_text(ENVS)
+    (d / "importboom").mkdir()
+    (d / "importboom" / "boom_env.py").write_text("raise RuntimeError('no GPU here')\n")
+
+    # Checkpoints: a good one for the corridor, then text, CSV and crafted variants of it.
+    torch.manual_seed(0)
+    agent_cfg = AgentNetConfig(gnn_hidden=8, gru_hidden=8, q_hidden=8)
+    mixer_cfg = MixerConfig(embed=8, hypernet_hidden=8)
+    good = d / "good.pt"
+    save_checkpoint(
+        good,
+        AgentNetwork(SHAPES.obs_dim, SHAPES.n_agents, SHAPES.n_actions, agent_cfg),
+        make_mixer(SHAPES.n_agents, SHAPES.state_dim, mixer_cfg),
+        SHAPES,
+        agent_cfg,
+        mixer_cfg,
+        env={"spec": f"{f['envs']}:make"},
+    )
+    payload = torch.load(good, weights_only=True)
+
+    def crafted(name: str, change: Callable[[dict], None]) -> None:
+        copy = torch.load(good, weights_only=True)
+        change(copy)
+        torch.save(copy, d / name)
+
+    crafted("negative.pt", lambda p: p["shapes"].update(n_agents=-2))
+    crafted("string.pt", lambda p: p["agent_config"].update(gnn_hidden="wide"))
+    crafted("huge.pt", lambda p: p["agent_config"].update(gnn_hidden=10**12))
+    crafted("huge_obs.pt", lambda p: p["shapes"].update(obs_dim=10**12))
+    crafted("wide.pt", lambda p: p["agent_config"].update(gnn_hidden=HUGE_CHECKPOINT_WIDTH))
+    name = next(iter(payload["agent"]))
+    crafted("nan.pt", lambda p: p["agent"][name].view(-1).__setitem__(0, float("nan")))
+    (d / "notes.txt").write_text("This is where I keep my notes, not a model.\n")
+    (d / "runs.csv").write_text("run,episodes,reward\nr1,100,0.5\nr2,200,0.7\n")
+
+    # Task files.
+    (d / "deep.jsonl").write_text('{"question": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    (d / "digits.jsonl").write_text('{"question": "q", "answer": ' + "7" * 5000 + "}\n")
+    (d / "surrogate.jsonl").write_text('{"question": "why \\ud800?", "answer": "4"}\n')
+    (d / "garbage.jsonl.gz").write_bytes(
+        gzip.compress(b'{"question": "q"}\n')[:12] + os.urandom(64)
+    )
+    rows = {
+        "bool_index.jsonl": {"question": "q", "options": ["a", "b"], "answer_index": True},
+        "list_question.jsonl": {"question": ["what", "?"], "answer": "1\n#### 1"},
+        "int_prompt.jsonl": {
+            "task_id": "T/0", "prompt": 7, "canonical_solution": "  return 1\n",
+            "test": "def check(f): pass", "entry_point": "f",
+        },
+        "empty_answer.jsonl": {"question": "Pick one", "options": ["x", "y"], "answer": ""},
+        "dict_answer.jsonl": {"problem": "2+2?", "solution": "4", "answer": {"value": 4}},
+    }  # fmt: skip
+    for file_name, row in rows.items():
+        (d / file_name).write_text(json.dumps(row) + "\n")
+
+    # A store with one run (for export), and a file of random bytes posing as one.
+    f["db"] = d / "store.duckdb"
+    with RunLogger(f["db"], "eval", {}, settings=LoggerConfig(background=False)) as logger:
+        logger.log_episodes([synthetic_episode(0)])
+        f["run"] = Path(logger.run_id)
+    config = {"team": asdict(TeamOptions()), "train": asdict(TrainConfig())}
+    with RunLogger(f["db"], "train", config, settings=LoggerConfig(background=False)) as logger:
+        f["train_run"] = Path(logger.run_id)
+    (d / "random.duckdb").write_bytes(os.urandom(8192))
+    return f
+
+
+def team(*extra: str) -> list[str]:
+    return [
+        "eval",
+        "--benchmark",
+        "math",
+        "--policy",
+        "full",
+        "--episodes",
+        "1",
+        "--no-log",
+        *extra,
+    ]
+
+
+def env_train(spec: str) -> list[str]:
+    flags = ["--episodes", "2", "--n-envs", "1", "--hidden", "8", "--out", "m.pt"]
+    return ["train", "--env", spec, *flags]
+
+
+def env_eval(d: Path, checkpoint: str) -> list[str]:
+    return ["eval", "--env", f"{d / 'envs.py'}:make", "--checkpoint", str(d / checkpoint)]
+
+
+def jsonl(d: Path, name: str) -> list[str]:
+    return ["eval", "--benchmark", f"jsonl:{d / name}", "--policy", "full", "--no-log"]
+
+
+def train_out(out: str) -> list[str]:
+    return ["train", "--benchmark", "math", "--episodes", "1", "--no-log", "--out", out]
+
+
+INPROC, PROC = "inproc", "proc"
+MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
+    # --checkpoint that is not one
+    "text checkpoint": (lambda f: env_eval(f["dir"], "notes.txt"), "not a readable", INPROC),
+    "csv checkpoint": (lambda f: env_eval(f["dir"], "runs.csv"), "not a readable", INPROC),
+    "text checkpoint, team": (
+        lambda f: ["eval", "--benchmark", "math", "--checkpoint", str(f["dir"] / "notes.txt")],
+        "not a readable",
+        INPROC,
+    ),
+    "negative size": (lambda f: env_eval(f["dir"], "negative.pt"), "non-positive n_agents", INPROC),
+    "string size": (lambda f: env_eval(f["dir"], "string.pt"), "invalid gnn_hidden", INPROC),
+    "huge size": (lambda f: env_eval(f["dir"], "huge.pt"), "invalid gnn_hidden", INPROC),
+    "huge shape": (lambda f: env_eval(f["dir"], "huge_obs.pt"), "sizes too large", INPROC),
+    "wide config, small weights": (
+        lambda f: env_eval(f["dir"], "wide.pt"),
+        "do not match its own configuration",
+        INPROC,
+    ),
+    "nan weights": (lambda f: env_eval(f["dir"], "nan.pt"), "non-finite", INPROC),
+    "folder checkpoint": (lambda f: env_eval(f["dir"], "importboom"), "is a folder", INPROC),
+    # task files
+    "deep nesting": (lambda f: jsonl(f["dir"], "deep.jsonl"), "nested too deeply", INPROC),
+    "5000 digits": (lambda f: jsonl(f["dir"], "digits.jsonl"), "line 1 holds a value", INPROC),
+    "lone surrogate": (lambda f: jsonl(f["dir"], "surrogate.jsonl"), "lone surrogate", INPROC),
+    "gzip garbage": (lambda f: jsonl(f["dir"], "garbage.jsonl.gz"), "not a UTF-8 JSONL", INPROC),
+    "bool answer_index": (lambda f: jsonl(f["dir"], "bool_index.jsonl"), "answer_index", INPROC),
+    "list question": (lambda f: jsonl(f["dir"], "list_question.jsonl"), "'question'", INPROC),
+    "dict answer": (lambda f: jsonl(f["dir"], "dict_answer.jsonl"), "'answer'", INPROC),
+    "int prompt": (lambda f: jsonl(f["dir"], "int_prompt.jsonl"), "prompt must be", INPROC),
+    "empty mmlu answer": (
+        lambda f: jsonl(f["dir"], "empty_answer.jsonl"),
+        "line 1: the answer is empty",
+        INPROC,
+    ),
+    # --env specs and environments
+    "env ':x'": (lambda f: env_train(":x"), "must look like", INPROC),
+    "env ':'": (lambda f: env_train(":"), "must look like", INPROC),
+    "env '.relative:x'": (lambda f: env_train(".relative:x"), "must look like", INPROC),
+    "env import raises": (lambda f: env_train("boom_env:make"), "failed to import", INPROC),
+    "env string obs": (
+        lambda f: env_train(f"{f['envs']}:string_obs"),
+        "returned obs as str",
+        INPROC,
+    ),
+    "env string reward": (
+        lambda f: env_train(f"{f['envs']}:string_reward"),
+        "reward of type str",
+        INPROC,
+    ),
+    "env bool dims": (lambda f: env_train(f"{f['envs']}:bool_dims"), "missing n_agents", INPROC),
+    "env short step": (
+        lambda f: env_train(f"{f['envs']}:short_step"),
+        "step returned a 2-tuple",
+        INPROC,
+    ),
+    "env reset raises": (
+        lambda f: env_train(f"{f['envs']}:raising_reset"),
+        "reset raised KeyError",
+        INPROC,
+    ),
+    "env nan state": (lambda f: env_train(f"{f['envs']}:nan_obs"), "NaN or infinite", INPROC),
+    "env inf reward": (
+        lambda f: env_train(f"{f['envs']}:inf_reward"),
+        "non-finite reward",
+        INPROC,
+    ),
+    "env step raises": (
+        lambda f: env_train(f"{f['envs']}:raising_step"),
+        "step raised ZeroDivisionError",
+        INPROC,
+    ),
+    # --out
+    "out .": (lambda f: train_out("."), "is a folder", INPROC),
+    "out a folder": (lambda f: train_out(str(f["dir"])), "is a folder", INPROC),
+    "out /proc": (lambda f: train_out("/proc/x.pt"), "cannot be written", INPROC),
+    "out under a file": (
+        lambda f: train_out(str(f["dir"] / "notes.txt" / "m.pt")),
+        "is a file, not a folder",
+        INPROC,
+    ),
+    # flags out of range
+    "seed 30 digits": (lambda f: train_out("m.pt") + ["--seed", "1" * 30], "--seed", INPROC),
+    "rounds 100000": (lambda f: team("--rounds", "100000"), "--rounds", INPROC),
+    "hidden 1e9": (lambda f: train_out("m.pt") + ["--hidden", "1e9"], "--hidden", INPROC),
+    "hidden 10^9": (lambda f: train_out("m.pt") + ["--hidden", "1000000000"], "--hidden", INPROC),
+    "n-envs 1e8": (lambda f: train_out("m.pt") + ["--n-envs", "1e8"], "--n-envs", INPROC),
+    "threads 100000": (lambda f: train_out("m.pt") + ["--threads", "100000"], "--threads", INPROC),
+    "token-weight inf": (lambda f: team("--token-weight", "inf"), "--token-weight", INPROC),
+    "token-budget nan": (lambda f: team("--token-budget", "nan"), "--token-budget", INPROC),
+    "timeout nan": (lambda f: team("--timeout", "nan"), "--timeout", INPROC),
+    "fail-prob nan": (lambda f: team("--fail-prob", "nan"), "--fail-prob", INPROC),
+    "max-attempts 0": (lambda f: team("--max-attempts", "0"), "--max-attempts", INPROC),
+    "no agents": (lambda f: team("--agents", " , "), "--agents", INPROC),
+    "episodes 0": (lambda f: team("--episodes", "0"), "--episodes", INPROC),
+    "base-url not a url": (lambda f: team("--base-url", "not a url"), "--base-url", INPROC),
+    "checkpoint-every-s nan": (
+        lambda f: train_out("m.pt") + ["--checkpoint-every-s", "nan"],
+        "--checkpoint-every-s",
+        INPROC,
+    ),
+    "checkpoint-every-s 0": (
+        lambda f: train_out("m.pt") + ["--checkpoint-every-s", "0"],
+        "--checkpoint-every-s",
+        INPROC,
+    ),
+    "resume out /proc": (
+        lambda f: (
+            ["train", "--resume", str(f["train_run"]), "--db", str(f["db"])]
+            + ["--out", "/proc/x.pt"]
+        ),
+        "cannot be written",
+        INPROC,
+    ),
+    "unknown flag": (lambda f: train_out("m.pt") + ["--hiden", "8"], "No such option", INPROC),
+    # the store
+    "export unwritable": (
+        lambda f: ["export", "--run", str(f["run"]), "--db", str(f["db"]), "--parquet", "/proc/x"],
+        "Cannot write Parquet files",
+        INPROC,
+    ),
+    "sql not utf-8": (
+        lambda f: ["sql", "SELECT '\udcff'", "--db", str(f["db"])],
+        "argument 2 is not valid UTF-8",
+        PROC,
+    ),
+    # benchmarks (their own process, started by the CLI)
+    "bench learner agents": (
+        lambda f: ["bench", "learner", "--agents", "100000"],
+        "--agents",
+        INPROC,
+    ),
+    "bench learner seconds inf": (
+        lambda f: ["bench", "learner", "--seconds", "inf"],
+        "--seconds",
+        INPROC,
+    ),
+    "bench learner device": (
+        lambda f: ["bench", "learner", "--device", "tpu"],
+        "--device must be one of",
+        INPROC,
+    ),
+    "bench lab random db": (
+        lambda f: ["bench", "lab", "--db", str(f["dir"] / "random.duckdb")],
+        "is not a DuckDB database",
+        INPROC,
+    ),
+    "bench sim-calibration token-weight inf": (
+        lambda f: ["bench", "sim-calibration", "--token-weight", "inf"],
+        "--token-weight",
+        INPROC,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(MISTAKES))
+def test_user_mistake_is_one_sentence_and_exit_2(
+    name: str,
+    files: dict[str, Path],
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    build, needle, how = MISTAKES[name]
+    argv = build(files)
+    monkeypatch.chdir(files["dir"])
+    monkeypatch.syspath_prepend(str(files["dir"] / "importboom"))
+    if how == PROC:
+        env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "80"}
+        done = subprocess.run(
+            [sys.executable, "-m", "core.cli", *argv],
+            capture_output=True,
+            timeout=300,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+        code, err = done.returncode, done.stderr.decode("utf-8", "replace")
+    else:
+        code = main(argv)
+        err = capfd.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("error:") and needle in lines[0], lines[0]
+    assert not (files["dir"] / "m.pt").exists()
