@@ -678,6 +678,8 @@ def sent_table(record: EpisodeRecord, agents: Sequence[int]) -> pd.DataFrame:
     rows: list[dict] = []
     wanted = set(agents)
     for rnd in record.rounds:
+        # A message carries its sender's fault that round (a byzantine agent's messages lie).
+        faults = {s.agent: s.fault or "" for s in rnd.steps}
         for s in rnd.steps:
             if s.agent in wanted:
                 rows.append(
@@ -698,7 +700,7 @@ def sent_table(record: EpisodeRecord, agents: Sequence[int]) -> pd.DataFrame:
                         "round": rnd.round,
                         "agent": f"{m.src} {role}",
                         "what": f"message to {m.dst}",
-                        "fault": "",
+                        "fault": faults.get(m.src, ""),
                         "answer": m.answer if m.answer is not None else "—",
                         "text": m.text,
                     }
