@@ -27,7 +27,7 @@ from core.team.options import options_from_dict
 from lab import figures, forks
 from lab import jobs as jobs_module
 from lab.demo import ROOT, DemoStatus, read_status
-from lab.jobs import CommandQueue, JobManager
+from lab.jobs import JobManager
 from lab.stats import with_intervals
 
 TTL_S = 3
@@ -377,12 +377,6 @@ def warm_rollout() -> threading.Thread:
     thread = threading.Thread(target=load, name="warm-rollout", daemon=True)
     thread.start()
     return thread
-
-
-@st.cache_resource
-def queues(db: str) -> dict[str, CommandQueue | None]:
-    """Queues of commands this server runs (the Failure lab's robustness sweep)."""
-    return {}
 
 
 def demo_status(db: str) -> DemoStatus | None:
