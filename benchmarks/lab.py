@@ -12,6 +12,8 @@ same session at once. Episodes are synthetic (``core.store.synthetic``), written
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import statistics
 import tempfile
@@ -267,6 +269,81 @@ def time_slider(cfg: LabBenchConfig) -> dict[str, Any]:
     }
 
 
+FAILURE_LAB_BUDGET_S = {"side_by_side": 2.0, "robustness": 5.0}
+"""Goals: a side-by-side fork (policy loaded) and a 200-episode robustness measurement."""
+
+
+def time_failure_lab(
+    workdir: str | os.PathLike[str] | None = None, repeats: int = 5, robust_episodes: int = 200
+) -> dict[str, Any]:
+    """The Failure lab's in-process work, timed with the functions its page calls
+    (:mod:`lab.forks`) on the embedded default (``sim``, ``mixed``, four agents).
+
+    A small store gets a learned checkpoint (``agentqmix train``, 16 episodes) and a logged
+    evaluation of ``full``; then: loading the learned policy (what the page caches per
+    checkpoint), a side-by-side fork of a logged episode (both episodes played and logged
+    as one run) for the learned policy and for ``full``, ``repeats`` times each, and one
+    robustness measurement (the learned policy and the page's default fixed topologies,
+    0..2 crashed agents, ``robust_episodes`` episodes per point, logged).
+    """
+    from core.cli import main as cli_main
+    from core.experiment.evaluate import evaluate_team
+    from core.store.queries import get_run, list_runs
+    from core.team.failures import FailureSpec
+    from core.team.options import TeamOptions
+    from lab import forks
+
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        db, ckpt = str(Path(tmp) / "fail.duckdb"), str(Path(tmp) / "fail.pt")
+        t0 = time.perf_counter()
+        argv = ["train", "--benchmark", "mixed", "--episodes", "16", "--hidden", "64",
+                "--eval-episodes", "0", "--out", ckpt, "--db", db, "--json"]  # fmt: skip
+        with contextlib.redirect_stdout(io.StringIO()):
+            cli_main(argv)
+        opts = TeamOptions()
+        evaluate_team(opts, forks.load_policy(forks.PolicyChoice("topology", "full"), opts),
+                             24, 0, db=db)  # fmt: skip
+        setup = time.perf_counter() - t0
+        base = get_run(db, list_runs(db, kind="eval").iloc[0]["id"])
+        team = base.config["team"]
+        fopts = forks.fork_options(team)
+        t = time.perf_counter()
+        learned = forks.load_policy(forks.PolicyChoice("checkpoint", ckpt), fopts)
+        load_s = time.perf_counter() - t
+        fixed = forks.load_policy(forks.PolicyChoice("topology", "full"), fopts)
+        sides: dict[str, list[float]] = {"learned": [], "full": []}
+        for k in range(repeats):
+            for name, policy in (("learned", learned), ("full", fixed)):
+                fails = [FailureSpec(1 + k % 3, ("crash", "byzantine", "garbled")[k % 3], 1)]
+                t = time.perf_counter()
+                forks.fork_episode(db, team, base.id, k, base.seed, policy, name, fails)
+                sides[name].append(time.perf_counter() - t)
+        policies = [learned] + [
+            forks.load_policy(forks.PolicyChoice("topology", n), fopts)
+            for n in ("single", "chain", "full")
+        ]
+        t = time.perf_counter()
+        rows = forks.measure_robustness(db, fopts, policies, robust_episodes, 0, 2)
+        robust_s = time.perf_counter() - t
+        n_robust = sum(r["episodes"] for r in rows)
+    worst_side = max(max(v) for v in sides.values())
+    return {
+        "setup_s": round(setup, 1),
+        "load_learned_policy_s": round(load_s, 3),
+        "side_by_side_s": {name: _stats(v) for name, v in sides.items()},
+        "robustness": {
+            "policies": ["qmix", "single", "chain", "full"],
+            "episodes_per_point": robust_episodes,
+            "max_failed": 2,
+            "episodes": n_robust,
+            "s": round(robust_s, 3),
+        },
+        "goals_s": FAILURE_LAB_BUDGET_S,
+        "meets_goals": worst_side < FAILURE_LAB_BUDGET_S["side_by_side"]
+        and robust_s < FAILURE_LAB_BUDGET_S["robustness"],
+    }
+
+
 def run_lab_bench(
     episodes: int = 100_000,
     *,
@@ -316,13 +393,21 @@ def main(argv: list[str] | None = None) -> None:
     parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int_in(100, 10_000_000), default=100_000)
     parser.add_argument("--db", default=None, help="keep (and reuse) the benchmark store here")
+    parser.add_argument(
+        "--failure-lab-only", action="store_true",
+        help="time only the Failure lab's forks and robustness (a small store of its own)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     # Clearing Streamlit's caches outside a script run logs harmless "no ScriptRunContext" lines.
     set_log_level("error")
+    failure_lab = time_failure_lab()
+    if args.failure_lab_only:
+        run_main({"failure_lab": failure_lab}, args.json)
+        return
     with user_errors():
         result = run_lab_bench(args.episodes, db=args.db)
-    run_main(result, args.json)
+    run_main({**result, "failure_lab": failure_lab}, args.json)
 
 
 if __name__ == "__main__":

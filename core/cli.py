@@ -253,7 +253,7 @@ def train(
     benchmark: Annotated[str | None, typer.Option(help=BENCHMARK_HELP)] = None,
     episodes: Annotated[
         int | None,
-        typer.Option(min=1, max=MAX_EPISODES, help="Episodes to train on (default 10,000)."),
+        typer.Option(min=1, max=MAX_EPISODES, help="Episodes to train on (default 40,000)."),
     ] = None,
     mixer: Annotated[str, typer.Option(help="Mixer: qmix (monotonic) or vdn (sum).")] = "qmix",
     seed: Annotated[
@@ -526,7 +526,10 @@ def sweep(
     ],
     seeds: Annotated[str, typer.Option(help="Comma-separated training seeds.")],
     out: Annotated[Path, typer.Option(help="Folder for the checkpoints and sweep.json.")],
-    episodes: Annotated[int, typer.Option(min=1, help="Training episodes per trial.")] = 10000,
+    episodes: Annotated[
+        int | None,
+        typer.Option(min=1, max=MAX_EPISODES, help="Training episodes per trial (default 40,000)."),
+    ] = None,
     eval_episodes: Annotated[
         int, typer.Option(min=1, help="K: held-out tasks every trial and topology plays.")
     ] = 100,
@@ -564,7 +567,7 @@ def sweep(
         max_parallel=max_parallel,
     )
     train_config = TrainConfig(
-        episodes=episodes,
+        **({"episodes": episodes} if episodes is not None else {}),
         n_envs=n_envs,
         device="cpu",
         agent=AgentNetConfig(gnn_hidden=hidden, gru_hidden=hidden, q_hidden=hidden),

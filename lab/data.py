@@ -9,10 +9,12 @@ manager, the demo runner) are ``st.cache_resource``: one per lab server.
 from __future__ import annotations
 
 import io
+import json
 import tempfile
 import threading
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -21,10 +23,11 @@ from core.records import EpisodeRecord
 from core.store import queries as q
 from core.store.commands import export_run
 from core.store.engine import resolve_db
-from lab import figures
+from core.team.options import options_from_dict
+from lab import figures, forks
 from lab import jobs as jobs_module
 from lab.demo import ROOT, DemoStatus, read_status
-from lab.jobs import CommandQueue, JobManager
+from lab.jobs import JobManager
 from lab.stats import with_intervals
 
 TTL_S = 3
@@ -95,8 +98,21 @@ def _filters(
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def runs(db: str, kind: str | None = None) -> pd.DataFrame:
-    """Runs with headline figures, newest first."""
-    return q.list_runs(db, kind=kind)
+    """Runs with headline figures and what their config says they belong to (the columns
+    of :func:`core.store.queries.run_tags`: sweep, fork, robustness mode), newest first,
+    the Failure lab's forks after every other run (pickers list them as one group)."""
+    df = q.list_runs(db, kind=kind)
+    if df.empty:
+        return df
+    df = df.merge(q.run_tags(db), on="id", how="left")
+    fork = (df["kind"] == forks.FORK_KIND).astype(int)
+    return df.assign(_fork=fork).sort_values("_fork", kind="stable").drop(columns="_fork")
+
+
+def fork_run_ids(db: str) -> set[str]:
+    """Runs the Failure lab logged (forks): one-episode pairs, no policy's evaluation."""
+    df = runs(db)
+    return set() if df.empty else set(df.loc[df["kind"] == forks.FORK_KIND, "id"])
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -200,6 +216,9 @@ def aggregate(
         run_ids=list(run_ids) if run_ids else None, benchmark=benchmark, with_failures=with_failures
     )
     df = q.aggregate(db, by, flt)
+    if "run_id" in df and not run_ids:
+        # A fork is two episodes of one task: a point of n = 1 that says nothing of a policy.
+        df = df[~df["run_id"].isin(fork_run_ids(db))]
     df = _label_policies(df, include_training)
     if "run_id" in df and "policy" in df:
         df["label"] = [
@@ -224,11 +243,49 @@ def action_distribution(
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def robustness(
-    db: str, benchmark: str | None = None, include_training: bool = False
+    db: str,
+    benchmark: str | None = None,
+    include_training: bool = False,
+    run_ids: tuple[str, ...] | None = None,
 ) -> pd.DataFrame:
-    """Accuracy by policy and number of failed agents, with Wilson intervals."""
-    df = _label_policies(q.robustness(db, q.EpisodeFilter(benchmark=benchmark)), include_training)
+    """Accuracy by policy and number of failed agents, with Wilson intervals (``run_ids``:
+    only those runs, e.g. one robustness measurement)."""
+    flt = q.EpisodeFilter(benchmark=benchmark, run_ids=list(run_ids) if run_ids else None)
+    df = _label_policies(q.robustness(db, flt), include_training)
     return with_intervals(df) if not df.empty else df
+
+
+def robustness_runs(db: str) -> pd.DataFrame:
+    """Robustness measurements (``agentqmix robustness`` or the Failure lab's), newest
+    first, with their benchmark and failure mode."""
+    df = runs(db)
+    if df.empty:
+        return df
+    return df[(df["policy"] == "robustness") & (df["episodes"] > 0)].sort_values(
+        "started_at", ascending=False
+    )
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def sweeps(db: str) -> pd.DataFrame:
+    """Sweeps in the store (:func:`core.store.queries.list_sweeps`), newest first."""
+    return q.list_sweeps(db)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def sweep_points(db: str, sweep_id: str) -> pd.DataFrame:
+    """One sweep's held-out points (a trial's learned policy or a fixed topology) with 95 %
+    intervals and a ``label``: ``w=0.3 · seed 1`` for a trial, the topology's name for a
+    fixed one."""
+    df = q.sweep_points(db, sweep_id)
+    if df.empty:
+        return df
+    df["label"] = [
+        str(p) if w != w or w is None else f"w={w:g} · seed {int(s)}"
+        for p, w, s in zip(df["policy"], df["token_weight"], df["seed"], strict=True)
+    ]
+    df["learned"] = df["token_weight"].notna()
+    return with_intervals(df)
 
 
 CURVE_POINTS = 2000
@@ -279,7 +336,7 @@ def clear() -> None:
     """Forget cached query results (after this lab wrote or deleted something)."""
     for fn in (runs, episodes, count, distinct, aggregate, action_distribution, robustness,
                curves, action_mix, checkpoints, run_info, episode_position,
-               run_values):  # fmt: skip
+               run_values, sweeps, sweep_points):  # fmt: skip
         fn.clear()
 
 
@@ -290,10 +347,36 @@ def jobs(db: str) -> JobManager:
     return JobManager(workdir(db) / "jobs", cwd=ROOT)
 
 
-@st.cache_resource
-def queues(db: str) -> dict[str, CommandQueue | None]:
-    """Queues of commands this server runs (the Failure lab's robustness sweep)."""
-    return {}
+@st.cache_resource(max_entries=8, show_spinner=False)
+def policy(kind: str, value: str, mtime: float | None, team: str) -> Any:
+    """A policy the Failure lab plays, loaded once per checkpoint file and modification
+    time (a checkpoint rewritten by a resumed run loads afresh) and team (``team``: the
+    JSON of :func:`lab.forks.fork_options`, whose shapes the checkpoint must fit). The
+    learned policy keeps no state between calls (its memory is the caller's), so every
+    session can share it."""
+    opts = options_from_dict(json.loads(team))
+    return forks.load_policy(forks.PolicyChoice(kind, value), opts)
+
+
+def checkpoint_mtime(path: str) -> float | None:
+    """The checkpoint file's modification time (part of :func:`policy`'s cache key)."""
+    try:
+        return Path(path).stat().st_mtime
+    except OSError:
+        return None
+
+
+@st.cache_resource(show_spinner=False)
+def warm_rollout() -> threading.Thread:
+    """Import PyTorch and the rollout path in a background thread, once per server: the
+    first *Run it now* then does not wait for the import (seconds on a busy machine)."""
+
+    def load() -> None:
+        import core.experiment.evaluate  # noqa: F401
+
+    thread = threading.Thread(target=load, name="warm-rollout", daemon=True)
+    thread.start()
+    return thread
 
 
 def demo_status(db: str) -> DemoStatus | None:

@@ -672,6 +672,42 @@ def messages_table(rnd: RoundRecord, roles: Sequence[str] = ()) -> pd.DataFrame:
     )
 
 
+def sent_table(record: EpisodeRecord, agents: Sequence[int]) -> pd.DataFrame:
+    """What agents ``agents`` produced in each round of ``record``: their step (fault,
+    answer, text) and every message they sent, one row per step or message."""
+    rows: list[dict] = []
+    wanted = set(agents)
+    for rnd in record.rounds:
+        # A message carries its sender's fault that round (a byzantine agent's messages lie).
+        faults = {s.agent: s.fault or "" for s in rnd.steps}
+        for s in rnd.steps:
+            if s.agent in wanted:
+                rows.append(
+                    {
+                        "round": rnd.round,
+                        "agent": f"{s.agent} {s.role}",
+                        "what": "its answer" if s.alive else "nothing (silent)",
+                        "fault": s.fault or "",
+                        "answer": s.answer if s.answer is not None else "—",
+                        "text": s.text,
+                    }
+                )
+        for m in rnd.messages:
+            if m.src in wanted:
+                role = record.roles[m.src] if m.src < len(record.roles) else "?"
+                rows.append(
+                    {
+                        "round": rnd.round,
+                        "agent": f"{m.src} {role}",
+                        "what": f"message to {m.dst}",
+                        "fault": faults.get(m.src, ""),
+                        "answer": m.answer if m.answer is not None else "—",
+                        "text": m.text,
+                    }
+                )
+    return pd.DataFrame(rows, columns=["round", "agent", "what", "fault", "answer", "text"])
+
+
 # --------------------------------------------------------------------- runs and comparisons
 
 CURVE_METRICS = (
@@ -860,11 +896,13 @@ def robustness_figure(df: pd.DataFrame, height: int = 360) -> go.Figure:
                 array=(part["accuracy_hi"] - part["accuracy"]).fillna(0).tolist(),
                 arrayminus=(part["accuracy"] - part["accuracy_lo"]).fillna(0).tolist(),
             )  # fmt: skip
+        ns = sorted({int(n) for n in part["episodes"]})
         fig.add_scatter(
             x=part["n_failed"],
             y=part["accuracy"],
             mode="lines+markers",
-            name=str(name),
+            # The count in the legend when every point has the same n (a measurement does).
+            name=f"{name} (n = {ns[0]:,})" if len(ns) == 1 else str(name),
             line=dict(
                 color=POLICY_PALETTE[k % len(POLICY_PALETTE)], width=3 if name == "qmix" else 2
             ),
@@ -878,6 +916,97 @@ def robustness_figure(df: pd.DataFrame, height: int = 360) -> go.Figure:
         yaxis=dict(title="accuracy", tickformat=".0%", range=[0, 1.02]),
     )
     return _layout(fig, height)
+
+
+def _error_bars(part: pd.DataFrame) -> tuple[dict | None, dict | None]:
+    """(x, y) 95 % error bars of tokens and accuracy, when the interval columns are there."""
+    if "accuracy_lo" not in part:
+        return None, None
+    bar = dict(type="data", symmetric=False, thickness=1.2, width=3)
+    err_y = bar | dict(
+        array=(part["accuracy_hi"] - part["accuracy"]).fillna(0).tolist(),
+        arrayminus=(part["accuracy"] - part["accuracy_lo"]).fillna(0).tolist(),
+    )
+    err_x = bar | dict(
+        array=(part["tokens_hi"] - part["mean_tokens"]).fillna(0).tolist(),
+        arrayminus=(part["mean_tokens"] - part["tokens_lo"]).fillna(0).tolist(),
+    )
+    return err_x, err_y
+
+
+def sweep_figure(df: pd.DataFrame, height: int = 460) -> go.Figure:
+    """A sweep's trade-off: accuracy vs mean tokens of every learned trial (one colour per
+    token weight, each point labelled ``w=… · s…``) against the fixed topologies (grey
+    diamonds, labelled by name), with 95 % intervals and the front over all points.
+
+    ``df`` as :func:`lab.data.sweep_points` returns it: ``label``, ``policy``,
+    ``token_weight`` and ``seed`` (NaN for a fixed topology), ``run_id``, ``episodes``,
+    ``accuracy``, ``mean_tokens`` and the interval columns. Points carry
+    ``customdata = [run_id, policy, episodes]``.
+    """
+    fig = go.Figure()
+    learned = df[df["token_weight"].notna()]
+    fixed = df[df["token_weight"].isna()]
+    hover = (
+        "<b>%{hovertext}</b><br>tokens %{x:,.0f}<br>accuracy %{y:.1%}"
+        "<br>n = %{customdata[2]} episodes<extra></extra>"
+    )
+    for k, (w, part) in enumerate(learned.groupby("token_weight", sort=True)):
+        err_x, err_y = _error_bars(part)
+        fig.add_scatter(
+            x=part["mean_tokens"], y=part["accuracy"], mode="markers+text",
+            text=[f"w={w:g} · s{int(s)}" for s in part["seed"]], textposition="top center",
+            name=f"learned, token weight {w:g}",
+            marker=dict(size=12, color=POLICY_PALETTE[k % len(POLICY_PALETTE)],
+                        line=dict(color="white", width=1)),
+            error_x=err_x, error_y=err_y, hovertext=part["label"],
+            customdata=part[["run_id", "policy", "episodes"]].to_numpy(), hovertemplate=hover,
+        )  # fmt: skip
+    if not fixed.empty:
+        err_x, err_y = _error_bars(fixed)
+        fig.add_scatter(
+            x=fixed["mean_tokens"], y=fixed["accuracy"], mode="markers+text",
+            text=fixed["label"], textposition="bottom center", name="fixed topologies",
+            marker=dict(size=11, symbol="diamond", color=NEUTRAL_COLOR),
+            error_x=err_x, error_y=err_y, hovertext=fixed["label"],
+            customdata=fixed[["run_id", "policy", "episodes"]].to_numpy(), hovertemplate=hover,
+        )  # fmt: skip
+    line = pareto_front(df)
+    fig.add_scatter(
+        x=line["mean_tokens"], y=line["accuracy"], mode="lines", name="front",
+        line=dict(color="black", dash="dash", shape="hv"), hoverinfo="skip",
+    )  # fmt: skip
+    fig.update_layout(
+        xaxis=dict(ticksuffix=" tok", rangemode="tozero"),
+        yaxis=dict(title="accuracy", tickformat=".0%"),
+    )
+    return _layout(fig, height)
+
+
+def robustness_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The robustness points as a table: policy, failed agents, n, right, accuracy and its
+    95 % interval (``df`` as for :func:`robustness_figure`)."""
+    cols = ["policy", "failed agents", "n", "right", "accuracy", "95 % interval", "mean tokens"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    rows = df.sort_values(["policy", "n_failed"])
+    return pd.DataFrame(
+        {
+            "policy": rows["policy"],
+            "failed agents": rows["n_failed"].astype(int),
+            "n": rows["episodes"].astype(int),
+            "right": rows["n_correct"].astype(int),
+            "accuracy": [f"{a:.1%}" for a in rows["accuracy"]],
+            "95 % interval": [
+                f"{lo:.1%} – {hi:.1%}"
+                for lo, hi in zip(rows["accuracy_lo"], rows["accuracy_hi"], strict=True)
+            ]
+            if "accuracy_lo" in rows
+            else "—",
+            "mean tokens": rows["mean_tokens"].round(0).astype(int),
+        },
+        columns=cols,
+    ).reset_index(drop=True)
 
 
 def ctde_sweep_figure(

@@ -82,8 +82,18 @@ def require_runs(db: str) -> pd.DataFrame:
 
 
 def run_label(row: pd.Series) -> str:
-    """``train-… · qmix · mixed · 200 ep`` — how a run is named in pickers."""
+    """``train-… · qmix · mixed · 200 ep`` — how a run is named in pickers; a Failure-lab
+    fork says what it forked (``lab · fork of eval-… #3 · fixed · full · 1 coder crash…``),
+    a sweep's run its sweep, weight and seed."""
     status = "" if row["status"] == "finished" else f" · {row['status']}"
+    if isinstance(row.get("fork_label"), str):
+        return f"lab · {row['fork_label']}{status}"
+    sweep = row.get("sweep_id")
+    if isinstance(sweep, str):
+        w = row.get("sweep_token_weight")
+        part = "fixed" if w is None or w != w else f"w={w:g} · seed {int(row['sweep_seed'])}"
+        policy = data.policy_label(row["policy"]) if row["policy"] else row["kind"]
+        return f"{row['id']} · {policy} · {sweep} · {part} · {row['episodes']} ep{status}"
     policy = data.policy_label(row["policy"]) if row["policy"] else row["kind"]
     return f"{row['id']} · {policy} · {row['benchmark']} · {row['episodes']} ep{status}"
 

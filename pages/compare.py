@@ -139,6 +139,60 @@ st.dataframe(
     key="compare_rewards",
 )
 
+st.subheader("Sweeps: the learned trade-off against the fixed topologies")
+with ui.friendly():
+    sweeps = data.sweeps(db)
+sweep = None
+if sweeps.empty:
+    st.caption(
+        "No sweep yet. `agentqmix sweep --benchmark mixed --token-weights 0.1,0.3,1.0 "
+        "--seeds 0,1 ...` with the same `--db` trains one policy per token weight and seed and "
+        "plays them and every fixed topology on the same held-out tasks (docs/sweep.md)."
+    )
+else:
+    sweep_labels = {
+        r["sweep_id"]: f"{r['sweep_id']} · {r['benchmark']} · {r['trials']} trials "
+        f"(weights {', '.join(f'{w:g}' for w in r['token_weights'])}) · {r['fixed']} fixed"
+        for _, r in sweeps.iterrows()
+    }
+    url.seed("compare_sweep", "sweep", choices=list(sweep_labels))
+    if st.session_state.get("compare_sweep") not in sweep_labels:
+        st.session_state["compare_sweep"] = next(iter(sweep_labels))
+    sweep = st.selectbox(
+        "Sweep", list(sweep_labels), format_func=sweep_labels.get, key="compare_sweep"
+    )
+    with ui.friendly():
+        sweep_pts = data.sweep_points(db, sweep)
+    if sweep_pts.empty:
+        st.info("This sweep has no held-out episodes yet (still running?).")
+    else:
+        st.caption(
+            "Each coloured point is one trial (token weight w, training seed s); grey diamonds "
+            "are the fixed topologies on the same held-out tasks. Bars: 95 % intervals "
+            "(Wilson for accuracy, normal SE for mean tokens); dashed: the front."
+        )
+        ui.chart(figures.sweep_figure(sweep_pts), key="compare_sweep_chart")
+        st.dataframe(
+            sweep_pts.assign(
+                accuracy_ci=[
+                    f"{lo:.0%}–{hi:.0%}"
+                    for lo, hi in zip(sweep_pts["accuracy_lo"], sweep_pts["accuracy_hi"], strict=True)
+                ],
+                on_front=sweep_pts.index.isin(figures.pareto_front(sweep_pts).index),
+            )[["label", "episodes", "accuracy", "accuracy_ci", "mean_tokens", "mean_reward",
+               "on_front"]],
+            hide_index=True, width="stretch", key="compare_sweep_table",
+            column_config={
+                "label": st.column_config.TextColumn("point", pinned=True),
+                "episodes": st.column_config.NumberColumn("n"),
+                "accuracy": st.column_config.NumberColumn(format="percent"),
+                "accuracy_ci": st.column_config.TextColumn("accuracy 95 % CI"),
+                "mean_tokens": st.column_config.NumberColumn("mean tokens", format="%.0f"),
+                "mean_reward": st.column_config.NumberColumn("mean reward", format="%.3f"),
+                "on_front": st.column_config.CheckboxColumn("on the front"),
+            },
+        )  # fmt: skip
+
 st.subheader("Which actions, when")
 policies = sorted(agg["policy_id"].unique())
 url.seed("compare_policy", "policy", choices=policies)
@@ -184,5 +238,5 @@ for col, run_id, side in zip((s1, s2), pair, ("a", "b"), strict=True):
 
 url.write(
     benchmark=benchmark, healthy=None if healthy else "false", training="true" if training else None,
-    point=point, policy=policy, a=pair[0], b=pair[1],
+    point=point, policy=policy, a=pair[0], b=pair[1], sweep=sweep,
 )  # fmt: skip

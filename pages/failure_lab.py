@@ -1,34 +1,40 @@
-"""Failure lab: fail agents on a logged task, run it now, and compare with the healthy run.
+"""Failure lab: fail agents on a logged task, play it again now, in this process, and compare
+with the healthy run; measure robustness.
 
-Linkable: ``/failure_lab?run=RUN&episode=N&policy=fixed · full&agents=1,2&mode=crash&from=1``.
+Linkable: ``/failure_lab?run=RUN&episode=N&policy=fixed · full&agents=1,2&mode=crash&from=1``
+(``&fork=LAB_RUN`` reopens a fork played before; ``&rbench=…&rrun=…`` the robustness view).
 """
+
+import json
+import time
+from dataclasses import asdict
 
 import streamlit as st
 
-from core.team.failures import FAILURE_MODES
+from core.team.failures import FAILURE_MODES, FailureSpec
 from core.team.topologies import FIXED_TOPOLOGIES
-from lab import data, figures, ui
-from lab.jobs import (
-    CommandQueue,
-    FailureChoice,
-    Step,
-    TeamSpec,
-    robustness_command,
-    side_by_side_commands,
-)
+from lab import data, figures, forks, ui
 
-# Largest episode index offered: replaying episode k runs the k episodes before it too.
-MAX_INDEX = 49
+# Episodes offered per evaluation run (any index forks as fast as another).
+MAX_LISTED = 200
+# Fixed topologies measured by default beside the learned policy (cheap to costly).
+ROBUST_DEFAULT = ("single", "chain", "full")
 
 db = data.db_path()
 st.title("Failure lab")
 st.caption(
     "Pick a logged evaluation episode (its task and its randomness), a policy and the agents to "
-    "fail. The lab plays that episode again twice — with and without the failures — logs both "
-    "runs, and shows them side by side. A failure from a later round forks the episode there."
+    "fail. The lab plays that episode again right here — with and without the failures — logs "
+    "both as one labelled *lab* run, and shows them side by side. A failure from a later round "
+    "forks the episode there: the rounds before it are the same on both sides."
 )
 runs = ui.require_runs(db)
 url = ui.UrlState("failure_lab")
+pending = st.session_state.pop("_fail_pending", {})
+for key in ("fail_fork", "fail_robust_bench", "fail_robust_run"):
+    if key in pending:
+        st.session_state[key] = pending[key]
+data.warm_rollout()  # PyTorch loads in the background while the reader picks
 
 # ---------------------------------------------------------------- the task: a logged eval episode
 evals = runs[(runs["kind"] == "eval") & (runs["episodes"] > 0)]
@@ -48,8 +54,7 @@ base_run = c1.selectbox(
 )  # fmt: skip
 with ui.friendly():
     info = data.run_info(db, base_run)
-    # Replaying episode k plays episodes 0..k of the stream, so keep k small.
-    episodes = data.episodes(db, base_run, limit=MAX_INDEX + 1)
+    episodes = data.episodes(db, base_run, limit=MAX_LISTED)
 if info is None or episodes.empty:
     st.info("This run has no episodes any more.")
     st.stop()
@@ -67,17 +72,21 @@ record = data.episode(db, base_run, int(base_index))
 if record is None:
     st.warning("That episode is gone (was its run deleted?).")
     st.stop()
-team = TeamSpec.from_run_config(info.config)
+team_config = info.config.get("team", {})
+opts = forks.fork_options(team_config)
 st.markdown(
     f"**Task** {record.task_id} ({record.benchmark}, difficulty {record.difficulty}): "
-    f"{record.question[:300]}"
+    f"{record.question[:300]} · [open in Replay]({ui.replay_link(base_run, int(base_index), 0)})"
 )
 
 # ---------------------------------------------------------------- the policy and the failures
 with ui.friendly():
-    ckpts = data.checkpoints(db, team.roles)
-choices = {f"learned · {r['id']}": ("checkpoint", r["checkpoint"]) for _, r in ckpts.iterrows()}
-choices |= {f"fixed · {name}": ("policy", name) for name in FIXED_TOPOLOGIES}
+    ckpts = data.checkpoints(db, tuple(opts.roles))
+choices = {
+    f"learned · {r['id']}": forks.PolicyChoice("checkpoint", r["checkpoint"])
+    for _, r in ckpts.iterrows()
+}
+choices |= {f"fixed · {name}": forks.PolicyChoice("topology", name) for name in FIXED_TOPOLOGIES}
 if ckpts.empty:
     st.caption(
         "No learned checkpoint for this team yet — train one on the **Train** page to fail a "
@@ -105,67 +114,84 @@ agents = p2.multiselect(
 )  # fmt: skip
 mode = p3.selectbox("How", FAILURE_MODES, key="fail_mode")
 from_round = p4.number_input("From round", 0, n_rounds - 1, key="fail_from_round")
-url.write(
-    run=base_run, episode=int(base_index), policy=policy_label, agents=sorted(agents),
-    mode=mode, **{"from": int(from_round) or None},
-)  # fmt: skip
 if len(agents) >= n_agents:
     st.warning("Keep at least one agent healthy.")
 
-kind, value = choices[policy_label]
-failures = [FailureChoice(int(a), mode, int(from_round)) for a in agents]
+
+def _policy(choice: forks.PolicyChoice):
+    """The chosen policy, loaded once per checkpoint file (and its modification time)."""
+    mtime = data.checkpoint_mtime(choice.value) if choice.kind == "checkpoint" else None
+    return data.policy(choice.kind, choice.value, mtime, json.dumps(asdict(opts)))
+
+
+choice = choices[policy_label]
+failures = [FailureSpec(int(a), mode, int(from_round)) for a in sorted(agents)]
 if st.button(
     "Run it now", type="primary", key="fail_run_now", disabled=not agents or len(agents) >= n_agents
 ):
-    failed_cmd, healthy_cmd = side_by_side_commands(
-        db, team, int(base_index), int(info.seed), failures, **{kind: value}
-    )
-    manager = data.jobs(db)
-    st.session_state["fail_jobs"] = (
-        manager.start(f"failure lab: {policy_label} with failures", failed_cmd, kind="eval").id,
-        manager.start(f"failure lab: {policy_label} healthy", healthy_cmd, kind="eval").id,
-        int(base_index),
-    )
+    started = time.perf_counter()
+    with st.status(f"Playing episode #{base_index} with and without the failures…") as status:
+        if choice.kind == "checkpoint":
+            status.write(f"loading {policy_label} (once per checkpoint)")
+        with ui.friendly():
+            policy = _policy(choice)
+            status.write("playing both episodes and logging them")
+            fork = forks.fork_episode(
+                db, team_config, base_run, int(base_index), int(info.seed), policy,
+                policy_label, failures,
+            )  # fmt: skip
+        status.update(label="Played and logged", state="complete", expanded=False)
+    data.clear()
+    # Widgets below cannot be set once drawn: the next run picks the new fork up first thing.
+    st.session_state["_fail_pending"] = {
+        "fail_fork": fork.run_id,
+        "note": f"Played episode #{base_index} twice and logged both as run {fork.run_id} in "
+        f"{time.perf_counter() - started:.1f} s.",
+    }
+    st.rerun()
 
 # ---------------------------------------------------------------- side by side
-pending = st.session_state.get("fail_jobs")
-if pending:
-    jobs = [data.jobs(db).get(i) for i in pending[:2]]
-    if any(j is None for j in jobs):
-        st.session_state.pop("fail_jobs")
-        st.rerun()
-    running = any(j.status == "running" for j in jobs)
-
-    @st.fragment(run_every=1.0 if running else None)
-    def side_by_side() -> None:
-        if any(j.status == "running" for j in jobs):
-            with st.status("Running the episode with and without failures…", expanded=False):
-                for j in jobs:
-                    st.write(f"{j.label}: {j.status}")
-            return
-        bad = [j for j in jobs if j.status != "finished" or not (j.result() or {}).get("run_id")]
-        if bad:
-            st.error(f"{bad[0].label} did not finish:")
-            st.code(bad[0].log_tail(15) or "(no output)")
-            return
-        if running:
-            # Both finished: one full rerun picks up the new runs and stops the 1 s refresh.
-            data.clear()
-            st.rerun(scope="app")
-        # Each side-by-side run logged only the forked episode, as its episode 0.
-        recs = [data.episode(db, j.result()["run_id"], 0) for j in jobs]
-        if any(r is None for r in recs):
-            st.warning(
-                "The runs finished but their episodes are not in the database yet; reload in a moment."
-            )
-            return
-        r_show = st.slider(
-            "Round", 0, len(recs[0].rounds) - 1, len(recs[0].rounds) - 1, key="fail_show_round"
+fork_runs = runs[runs["kind"] == forks.FORK_KIND]
+fork_ids = [st.session_state["fail_fork"]] if st.session_state.get("fail_fork") else []
+fork_ids += [i for i in fork_runs["id"] if i not in fork_ids]
+url.seed("fail_fork", "fork", choices=fork_ids)
+url.write(
+    run=base_run, episode=int(base_index), policy=policy_label, agents=sorted(agents),
+    mode=mode, fork=st.session_state.get("fail_fork"), **{"from": int(from_round) or None},
+)  # fmt: skip
+if fork_ids:
+    st.subheader("With and without the failures")
+    if pending.get("note"):
+        st.success(pending["note"], icon=":material/timer:")
+    fork_labels = dict(zip(fork_runs["id"], fork_runs["fork_label"], strict=True))
+    fork_id = st.selectbox(
+        "Fork", fork_ids, key="fail_fork",
+        format_func=lambda i: fork_labels.get(i) or i,
+        help="Every fork played in this lab (a *lab* run each: episode 0 with the failures, "
+        "episode 1 without).",
+    )  # fmt: skip
+    with ui.friendly():
+        fork_info = data.run_info(db, fork_id)
+        recs = [data.episode(db, fork_id, k) for k in (0, 1)]
+    if fork_info is None or any(r is None for r in recs):
+        st.warning("That fork's episodes are not in the database (was the run deleted?).")
+    else:
+        meta = fork_info.config.get("fork", {})
+        failed_agents = sorted({int(f["agent"]) for f in meta.get("failures", [])})
+        st.caption(
+            f"Forked from [{meta.get('run')} #{meta.get('episode')}]"
+            f"({ui.replay_link(meta.get('run', ''), int(meta.get('episode', 0)), 0)}) · "
+            f"{meta.get('policy', fork_info.policy)} · failed: "
+            f"{forks.failure_text([FailureSpec(**f) for f in meta.get('failures', [])], recs[0].roles)}"
         )
+        last = len(recs[0].rounds) - 1
+        r_show = st.slider("Round", 0, last, last, key="fail_show_round")
         cols = st.columns(2)
-        for col, rec, title in zip(cols, recs, ("with failures", "without failures"), strict=True):
+        for k, (col, rec) in enumerate(zip(cols, recs, strict=True)):
+            side = forks.FORK_SIDES[k]
             with col:
-                st.markdown(f"#### {title}")
+                st.markdown(f"#### {side}")
+                st.markdown(f"[open in Replay]({ui.replay_link(fork_id, k, 0)})")
                 a, b, c = st.columns(3)
                 a.metric("answer", str(rec.team_answer))
                 if rec.score > 0:
@@ -175,59 +201,112 @@ if pending:
                 b.metric("tokens", f"{rec.tokens:,}")
                 c.metric("reward", f"{rec.reward:.3f}")
                 r = min(r_show, len(rec.rounds) - 1)
-                ui.chart(figures.communication_graph(rec, r), key=f"fail_graph_{title}")
+                ui.chart(figures.communication_graph(rec, r), key=f"fail_graph_{k}")
                 st.dataframe(
-                    figures.round_table(rec, r),
-                    hide_index=True,
-                    width="stretch",
-                    key=f"fail_table_{title}",
-                )
+                    figures.round_table(rec, r), hide_index=True, width="stretch",
+                    key=f"fail_table_{k}",
+                )  # fmt: skip
+                names = ", ".join(figures.agent_name(a, rec.roles) for a in failed_agents)
+                st.markdown(f"##### what {names} sent")
+                st.dataframe(
+                    figures.sent_table(rec, failed_agents), hide_index=True, width="stretch",
+                    key=f"fail_sent_{k}",
+                    column_config={"text": st.column_config.TextColumn("text", width="large")},
+                )  # fmt: skip
         d_tokens = recs[0].tokens - recs[1].tokens
         st.info(
-            f"The failure cost **{recs[1].score - recs[0].score:+.2f}** in score and changed the token "
-            f"bill by **{d_tokens:+,}** (reward {recs[0].reward - recs[1].reward:+.3f})."
+            f"The failure cost **{recs[1].score - recs[0].score:+.2f}** in score and changed the "
+            f"token bill by **{d_tokens:+,}** (reward {recs[0].reward - recs[1].reward:+.3f})."
         )
 
-    side_by_side()
-
 # ---------------------------------------------------------------- robustness
-st.subheader("Robustness: accuracy vs failed agents")
-st.caption(
-    f"Bars: 95 % Wilson intervals. {data.TRAINING_LABEL} episodes are left out (they explore "
-    "at random)."
-)
-with ui.friendly():
-    robust = data.robustness(db, record.benchmark)
-ui.chart(
-    figures.robustness_figure(robust) if not robust.empty else None,
-    key="fail_robustness",
-    empty="No evaluation episodes yet.",
-)
-slot = data.queues(db)
-queue = slot.get("robustness")
-busy = queue is not None and not queue.finished
-if st.button(
-    "Measure robustness now",
-    key="fail_measure",
-    disabled=busy,
-    help="Runs the newest learned policy for this team (if any) and every fixed topology "
-    "with 0, 1 and 2 crashed agents, 20 episodes each.",
-):
-    ckpt = ckpts.iloc[0]["checkpoint"] if not ckpts.empty else None
-    argv = robustness_command(
-        db, team, checkpoint=ckpt, episodes=20, max_failed=min(2, n_agents - 1)
+measured = data.robustness_runs(db)
+benches = sorted(measured["benchmark"].dropna().unique()) if not measured.empty else []
+url.seed("fail_robust_bench", "rbench", choices=benches)
+if benches and st.session_state.get("fail_robust_bench") not in benches:
+    st.session_state["fail_robust_bench"] = (
+        opts.benchmark if opts.benchmark in benches else benches[0]
     )
-    slot["robustness"] = CommandQueue(data.jobs(db), [Step("robustness sweep", argv)]).start()
+st.subheader(
+    f"Robustness on {st.session_state['fail_robust_bench']}: accuracy vs failed agents"
+    if benches
+    else "Robustness: accuracy vs failed agents"
+)
+if benches:
+    r1, r2 = st.columns([1, 3])
+    bench = r1.selectbox("Benchmark", benches, key="fail_robust_bench")
+    of_bench = measured[measured["benchmark"] == bench]
+    r_labels = {
+        r["id"]: f"{r['id']} · {r['robustness_mode'] or 'crash'} · {r['episodes']:,} episodes"
+        for _, r in of_bench.iterrows()
+    }
+    url.seed("fail_robust_run", "rrun", choices=list(r_labels))
+    if st.session_state.get("fail_robust_run") not in r_labels:
+        st.session_state["fail_robust_run"] = next(iter(r_labels))
+    robust_run = r2.selectbox(
+        "Measurement", list(r_labels), format_func=r_labels.get, key="fail_robust_run"
+    )
+    url.write(rbench=bench, rrun=robust_run)
+    if pending.get("robust_note"):
+        st.success(pending["robust_note"], icon=":material/timer:")
+    with ui.friendly():
+        robust = data.robustness(db, run_ids=(robust_run,))
+    mode_of = of_bench.set_index("id").loc[robust_run, "robustness_mode"] or "crash"
+    st.caption(
+        f"{bench}, agents failed by *{mode_of}* from round 0, every policy on the same held-out "
+        "tasks. Bars: 95 % Wilson intervals; n = episodes per point (in the hover and the table)."
+    )
+    ui.chart(figures.robustness_figure(robust), key="fail_robustness")
+    st.dataframe(
+        figures.robustness_table(robust), hide_index=True, width="stretch",
+        key="fail_robustness_table",
+    )  # fmt: skip
+else:
+    st.info("No robustness measurement yet: measure one below.")
+
+with st.form("fail_measure_form", border=True):
+    st.markdown(
+        f"**Measure robustness now** on {opts.benchmark} with this run's team: the newest "
+        "learned policy for it (if any) and the fixed topologies you pick, with 0 to k "
+        "failed agents, on the same held-out tasks."
+    )
+    m1, m2, m3, m4 = st.columns([3, 1, 1, 1])
+    topologies = m1.multiselect(
+        "Fixed topologies", list(FIXED_TOPOLOGIES), default=list(ROBUST_DEFAULT),
+        key="fail_robust_topologies",
+    )  # fmt: skip
+    n_eps = m2.number_input("Episodes per point", 10, 2000, 200, 10, key="fail_robust_episodes")
+    max_failed = m3.number_input(
+        "Up to k failed", 0, max(n_agents - 1, 0), min(2, n_agents - 1), key="fail_robust_k"
+    )
+    r_mode = m4.selectbox("How", FAILURE_MODES, key="fail_robust_mode")
+    go = st.form_submit_button("Measure robustness now", key="fail_measure")
+if go:
+    started = time.perf_counter()
+    with st.status("Measuring robustness…") as status:
+        with ui.friendly():
+            policies = []
+            if not ckpts.empty:
+                status.write(f"loading learned · {ckpts.iloc[0]['id']}")
+                policies.append(
+                    _policy(forks.PolicyChoice("checkpoint", ckpts.iloc[0]["checkpoint"]))
+                )
+            policies += [_policy(forks.PolicyChoice("topology", t)) for t in topologies]
+            if not policies:
+                status.update(label="Pick at least one topology.", state="error")
+                st.stop()
+            n_total = int(n_eps) * len(policies) * (int(max_failed) + 1)
+            status.write(f"{len(policies)} policies × {int(max_failed) + 1} levels × {int(n_eps)} "
+                         f"episodes = {n_total:,} episodes")  # fmt: skip
+            rows = forks.measure_robustness(
+                db, opts, policies, int(n_eps), int(info.seed), int(max_failed), r_mode
+            )
+        status.update(label="Measured and logged", state="complete", expanded=False)
+    data.clear()
+    st.session_state["_fail_pending"] = {
+        "fail_robust_bench": opts.benchmark,
+        "fail_robust_run": rows[0]["run_id"],
+        "robust_note": f"Measured {n_total:,} episodes and logged them as run "
+        f"{rows[0]['run_id']} in {time.perf_counter() - started:.1f} s.",
+    }
     st.rerun()
-if busy:
-
-    @st.fragment(run_every=1.0)
-    def robustness_progress() -> None:
-        st.progress(queue.fraction, text=f"{queue.current or 'done'}…")
-        if queue.finished:
-            data.clear()
-            st.rerun(scope="app")
-
-    robustness_progress()
-elif queue is not None and queue.error:
-    st.error(queue.error)

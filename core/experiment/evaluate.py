@@ -160,18 +160,24 @@ def robustness_team(
     log: bool = True,
     device: str = "auto",
     topologies: Sequence[str] = tuple(FIXED_TOPOLOGIES),
+    policies: Sequence[Any] | None = None,
+    extra_config: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Accuracy and reward against the number of failed agents (from round 0), per policy.
 
     With ``k`` failed agents, episode ``i`` fails agents ``i, i+1, …, i+k-1`` (mod N) — the
-    same agents for every policy — so the comparison is like for like.
+    same agents for every policy — so the comparison is like for like. ``policies``, when
+    given, are played instead of ``checkpoint`` + ``topologies`` (a caller that keeps a
+    loaded policy, such as the lab, need not load it again); ``extra_config`` joins the
+    logged run's config.
     """
     from core.experiment.options import make_team_env
 
     n = len(opts.roles)
     if not 0 <= max_failed < n:
         raise UserError(f"--max-failed must be between 0 and {n - 1} for a team of {n}.")
-    policies = _policies(opts, checkpoint, device, topologies)
+    if policies is None:
+        policies = _policies(opts, checkpoint, device, topologies)
     rows, all_records = [], []
     env = make_team_env(replace(opts, seed=seed), "eval")
     try:
@@ -196,8 +202,9 @@ def robustness_team(
         env.close()
     if log:
         run_id = log_run(
-            db, "compare", opts, "robustness", seed, all_records, {"robustness": {"mode": mode}}
-        )
+            db, "compare", opts, "robustness", seed, all_records,
+            {"robustness": {"mode": mode}, **(extra_config or {})},
+        )  # fmt: skip
         for row in rows:
             row["run_id"] = run_id
     return rows

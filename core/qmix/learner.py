@@ -22,8 +22,8 @@ class LearnerConfig:
     """Discount across rounds."""
     batch_size: int = 32
     """Episodes per update."""
-    buffer_size: int = 5000
-    """Episodes kept in the replay buffer."""
+    buffer_size: int = 20_000
+    """Episodes kept in the replay buffer (half of a default run)."""
     double_q: bool = True
     """Pick target actions with the online network, evaluate them with the target one."""
     grad_clip: float = 10.0
@@ -34,9 +34,10 @@ class LearnerConfig:
     """Soft (Polyak) target update rate per update; 0 = hard updates."""
     updates_per_episode: float = 1.0
     """Learner updates per collected episode (fractions accumulate)."""
-    td_lambda: float = 0.0
+    td_lambda: float = 0.8
     """λ of the TD(λ) targets (:func:`lambda_targets`): 0 = one-step targets; towards 1 the
-    episode's own return replaces the target network's bootstrapped estimate."""
+    episode's own return replaces the target network's bootstrapped estimate. With a reward
+    only at the end, λ = 0.8 lets round 0 learn from the outcome directly."""
 
     def validate(self) -> None:
         if self.lr <= 0:

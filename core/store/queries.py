@@ -509,3 +509,69 @@ def episode_curves(
     )
     with read_session(db) as cur:
         return cur.execute(_thinned(select, "episode"), [run_id, _stride_param(max_points)]).df()
+
+
+# ------------------------------------------------------------------ sweeps and lab forks
+
+_RUN_TAGS = """
+SELECT id,
+       json_extract_string(config, '$.sweep.id') AS sweep_id,
+       TRY_CAST(json_extract_string(config, '$.sweep.token_weight') AS DOUBLE) AS sweep_token_weight,
+       TRY_CAST(json_extract_string(config, '$.sweep.seed') AS BIGINT) AS sweep_seed,
+       json_extract_string(config, '$.fork.run') AS fork_run,
+       TRY_CAST(json_extract_string(config, '$.fork.episode') AS BIGINT) AS fork_episode,
+       json_extract_string(config, '$.fork.label') AS fork_label,
+       json_extract_string(config, '$.robustness.mode') AS robustness_mode
+FROM runs
+"""
+
+
+def run_tags(db: Db) -> pd.DataFrame:
+    """What a run's config says it belongs to, one row per run: its sweep
+    (``config["sweep"]``: ``sweep_id``, ``sweep_token_weight``, ``sweep_seed``), the episode
+    a lab fork was played from (``config["fork"]``: ``fork_run``, ``fork_episode``,
+    ``fork_label``) and a robustness run's failure mode; NULL where a run has none."""
+    with read_session(db) as cur:
+        return cur.execute(_RUN_TAGS).df()
+
+
+def list_sweeps(db: Db) -> pd.DataFrame:
+    """Sweeps in the store, newest first: ``sweep_id``, ``benchmark``, ``started_at`` (its
+    first run), ``trials`` (learned eval runs), ``fixed`` (fixed-topology eval runs),
+    ``token_weights`` (sorted list) and ``seeds`` (sorted list)."""
+    with read_session(db) as cur:
+        return cur.execute(
+            "WITH s AS (SELECT r.*, json_extract_string(r.config, '$.sweep.id') AS sweep_id, "
+            "TRY_CAST(json_extract_string(r.config, '$.sweep.token_weight') AS DOUBLE) AS w, "
+            "TRY_CAST(json_extract_string(r.config, '$.sweep.seed') AS BIGINT) AS s "
+            "FROM runs r) "
+            "SELECT sweep_id, any_value(benchmark) AS benchmark, min(started_at) AS started_at, "
+            "count(*) FILTER (WHERE kind = 'eval' AND w IS NOT NULL) AS trials, "
+            "count(*) FILTER (WHERE kind = 'eval' AND w IS NULL) AS fixed, "
+            "list_sort(list_distinct(list(w) FILTER (WHERE w IS NOT NULL))) AS token_weights, "
+            "list_sort(list_distinct(list(s) FILTER (WHERE s IS NOT NULL))) AS seeds "
+            "FROM s WHERE sweep_id IS NOT NULL GROUP BY sweep_id ORDER BY started_at DESC"
+        ).df()
+
+
+def sweep_points(db: Db, sweep_id: str) -> pd.DataFrame:
+    """Every held-out point of one sweep: one row per ``eval`` run of it (a trial's learned
+    policy, or a fixed topology with ``token_weight`` and ``seed`` NULL), with ``run_id``,
+    ``policy``, ``token_weight``, ``seed``, ``episodes``, ``n_correct``, ``accuracy``,
+    ``mean_score``, ``mean_tokens``, ``std_tokens``, ``mean_reward``, ``std_reward`` (the
+    columns :func:`lab.stats.with_intervals` reads), cheapest first."""
+    with read_session(db) as cur:
+        return cur.execute(
+            "SELECT r.id AS run_id, r.policy, "
+            "TRY_CAST(json_extract_string(r.config, '$.sweep.token_weight') AS DOUBLE) "
+            "AS token_weight, "
+            "TRY_CAST(json_extract_string(r.config, '$.sweep.seed') AS BIGINT) AS seed, "
+            "count(*) AS episodes, sum(e.correct::INTEGER) AS n_correct, "
+            "avg(e.correct::DOUBLE) AS accuracy, avg(e.score) AS mean_score, "
+            "avg(e.tokens) AS mean_tokens, stddev_samp(e.tokens) AS std_tokens, "
+            "avg(e.reward) AS mean_reward, stddev_samp(e.reward) AS std_reward "
+            "FROM runs r JOIN episodes e ON e.run_id = r.id "
+            "WHERE r.kind = 'eval' AND json_extract_string(r.config, '$.sweep.id') = ? "
+            "GROUP BY ALL ORDER BY mean_tokens, run_id",
+            [sweep_id],
+        ).df()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,16 @@ def lab_env(monkeypatch: pytest.MonkeyPatch, seeded_db):
     monkeypatch.setenv("AGENTQMIX_DB", str(db))
     monkeypatch.setenv("AGENTQMIX_LAB_DEMO", "0")
     return db, ids
+
+
+@pytest.fixture
+def own_db(tmp_path, monkeypatch, seeded_db):
+    """A private copy of the seeded store, for tests that write into it."""
+    db = tmp_path / "own.duckdb"
+    shutil.copy(seeded_db[0], db)
+    monkeypatch.setenv("AGENTQMIX_DB", str(db))
+    monkeypatch.setenv("AGENTQMIX_LAB_DEMO", "0")
+    return db
 
 
 ROOT = Path(__file__).resolve().parents[2]

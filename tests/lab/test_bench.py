@@ -83,3 +83,14 @@ def test_bench_config_names_bad_values():
     for bad in (dict(episodes=10), dict(n_rounds=1), dict(train_share=0.9), dict(slider_moves=0)):
         with pytest.raises(ValueError, match=str(next(iter(bad.values())))):
             LabBenchConfig(**bad).validate()
+
+
+def test_lab_bench_times_the_failure_lab_with_the_pages_functions(tmp_path):
+    from benchmarks.lab import time_failure_lab
+
+    out = time_failure_lab(tmp_path, repeats=1, robust_episodes=10)
+    assert set(out["side_by_side_s"]) == {"learned", "full"}
+    assert all(v["median"] > 0 for v in out["side_by_side_s"].values())
+    # 4 policies x 0..2 failed agents x 10 episodes.
+    assert out["robustness"]["episodes"] == 4 * 3 * 10
+    assert isinstance(out["meets_goals"], bool)

@@ -328,8 +328,42 @@ def test_action_mix_and_robustness_figures():
          "episodes": [5, 5, 5]}
     )  # fmt: skip
     fig = F.robustness_figure(rob)
-    qmix = [t for t in fig.data if t.name == "qmix"][0]
+    # Every point of a measurement has the same n: the legend says it.
+    qmix = [t for t in fig.data if t.name == "qmix (n = 5)"][0]
     assert list(qmix.x) == [0, 1] and list(qmix.y) == [0.8, 0.6]
+    rob["episodes"] = [5, 5, 7]
+    rob["n_correct"] = [3, 4, 5]
+    rob = rob.assign(mean_tokens=[90.0, 100.0, 120.0], std_tokens=1.0, mean_reward=0.5,
+                     std_reward=0.1)  # fmt: skip
+    table = F.robustness_table(with_intervals(rob))
+    assert table["n"].tolist() == [7, 5, 5] and table["right"].tolist() == [5, 4, 3]
+    assert table["95 % interval"].iloc[1] == "37.6% – 96.4%"  # Wilson, 4 of 5
+
+
+def test_sweep_figure_sets_learned_trials_against_fixed_topologies():
+    df = pd.DataFrame(
+        {"run_id": ["e1", "e2", "e3", "e4"], "policy": ["qmix", "qmix", "qmix", "full"],
+         "token_weight": [0.1, 0.1, 1.0, math.nan], "seed": [0, 1, 0, math.nan],
+         "label": ["w=0.1 · seed 0", "w=0.1 · seed 1", "w=1 · seed 0", "full"],
+         "episodes": [20, 20, 20, 20], "n_correct": [16, 14, 10, 15],
+         "accuracy": [0.8, 0.7, 0.5, 0.75], "mean_tokens": [900.0, 800.0, 300.0, 1500.0],
+         "std_tokens": [50.0] * 4, "mean_reward": [0.5] * 4, "std_reward": [0.1] * 4}
+    )  # fmt: skip
+    fig = F.sweep_figure(with_intervals(df))
+    names = [t.name for t in fig.data]
+    assert names == [
+        "learned, token weight 0.1",
+        "learned, token weight 1",
+        "fixed topologies",
+        "front",
+    ]
+    assert list(fig.data[0].text) == ["w=0.1 · s0", "w=0.1 · s1"]
+    assert list(fig.data[2].text) == ["full"]
+    lo, hi = wilson_interval(16, 20)
+    assert fig.data[0].error_y.array[0] == pytest.approx(hi - 0.8)
+    assert fig.data[0].error_y.arrayminus[0] == pytest.approx(0.8 - lo)
+    # The front: nothing cheaper is as accurate (full costs more than w=0.1 · seed 0 for less).
+    assert list(fig.data[3].x) == [300.0, 800.0, 900.0]
 
 
 def test_graph_rejects_an_episode_without_rounds():

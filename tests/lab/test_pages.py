@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import shutil
 import sys
 import time
 import zipfile
@@ -287,16 +286,6 @@ def test_friendly_messages_for_a_bad_database(tmp_path, monkeypatch, broken):
             assert any("not a DuckDB database" in e.value for e in at.error)
 
 
-@pytest.fixture
-def own_db(tmp_path, monkeypatch, seeded_db):
-    """A private copy of the seeded store, for tests that write into it."""
-    db = tmp_path / "own.duckdb"
-    shutil.copy(seeded_db[0], db)
-    monkeypatch.setenv("AGENTQMIX_DB", str(db))
-    monkeypatch.setenv("AGENTQMIX_LAB_DEMO", "0")
-    return db
-
-
 def _episode_counts(db: Path) -> dict[str, int]:
     runs = list_runs(db)
     return dict(zip(runs["id"], runs["episodes"], strict=True))
@@ -382,23 +371,6 @@ def _wait_for(predicate, timeout: float = 150.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.5)
-
-
-def test_failure_lab_run_adds_episodes_and_shows_both_sides(own_db):
-    before = count_episodes(own_db)
-    at = _open("pages/failure_lab.py")
-    at.selectbox(key="fail_policy").set_value("fixed · full")
-    at.selectbox(key="fail_mode").set_value("crash")
-    at.button(key="fail_run_now").click().run()
-    assert not at.exception
-    # Episode #0 of the chosen run, twice (with and without the failure).
-    _wait_for(lambda: len(list_runs(own_db)) == 7 and count_episodes(own_db) == before + 2)
-    runs = list_runs(own_db)
-    new = runs[runs["started_at"] > runs["started_at"].sort_values().iloc[4]]
-    assert set(new["status"]) == {"finished"} and set(new["policy"]) == {"full"}
-    at.run()
-    _wait_for(lambda: not at.run().exception and any(m.label == "tokens" for m in at.metric), 60)
-    assert {m.label for m in at.metric} >= {"answer", "tokens", "reward"}
 
 
 def test_training_from_the_train_page_logs_episodes(own_db):

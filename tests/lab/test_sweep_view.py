@@ -1,0 +1,81 @@
+"""Compare draws a sweep's learned trials against its fixed topologies (AppTest, real store)."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.store.queries import list_sweeps, sweep_points
+from core.store.synthetic import synthetic_episode
+from core.store.writer import RunLogger
+from tests.lab.test_pages import _chart, _open, _table
+
+SWEEP = "sweep-20260101-120000-beef"
+
+
+def _log_sweep(db, sweep_id: str = SWEEP) -> dict[tuple, str]:
+    """Sweep-shaped runs as core/experiment/sweep.py logs them: per trial a train run and an
+    eval run with config["sweep"] = {id, token_weight, seed}; per fixed topology an eval
+    run with token_weight and seed null."""
+    ids = {}
+    points = [(0.1, 0, "qmix"), (0.1, 1, "qmix"), (1.0, 0, "qmix"), (None, None, "full"),
+              (None, None, "single")]  # fmt: skip
+    for p, (w, seed, policy) in enumerate(points):
+        tag = {"sweep": {"id": sweep_id, "token_weight": w, "seed": seed}, "team": {}}
+        if w is not None:
+            with RunLogger(db, "train", tag, policy="qmix", benchmark="mixed") as log:
+                log.log_episode(synthetic_episode(9000 + p, policy="env"))
+        with RunLogger(db, "eval", tag, policy=policy, benchmark="mixed", seed=0) as log:
+            log.log_episodes(synthetic_episode(100 * p + k, policy=policy) for k in range(6))
+            ids[(w, seed, policy)] = log.run_id
+    return ids
+
+
+@pytest.fixture
+def sweep_db(own_db):
+    return own_db, _log_sweep(own_db)
+
+
+def test_sweep_queries_read_what_the_sweep_stores(sweep_db):
+    db, ids = sweep_db
+    sweeps = list_sweeps(db)
+    assert sweeps["sweep_id"].tolist() == [SWEEP]
+    row = sweeps.iloc[0]
+    assert (row["trials"], row["fixed"]) == (3, 2)
+    assert list(row["token_weights"]) == [0.1, 1.0] and list(row["seeds"]) == [0, 1]
+    pts = sweep_points(db, SWEEP)
+    assert set(pts["run_id"]) == set(ids.values())  # eval runs only, never the train runs
+    assert (pts["episodes"] == 6).all()
+    fixed = pts[pts["token_weight"].isna()]
+    assert sorted(fixed["policy"]) == ["full", "single"] and fixed["seed"].isna().all()
+
+
+def test_compare_draws_the_sweep_front_against_the_fixed_topologies(sweep_db):
+    db, ids = sweep_db
+    at = _open("pages/compare.py")
+    assert at.selectbox(key="compare_sweep").value == SWEEP
+    assert at.query_params["sweep"] in (SWEEP, [SWEEP])
+    spec = _chart(at, "compare_sweep_chart")
+    names = [t["name"] for t in spec["data"]]
+    assert names == [
+        "learned, token weight 0.1",
+        "learned, token weight 1",
+        "fixed topologies",
+        "front",
+    ]
+    assert sorted(spec["data"][0]["text"]) == ["w=0.1 · s0", "w=0.1 · s1"]
+    assert sorted(spec["data"][2]["text"]) == ["full", "single"]
+    assert "error_y" in spec["data"][0] and "error_x" in spec["data"][2]
+    table = _table(at, "label", "on_front")
+    assert set(table["label"]) == {"w=0.1 · seed 0", "w=0.1 · seed 1", "w=1 · seed 0", "full",
+                                   "single"}  # fmt: skip
+    assert (table["episodes"] == 6).all()
+
+
+def test_a_sweep_link_opens_that_sweep(own_db):
+    _log_sweep(own_db)
+    other = "sweep-20260202-120000-cafe"
+    _log_sweep(own_db, other)
+    at = _open("pages/compare.py", sweep=SWEEP)
+    assert at.selectbox(key="compare_sweep").value == SWEEP
+    at = _open("pages/compare.py")
+    assert at.selectbox(key="compare_sweep").value == other  # the newest by default
