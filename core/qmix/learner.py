@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from core.qmix.buffer import EpisodeBatch
-from core.qmix.encoders import AgentNetwork
+from core.qmix.encoders import AgentNetwork, mean_aggregator
 
 
 @dataclass
@@ -54,15 +54,35 @@ class LearnerConfig:
             raise ValueError(f"updates_per_episode must be > 0, got {self.updates_per_episode}")
 
 
-def unroll(agent: AgentNetwork, batch: EpisodeBatch) -> torch.Tensor:
-    """Q-values at every observation of a batch of episodes, ``(B, T+1, N, A)``.
-
-    The last action fed at round ``t`` is the one taken at ``t - 1`` (-1 at ``t = 0``).
-    """
+def last_actions(batch: EpisodeBatch) -> torch.Tensor:
+    """``(B, T+1, N)``: the action fed at round ``t`` is the one taken at ``t - 1`` (-1 at 0)."""
     b, _, n, _ = batch.obs.shape
     first = torch.full((b, 1, n), -1, dtype=torch.long, device=batch.obs.device)
-    last = torch.cat((first, batch.actions), dim=1)  # (B, T+1, N)
-    return agent.forward_sequence(batch.obs, batch.adj, last)
+    return torch.cat((first, batch.actions), dim=1)
+
+
+def batch_aggregator(batch: EpisodeBatch) -> torch.Tensor:
+    """``(B*(T+1), N, N)``: :func:`mean_aggregator` of every round graph of the batch."""
+    n = batch.adj.shape[-1]
+    return mean_aggregator(batch.adj.reshape(-1, n, n))
+
+
+def unroll(
+    agent: AgentNetwork,
+    batch: EpisodeBatch,
+    last: torch.Tensor | None = None,
+    aggregator: torch.Tensor | None = None,
+    grad_rounds: int | None = None,
+) -> torch.Tensor:
+    """Q-values at every observation of a batch of episodes, ``(B, T+1, N, A)``.
+
+    ``last`` (:func:`last_actions`) and ``aggregator`` (:func:`batch_aggregator`) depend on
+    the batch only: the learner builds them once for the online and the target network.
+    ``grad_rounds``: see :meth:`AgentNetwork.forward_sequence`.
+    """
+    last = last_actions(batch) if last is None else last
+    aggregator = batch_aggregator(batch) if aggregator is None else aggregator
+    return agent.forward_sequence(batch.obs, batch.adj, last, aggregator, grad_rounds)
 
 
 class QLearner:
@@ -81,10 +101,12 @@ class QLearner:
     def loss(self, batch: EpisodeBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """Masked TD loss of Q_tot; also returns diagnostics."""
         cfg = self.config
-        q = unroll(self.agent, batch)  # (B, T+1, N, A)
+        last, aggregator = last_actions(batch), batch_aggregator(batch)
+        # The TD error differentiates Q at rounds 0..T-1; round T only feeds double-Q's argmax.
+        q = unroll(self.agent, batch, last, aggregator, grad_rounds=batch.actions.shape[1])
         chosen = q[:, :-1].gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)  # (B, T, N)
         with torch.no_grad():
-            target_q = unroll(self.target_agent, batch)[:, 1:]  # (B, T, N, A)
+            target_q = unroll(self.target_agent, batch, last, aggregator)[:, 1:]  # (B, T, N, A)
             next_avail = batch.avail[:, 1:]
             if cfg.double_q:
                 online_next = q[:, 1:].detach().masked_fill(~next_avail, float("-inf"))

@@ -7,7 +7,13 @@ import torch
 
 from benchmarks.learner import random_batch
 from core.qmix.encoders import AgentNetConfig, AgentNetwork
-from core.qmix.learner import LearnerConfig, QLearner, unroll
+from core.qmix.learner import (
+    LearnerConfig,
+    QLearner,
+    batch_aggregator,
+    last_actions,
+    unroll,
+)
 from core.qmix.mixers import MixerConfig, make_mixer
 from tests.core.torch_threads import one_torch_thread  # noqa: F401
 
@@ -168,3 +174,55 @@ def test_targets_never_get_gradients():
 def test_config_validation_names_the_value(field, value):
     with pytest.raises(ValueError, match=field):
         LearnerConfig(**{field: value}).validate()
+
+
+def grads(module: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.grad.detach().clone() for p in module.parameters()]
+
+
+def test_aggregator_built_once_per_batch_gives_identical_q_and_grads():
+    """The learner shares one aggregator (and one last-action tensor) between the online
+    and the target network; building them inside each call gives bit-identical results."""
+    learner = make_learner()
+    batch = fixed_batch()
+    shared = unroll(learner.agent, batch, last_actions(batch), batch_aggregator(batch))
+    shared.square().sum().backward()
+    shared_grads = grads(learner.agent)
+    learner.agent.zero_grad(set_to_none=True)
+    per_call = unroll(learner.agent, batch)
+    per_call.square().sum().backward()
+    assert torch.equal(shared, per_call)
+    assert all(torch.equal(a, b) for a, b in zip(shared_grads, grads(learner.agent), strict=True))
+
+
+def plain_loss(learner: QLearner, batch) -> torch.Tensor:
+    """The double-Q TD loss with every round of the online network on the autograd tape and
+    each network building its own graph operator: what QLearner.loss computes, written plainly."""
+    q = learner.agent.forward_sequence(batch.obs, batch.adj, last_actions(batch))
+    chosen = q[:, :-1].gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)
+    with torch.no_grad():
+        tq = learner.target_agent.forward_sequence(batch.obs, batch.adj, last_actions(batch))
+        best = q[:, 1:].masked_fill(~batch.avail[:, 1:], float("-inf")).argmax(-1, keepdim=True)
+        boot = learner.target_mixer(tq[:, 1:].gather(-1, best).squeeze(-1), batch.state[:, 1:])
+        y = batch.reward + learner.config.gamma * (1 - batch.terminated) * boot.squeeze(-1)
+    td = (learner.mixer(chosen, batch.state[:, :-1]).squeeze(-1) - y) * batch.filled
+    return td.pow(2).sum() / batch.filled.sum()
+
+
+def test_loss_and_grads_equal_the_plain_unroll():
+    """Skipping the backward of the online network's last round changes no gradient."""
+    learner = make_learner()
+    perturb_targets(learner)
+    batch = fixed_batch()
+    loss, _ = learner.loss(batch)
+    loss.backward()
+    fast = grads(learner.agent) + grads(learner.mixer)
+    learner.agent.zero_grad(set_to_none=True)
+    learner.mixer.zero_grad(set_to_none=True)
+    plain = plain_loss(learner, batch)
+    plain.backward()
+    torch.testing.assert_close(loss.detach(), plain.detach(), rtol=1e-6, atol=1e-7)
+    slow = grads(learner.agent) + grads(learner.mixer)
+    for a, b in zip(fast, slow, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+    assert any(float(g.abs().sum()) > 0 for g in fast)
