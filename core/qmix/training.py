@@ -156,9 +156,8 @@ def _train(
         policy.epsilon = epsilon_at(config.exploration, state.episodes_done, config.episodes)
         episodes = list(range(state.episodes_done, state.episodes_done + n))
         results = rollout(venv, policy, episodes, explain=config.explain)
-        for res in results:
-            buffer.add(res.recorder)
-            recent.append(res.ret)
+        buffer.add_many([res.recorder for res in results])
+        recent.extend(res.ret for res in results)
         state.episodes_done += n
         hooks.on_episodes(results, state, policy.epsilon)
 
