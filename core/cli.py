@@ -568,6 +568,8 @@ BENCHMARKS: dict[str, str] = {
     "openai-concurrency": "seconds per episode against a local server with fixed latency",
     "sim-calibration": "accuracy and tokens per fixed topology and difficulty (the simulator)",
     "actions-by-difficulty": "what a trained policy does on easy and hard tasks",
+    "rollouts": "rollout episodes/s of the learned policy on the simulator, per lockstep width",
+    "scaling": "learner updates/s and rollout episodes/s against agents N and rounds T, memory",
 }
 """``agentqmix bench NAME``: the modules of ``benchmarks/`` (``benchmarks.<name>``), run as
 their own process so that the lab's benchmark never loads the lab into ``core``."""

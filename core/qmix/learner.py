@@ -12,6 +12,9 @@ from core.qmix.buffer import EpisodeBatch
 from core.qmix.encoders import AgentNetwork, mean_aggregator
 
 
+PRECISIONS = ("fp32", "bf16")
+
+
 @dataclass
 class LearnerConfig:
     """Optimisation settings of the QMIX learner."""
@@ -34,6 +37,10 @@ class LearnerConfig:
     """Soft (Polyak) target update rate per update; 0 = hard updates."""
     updates_per_episode: float = 1.0
     """Learner updates per collected episode (fractions accumulate)."""
+    precision: str = "fp32"
+    """Arithmetic of the networks' forward passes: ``fp32``, or ``bf16`` (autocast: bfloat16
+    matmuls with fp32 weights, optimiser and TD arithmetic). bf16 made an update ~1.75x
+    faster at N=64 on this project's CPU (AVX512-BF16) and rounds Q-values to ~3 digits."""
 
     def validate(self) -> None:
         if self.lr <= 0:
@@ -52,6 +59,8 @@ class LearnerConfig:
             raise ValueError(f"tau must be in [0, 1], got {self.tau}")
         if self.updates_per_episode <= 0:
             raise ValueError(f"updates_per_episode must be > 0, got {self.updates_per_episode}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
 
 
 def last_actions(batch: EpisodeBatch) -> torch.Tensor:
@@ -101,12 +110,20 @@ class QLearner:
     def loss(self, batch: EpisodeBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """Masked TD loss of Q_tot; also returns diagnostics."""
         cfg = self.config
+        with torch.autocast(
+            batch.obs.device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16"
+        ):
+            return self._loss(batch)
+
+    def _loss(self, batch: EpisodeBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg = self.config
         last, aggregator = last_actions(batch), batch_aggregator(batch)
         # The TD error differentiates Q at rounds 0..T-1; round T only feeds double-Q's argmax.
-        q = unroll(self.agent, batch, last, aggregator, grad_rounds=batch.actions.shape[1])
+        # (.float(): under bf16 autocast the networks' outputs are bfloat16; the TD is not.)
+        q = unroll(self.agent, batch, last, aggregator, grad_rounds=batch.actions.shape[1]).float()
         chosen = q[:, :-1].gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)  # (B, T, N)
         with torch.no_grad():
-            target_q = unroll(self.target_agent, batch, last, aggregator)[:, 1:]  # (B, T, N, A)
+            target_q = unroll(self.target_agent, batch, last, aggregator)[:, 1:].float()
             next_avail = batch.avail[:, 1:]
             if cfg.double_q:
                 online_next = q[:, 1:].detach().masked_fill(~next_avail, float("-inf"))
@@ -114,9 +131,9 @@ class QLearner:
                 target_max = target_q.gather(-1, best).squeeze(-1)
             else:
                 target_max = target_q.masked_fill(~next_avail, float("-inf")).max(-1).values
-            target_tot = self.target_mixer(target_max, batch.state[:, 1:]).squeeze(-1)  # (B, T)
+            target_tot = self.target_mixer(target_max, batch.state[:, 1:]).squeeze(-1).float()
             y = batch.reward + cfg.gamma * (1.0 - batch.terminated) * target_tot
-        q_tot = self.mixer(chosen, batch.state[:, :-1]).squeeze(-1)  # (B, T)
+        q_tot = self.mixer(chosen, batch.state[:, :-1]).squeeze(-1).float()  # (B, T)
         mask = batch.filled
         td = (q_tot - y) * mask
         loss = td.pow(2).sum() / mask.sum().clamp(min=1.0)

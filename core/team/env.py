@@ -240,7 +240,7 @@ class TeamVecEnv:
             )
             for job in jobs
         ]
-        return [team.observe(ep) for ep in self.episodes]
+        return team.observe.many(self.episodes)
 
     def step(
         self, slots: Sequence[int], actions: np.ndarray, directives: Sequence[Any] | None = None
@@ -257,8 +257,7 @@ class TeamVecEnv:
         if finished:
             self._play(ep.finish() for ep in finished)
         out: list[Transition] = []
-        for ep in episodes:
-            obs = self.team.observe(ep)
+        for ep, obs in zip(episodes, self.team.observe.many(episodes), strict=True):
             if not ep.done:
                 out.append((obs, 0.0, False, {}))
                 continue

@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 from torch.nn import functional as F
+from torch_geometric.nn import GraphConv as PyGGraphConv
 
 from core.qmix.encoders import (
     AgentNetConfig,
     AgentNetwork,
+    GraphConv,
     adjacency_to_edge_index,
     mean_aggregator,
 )
@@ -52,8 +54,9 @@ def test_adjacency_to_edge_index_empty_and_full():
     assert torch.bincount(ei[0] // 4).tolist() == [12, 12, 12]
 
 
-def test_embed_matches_graphconv_over_edge_index():
-    """The CSR fast path gives the same result as PyG's plain edge_index message passing."""
+def test_embed_matches_pyg_graphconv_over_edge_index():
+    """The dense mean aggregator gives what PyG's own GraphConv(aggr="mean") gives over the
+    edge index, with the very same parameters loaded into it."""
     net = make_net()
     obs, adj, last, _ = random_inputs(6)
     with torch.no_grad():
@@ -61,9 +64,23 @@ def test_embed_matches_graphconv_over_edge_index():
         x = F.relu(net.input(net.build_inputs(obs, last))).reshape(6 * N, -1)
         ei = adjacency_to_edge_index(adj)
         for conv in net.convs:
-            x = F.relu(conv(x, ei))
+            pyg = PyGGraphConv(16, 16, aggr="mean")
+            pyg.load_state_dict(conv.state_dict())
+            x = F.relu(pyg(x, ei))
     assert got.shape == (6 * N, 16)
     torch.testing.assert_close(got, x, rtol=1e-5, atol=1e-6)
+
+
+def test_graphconv_parameters_are_pygs():
+    """Same parameter names and shapes as PyG's GraphConv (checkpoints load either way), and
+    the same initial range (uniform within 1/sqrt(fan_in))."""
+    ours, pyg = GraphConv(16, 8), PyGGraphConv(16, 8, aggr="mean")
+    shapes = {k: v.shape for k, v in ours.state_dict().items()}
+    assert shapes == {k: v.shape for k, v in pyg.state_dict().items()}
+    assert set(shapes) == {"lin_rel.weight", "lin_rel.bias", "lin_root.weight"}
+    for module in (ours, pyg):
+        for p in module.parameters():
+            assert 0.5 / 4 < float(p.abs().max()) <= 1 / 4  # 1/sqrt(16)
 
 
 def test_batched_forward_equals_per_sample_forward():

@@ -169,7 +169,14 @@ def test_targets_never_get_gradients():
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("lr", 0.0), ("gamma", 1.5), ("batch_size", 0), ("target_update_interval", 0), ("tau", -0.1)],
+    [
+        ("lr", 0.0),
+        ("gamma", 1.5),
+        ("batch_size", 0),
+        ("target_update_interval", 0),
+        ("tau", -0.1),
+        ("precision", "fp16"),
+    ],
 )
 def test_config_validation_names_the_value(field, value):
     with pytest.raises(ValueError, match=field):
@@ -226,3 +233,17 @@ def test_loss_and_grads_equal_the_plain_unroll():
     for a, b in zip(fast, slow, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
     assert any(float(g.abs().sum()) > 0 for g in fast)
+
+
+def test_bf16_precision_is_close_to_fp32_and_still_learns():
+    fp32, bf16 = make_learner(), make_learner(precision="bf16")
+    batch = fixed_batch()
+    exact, rounded = float(fp32.loss(batch)[0]), float(bf16.loss(batch)[0])
+    assert rounded != exact, "bf16 autocast must actually change the arithmetic"
+    assert rounded == pytest.approx(exact, rel=0.05)
+    loss, _ = bf16.loss(batch)
+    assert loss.dtype == torch.float32  # the TD arithmetic stays in fp32
+    for _ in range(150):
+        bf16.train(batch)
+    assert float(bf16.loss(batch)[0]) < rounded / 10
+    assert all(p.dtype == torch.float32 for p in bf16.params)
