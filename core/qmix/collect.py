@@ -17,6 +17,7 @@ a fixed lag, so the same seed still gives the same run.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import multiprocessing
 import pickle
@@ -53,7 +54,9 @@ class InlineCollector:
 
 def weights_of(*modules: torch.nn.Module) -> list[dict[str, np.ndarray]]:
     """The modules' parameters and buffers as CPU arrays (what crosses to the child)."""
-    return [{k: v.detach().cpu().numpy().copy() for k, v in m.state_dict().items()} for m in modules]
+    return [
+        {k: v.detach().cpu().numpy().copy() for k, v in m.state_dict().items()} for m in modules
+    ]
 
 
 class ChildCollector:
@@ -105,7 +108,8 @@ class ChildCollector:
             if self.waiting:
                 self.process.terminate()
             else:
-                self.conn.send(None)
+                with contextlib.suppress(OSError):  # it may have just ended (after an error)
+                    self.conn.send(None)
             self.process.join(timeout=30)
             if self.process.is_alive():
                 self.process.kill()

@@ -53,9 +53,15 @@ class _Engine:
 _engine = _Engine()
 
 
+_inherited: list[_Engine] = []
+
+
 def _reset_after_fork() -> None:
-    # A forked child must not share the parent's DuckDB instance or lock state.
+    # A forked child must not share the parent's DuckDB instance or lock state, nor free
+    # it: its threads stayed in the parent, and finalising it in the child segfaults (a
+    # training run forks its episode collector while the store is open).
     global _engine
+    _inherited.append(_engine)
     _engine = _Engine()
 
 
