@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import lru_cache
 from typing import Any
 
 
@@ -137,6 +138,25 @@ def requested_edges(
     actions: Sequence[int], alive: Sequence[bool], confidence: Sequence[float] | None = None
 ) -> list[tuple[int, int]]:
     """The edges ``(src, dst)`` the actions ask for, before cycles are broken."""
+    actions, alive = _check_actions(actions), tuple(bool(x) for x in alive)
+    return list(_requested(actions, alive, _queried(actions, alive, confidence)))
+
+
+def _queried(
+    actions: tuple[int, ...], alive: tuple[bool, ...], confidence: Sequence[float] | None
+) -> tuple[int | None, ...]:
+    """Whom each ``selective_query`` agent asks (None for everyone else): the only way the
+    confidences enter the graph."""
+    query = int(Action.SELECTIVE_QUERY)
+    return tuple(
+        trusted_peer(i, alive, confidence) if a == query and alive[i] else None
+        for i, a in enumerate(actions)
+    )
+
+
+def _requested(
+    actions: tuple[int, ...], alive: tuple[bool, ...], queried: tuple[int | None, ...]
+) -> tuple[tuple[int, int], ...]:
     n = len(actions)
     edges: set[tuple[int, int]] = set()
     for i, a in enumerate(actions):
@@ -149,7 +169,7 @@ def requested_edges(
         elif a is Action.AGGREGATE_REFINE:
             edges.update((j, i) for j in others)
         elif a is Action.SELECTIVE_QUERY:
-            peer = trusted_peer(i, alive, confidence)
+            peer = queried[i]
             if peer is not None:
                 edges.add((peer, i))
         elif a is Action.DEBATE_CHECK:
@@ -157,24 +177,18 @@ def requested_edges(
             if peer is not None:
                 edges.add((peer, i))
                 edges.add((i, peer))
-    return sorted(edges)
+    return tuple(sorted(edges))
 
 
-def _reaches(adj: list[set[int]], start: int, goal: int) -> bool:
-    stack, seen = [start], {start}
-    while stack:
-        u = stack.pop()
-        if u == goal:
-            return True
-        for v in adj[u]:
-            if v not in seen:
-                seen.add(v)
-                stack.append(v)
-    return False
+@lru_cache(maxsize=1 << 16)
+def _induce(
+    actions: tuple[int, ...], alive: tuple[bool, ...], queried: tuple[int | None, ...]
+) -> RoundGraph:
+    return _resolve(_requested(actions, alive, queried), actions, alive)
 
 
 def _layers(
-    n: int, alive: Sequence[bool], kept: list[tuple[int, int]]
+    n: int, alive: Sequence[bool], kept: Sequence[tuple[int, int]]
 ) -> tuple[tuple[int, ...], ...]:
     depth = [0] * n
     preds: list[list[int]] = [[] for _ in range(n)]
@@ -198,30 +212,64 @@ def _layers(
     )
 
 
+_RANK_OF = tuple(_RANK[Action(a)] for a in range(len(Action)))
+"""Rank of each action id (``_RANK`` without the enum lookups, which dominate small graphs)."""
+
+
+def _check_actions(actions: Sequence[int]) -> tuple[int, ...]:
+    ids = tuple(int(a) for a in actions)
+    for a in ids:
+        if not 0 <= a < N_ACTIONS:
+            raise ValueError(f"action {a} is not one of 0..{N_ACTIONS - 1}")
+    return ids
+
+
 def resolve_edges(
     edges: Sequence[tuple[int, int]], actions: Sequence[int], alive: Sequence[bool]
 ) -> RoundGraph:
     """Break the cycles of ``edges`` by the documented rule and lay the agents out in layers."""
+    key = tuple(sorted({(int(s), int(d)) for s, d in edges}))
+    return _resolve(key, _check_actions(actions), tuple(bool(x) for x in alive))
+
+
+@lru_cache(maxsize=1 << 16)
+def _resolve(
+    edges: tuple[tuple[int, int], ...], actions: tuple[int, ...], alive: tuple[bool, ...]
+) -> RoundGraph:
+    """:func:`resolve_edges` on hashable arguments. Cached: the result is immutable and a
+    pure function of them, and a team of four replays the same few thousand cases."""
     n = len(actions)
-    order = sorted(range(n), key=lambda i: (_RANK[Action(actions[i])], i))
-    pos = {agent: k for k, agent in enumerate(order)}
-    live_edges = sorted({(s, d) for s, d in edges if alive[s] and alive[d] and s != d})
+    rank = [_RANK_OF[a] for a in actions]
+    order = sorted(range(n), key=lambda i: (rank[i], i))
+    pos = [0] * n
+    for k, agent in enumerate(order):
+        pos[agent] = k
+    live_edges = [(s, d) for s, d in edges if alive[s] and alive[d] and s != d]
     forward = [(s, d) for s, d in live_edges if pos[s] < pos[d]]
     backward = sorted(
         (e for e in live_edges if pos[e[0]] > pos[e[1]]),
-        key=lambda e: (_RANK[Action(actions[e[1]])], e[1], _RANK[Action(actions[e[0]])], e[0]),
+        key=lambda e: (rank[e[1]], e[1], rank[e[0]], e[0]),
     )
-    succ: list[set[int]] = [set() for _ in range(n)]
+    # reach[v]: the agents v reaches over the kept edges, v included, as a bit set. Forward
+    # edges climb the order, so walking it backwards sees every successor's set complete.
+    reach = [1 << v for v in range(n)]
+    succ: list[list[int]] = [[] for _ in range(n)]
     for s, d in forward:
-        succ[s].add(d)
+        succ[s].append(d)
+    for v in reversed(order):
+        for w in succ[v]:
+            reach[v] |= reach[w]
     kept = list(forward)
     dropped: list[tuple[int, int]] = []
     for s, d in backward:
-        if _reaches(succ, d, s):
+        if reach[d] >> s & 1:  # d already reaches s: s -> d would close a cycle
             dropped.append((s, d))
-        else:
-            succ[s].add(d)
-            kept.append((s, d))
+            continue
+        kept.append((s, d))
+        gained, via = reach[d], 1 << s
+        for u in range(n):  # whoever reaches s now reaches what d reaches
+            if reach[u] & via:
+                reach[u] |= gained
     kept.sort()
     return RoundGraph(
         kept=tuple(kept),
@@ -248,12 +296,11 @@ def induce_graph(
         The :class:`RoundGraph`: ``edge_index (2, |E|)``, dropped edges, layers.
     """
     n = len(actions)
-    for a in actions:
-        if not 0 <= int(a) < N_ACTIONS:
-            raise ValueError(f"action {a} is not one of 0..{N_ACTIONS - 1}")
-    alive = [True] * n if alive is None else [bool(x) for x in alive]
+    actions = _check_actions(actions)
+    alive = (True,) * n if alive is None else tuple(bool(x) for x in alive)
     if len(alive) != n:
         raise ValueError(f"alive has {len(alive)} entries for {n} agents")
     if confidence is not None and len(confidence) != n:
         raise ValueError(f"confidence has {len(confidence)} entries for {n} agents")
-    return resolve_edges(requested_edges(actions, alive, confidence), actions, alive)
+    # Cached on what decides the graph; the confidences only through whom each query asks.
+    return _induce(actions, alive, _queried(actions, alive, confidence))

@@ -783,6 +783,8 @@ BENCHMARKS: dict[str, str] = {
     "headroom": "the oracle, a hand-written adaptive plan and the best fixed plan per task",
     "fuzz-checker": "the maths checker on random explosive expressions (time per check)",
     "learning": "learned policy vs every fixed topology on held-out episodes, paired SEs",
+    "rollouts": "rollout episodes/s of the learned policy on the simulator, per lockstep width",
+    "scaling": "learner updates/s and rollout episodes/s against agents N and rounds T, memory",
 }
 """``agentqmix bench NAME``: the modules of ``benchmarks/`` (``benchmarks.<name>``), run as
 their own process so that the lab's benchmark never loads the lab into ``core``."""

@@ -67,6 +67,10 @@ class Backend(Protocol):
     """True when its answers to code tasks are programs to run against the tests; False when
     they are labels (the synthetic society). Scoring itself lives with the tasks
     (:mod:`core.tasks.scoring`)."""
+    synchronous: bool
+    """True when its coroutines never wait (the synthetic society computes each answer on the
+    spot): the team then plays its episodes without an event loop, call after call in a fixed
+    order (:func:`core.team.runtime.run_sync`). A back-end without the attribute is waited on."""
 
     async def agent_turn(self, turn: AgentTurn) -> TurnResult: ...
 

@@ -125,6 +125,7 @@ class OpenAIBackend:
     """Plays the agents with a real model. Safe to call concurrently from one event loop."""
 
     answers_are_programs = True
+    synchronous = False
 
     name = "openai"
 

@@ -312,6 +312,7 @@ class SimBackend:
 
     name = "sim"
     answers_are_programs = False
+    synchronous = True
 
     def __init__(self, config: SocietyConfig | str = DEFAULT_PRESET):
         self.config = get_preset(config) if isinstance(config, str) else config

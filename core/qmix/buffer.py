@@ -7,6 +7,7 @@ observation after the final step) and over the ``T`` transitions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -84,32 +85,60 @@ class ReplayBuffer:
 
     def add(self, episode: EpisodeRecorder) -> None:
         """Copy one finished episode in, overwriting the oldest when full."""
-        steps = len(episode.actions)
-        if steps == 0 or steps > self.shapes.max_steps or len(episode.obs) != steps + 1:
-            raise ValueError(
-                f"episode has {steps} steps and {len(episode.obs)} observations; "
-                f"expected 1..{self.shapes.max_steps} steps and one more observation"
-            )
-        i, d = self.next, self.data
-        for field_name in ("obs", "state", "adj", "avail"):
-            getattr(d, field_name)[i].zero_()
-        for t, o in enumerate(episode.obs):
-            d.obs[i, t] = torch.from_numpy(o["obs"])
-            d.state[i, t] = torch.from_numpy(o["state"])
-            d.adj[i, t] = torch.from_numpy(o["adj"] != 0)
-            d.avail[i, t] = torch.from_numpy(o["avail"])
+        self.add_many([episode])
+
+    def add_many(self, episodes: Sequence[EpisodeRecorder]) -> None:
+        """Copy finished episodes in, in order, overwriting the oldest when full.
+
+        The batch is assembled in NumPy and written with one indexed copy per field: a
+        dozen tensor writes per rollout of ``E`` episodes instead of ~30 per episode.
+        """
+        episodes = list(episodes)
+        count = len(episodes)
+        episodes = episodes[-self.capacity :]  # older ones would be overwritten anyway
+        if not episodes:
+            return
+        sh, e = self.shapes, len(episodes)
+        n, t = sh.n_agents, sh.max_steps
+        obs = np.zeros((e, t + 1, n, sh.obs_dim), dtype=np.float32)
+        state = np.zeros((e, t + 1, sh.state_dim), dtype=np.float32)
+        adj = np.zeros((e, t + 1, n, n), dtype=bool)
         # Padded steps keep every action available so target max() stays finite.
-        d.avail[i, steps + 1 :] = True
-        d.actions[i].zero_()
-        d.actions[i, :steps] = torch.from_numpy(np.stack(episode.actions))
-        d.reward[i].zero_()
-        d.reward[i, :steps] = torch.tensor(episode.rewards)
-        d.terminated[i].zero_()
-        d.terminated[i, steps - 1] = float(episode.terminated)
-        d.filled[i].zero_()
-        d.filled[i, :steps] = 1.0
-        self.next = (i + 1) % self.capacity
-        self.size = min(self.size + 1, self.capacity)
+        avail = np.ones((e, t + 1, n, sh.n_actions), dtype=bool)
+        actions = np.zeros((e, t, n), dtype=np.int64)
+        reward = np.zeros((e, t), dtype=np.float32)
+        terminated = np.zeros((e, t), dtype=np.float32)
+        filled = np.zeros((e, t), dtype=np.float32)
+        for k, ep in enumerate(episodes):
+            steps = len(ep.actions)
+            if steps == 0 or steps > t or len(ep.obs) != steps + 1:
+                raise ValueError(
+                    f"episode has {steps} steps and {len(ep.obs)} observations; "
+                    f"expected 1..{t} steps and one more observation"
+                )
+            obs[k, : steps + 1] = [o["obs"] for o in ep.obs]
+            state[k, : steps + 1] = [o["state"] for o in ep.obs]
+            adj[k, : steps + 1] = [o["adj"] != 0 for o in ep.obs]
+            avail[k, : steps + 1] = [o["avail"] for o in ep.obs]
+            actions[k, :steps] = ep.actions
+            reward[k, :steps] = ep.rewards
+            terminated[k, steps - 1] = float(ep.terminated)
+            filled[k, :steps] = 1.0
+        first = self.next + count - e  # where the first kept episode lands
+        slots = torch.arange(first, first + e) % self.capacity
+        for name, value in (
+            ("obs", obs),
+            ("state", state),
+            ("adj", adj),
+            ("avail", avail),
+            ("actions", actions),
+            ("reward", reward),
+            ("terminated", terminated),
+            ("filled", filled),
+        ):
+            getattr(self.data, name)[slots] = torch.from_numpy(value)
+        self.next = (self.next + count) % self.capacity
+        self.size = min(self.size + count, self.capacity)
 
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> EpisodeBatch:
         """``batch_size`` episodes drawn uniformly (with replacement when the buffer is small)."""

@@ -5,6 +5,7 @@ Torch-free on purpose: the team domain and the CLI import these without loading 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -46,19 +47,31 @@ class StepOutput:
 
     def view(self, e: int) -> RoundView:
         """Episode ``e``'s part of the decision."""
+        return self.views([e])[0]
 
-        def rows(a: np.ndarray | None) -> Any:
-            return None if a is None else a[e].astype(float).tolist()
+    def views(self, episodes: Sequence[int]) -> list[RoundView]:
+        """The parts of episodes ``episodes``; each array is converted to lists once for all."""
+        idx = list(episodes)
 
-        return RoundView(
-            actions=[int(a) for a in self.actions[e]],
-            q_values=rows(self.q),
-            greedy=None if self.greedy is None else [bool(g) for g in self.greedy[e]],
-            epsilon=None if self.epsilon is None else float(self.epsilon),
-            q_tot=None if self.q_tot is None else float(self.q_tot[e]),
-            mixer_weights=rows(self.mixer_weights),
-            credit=rows(self.credit),
-        )
+        def rows(a: np.ndarray | None) -> list[Any]:
+            return [None] * len(idx) if a is None else a[idx].astype(float).tolist()
+
+        actions, q_values = self.actions[idx].astype(int).tolist(), rows(self.q)
+        greedy = [None] * len(idx) if self.greedy is None else self.greedy[idx].tolist()
+        epsilon = None if self.epsilon is None else float(self.epsilon)
+        q_tot, weights, credit = rows(self.q_tot), rows(self.mixer_weights), rows(self.credit)
+        return [
+            RoundView(
+                actions=actions[k],
+                q_values=q_values[k],
+                greedy=greedy[k],
+                epsilon=epsilon,
+                q_tot=q_tot[k],
+                mixer_weights=weights[k],
+                credit=credit[k],
+            )
+            for k in range(len(idx))
+        ]
 
 
 class Actor(Protocol):

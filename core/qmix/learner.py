@@ -9,7 +9,9 @@ import torch
 from torch import nn
 
 from core.qmix.buffer import EpisodeBatch
-from core.qmix.encoders import AgentNetwork
+from core.qmix.encoders import AgentNetwork, mean_aggregator
+
+PRECISIONS = ("fp32", "bf16")
 
 
 @dataclass
@@ -38,6 +40,10 @@ class LearnerConfig:
     """λ of the TD(λ) targets (:func:`lambda_targets`): 0 = one-step targets; towards 1 the
     episode's own return replaces the target network's bootstrapped estimate. With a reward
     only at the end, λ = 0.8 lets round 0 learn from the outcome directly."""
+    precision: str = "fp32"
+    """Arithmetic of the networks' forward passes: ``fp32``, or ``bf16`` (autocast: bfloat16
+    matmuls with fp32 weights, optimiser and TD arithmetic). bf16 made an update ~1.75x
+    faster at N=64 on this project's CPU (AVX512-BF16) and rounds Q-values to ~3 digits."""
 
     def validate(self) -> None:
         if self.lr <= 0:
@@ -58,17 +64,39 @@ class LearnerConfig:
             raise ValueError(f"updates_per_episode must be > 0, got {self.updates_per_episode}")
         if not 0.0 <= self.td_lambda <= 1.0:
             raise ValueError(f"td_lambda must be in [0, 1], got {self.td_lambda}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
 
 
-def unroll(agent: AgentNetwork, batch: EpisodeBatch) -> torch.Tensor:
-    """Q-values at every observation of a batch of episodes, ``(B, T+1, N, A)``.
-
-    The last action fed at round ``t`` is the one taken at ``t - 1`` (-1 at ``t = 0``).
-    """
+def last_actions(batch: EpisodeBatch) -> torch.Tensor:
+    """``(B, T+1, N)``: the action fed at round ``t`` is the one taken at ``t - 1`` (-1 at 0)."""
     b, _, n, _ = batch.obs.shape
     first = torch.full((b, 1, n), -1, dtype=torch.long, device=batch.obs.device)
-    last = torch.cat((first, batch.actions), dim=1)  # (B, T+1, N)
-    return agent.forward_sequence(batch.obs, batch.adj, last)
+    return torch.cat((first, batch.actions), dim=1)
+
+
+def batch_aggregator(batch: EpisodeBatch) -> torch.Tensor:
+    """``(B*(T+1), N, N)``: :func:`mean_aggregator` of every round graph of the batch."""
+    n = batch.adj.shape[-1]
+    return mean_aggregator(batch.adj.reshape(-1, n, n))
+
+
+def unroll(
+    agent: AgentNetwork,
+    batch: EpisodeBatch,
+    last: torch.Tensor | None = None,
+    aggregator: torch.Tensor | None = None,
+    grad_rounds: int | None = None,
+) -> torch.Tensor:
+    """Q-values at every observation of a batch of episodes, ``(B, T+1, N, A)``.
+
+    ``last`` (:func:`last_actions`) and ``aggregator`` (:func:`batch_aggregator`) depend on
+    the batch only: the learner builds them once for the online and the target network.
+    ``grad_rounds``: see :meth:`AgentNetwork.forward_sequence`.
+    """
+    last = last_actions(batch) if last is None else last
+    aggregator = batch_aggregator(batch) if aggregator is None else aggregator
+    return agent.forward_sequence(batch.obs, batch.adj, last, aggregator, grad_rounds)
 
 
 def lambda_targets(
@@ -112,10 +140,20 @@ class QLearner:
     def loss(self, batch: EpisodeBatch) -> tuple[torch.Tensor, dict[str, float]]:
         """Masked TD loss of Q_tot; also returns diagnostics."""
         cfg = self.config
-        q = unroll(self.agent, batch)  # (B, T+1, N, A)
+        with torch.autocast(
+            batch.obs.device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16"
+        ):
+            return self._loss(batch)
+
+    def _loss(self, batch: EpisodeBatch) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg = self.config
+        last, aggregator = last_actions(batch), batch_aggregator(batch)
+        # The TD error differentiates Q at rounds 0..T-1; round T only feeds double-Q's argmax.
+        # (.float(): under bf16 autocast the networks' outputs are bfloat16; the TD is not.)
+        q = unroll(self.agent, batch, last, aggregator, grad_rounds=batch.actions.shape[1]).float()
         chosen = q[:, :-1].gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)  # (B, T, N)
         with torch.no_grad():
-            target_q = unroll(self.target_agent, batch)[:, 1:]  # (B, T, N, A)
+            target_q = unroll(self.target_agent, batch, last, aggregator)[:, 1:].float()
             next_avail = batch.avail[:, 1:]
             if cfg.double_q:
                 online_next = q[:, 1:].detach().masked_fill(~next_avail, float("-inf"))
@@ -123,9 +161,9 @@ class QLearner:
                 target_max = target_q.gather(-1, best).squeeze(-1)
             else:
                 target_max = target_q.masked_fill(~next_avail, float("-inf")).max(-1).values
-            target_tot = self.target_mixer(target_max, batch.state[:, 1:]).squeeze(-1)  # (B, T)
+            target_tot = self.target_mixer(target_max, batch.state[:, 1:]).squeeze(-1).float()
             y = lambda_targets(batch.reward, batch.terminated, target_tot, cfg.gamma, cfg.td_lambda)
-        q_tot = self.mixer(chosen, batch.state[:, :-1]).squeeze(-1)  # (B, T)
+        q_tot = self.mixer(chosen, batch.state[:, :-1]).squeeze(-1).float()  # (B, T)
         mask = batch.filled
         td = (q_tot - y) * mask
         loss = td.pow(2).sum() / mask.sum().clamp(min=1.0)

@@ -57,7 +57,7 @@ def rollout(
             break
         # Every episode's memory advances each round, so the actor always sees all E.
         out, memory = actor.act(obs, memory, explain=explain)
-        seen = {e: out.view(e) for e in live}
+        seen = dict(zip(live, out.views(live), strict=True))
         directives = [out.directives[e] if out.directives else seen[e] for e in live]
         transitions = venv.step(live, out.actions[live], directives)
         for e, (nxt, reward, finished, info) in zip(live, transitions, strict=True):

@@ -14,13 +14,14 @@ import numpy as np
 import torch
 
 from core.qmix.buffer import ReplayBuffer
+from core.qmix.collect import ChildCollector, InlineCollector
 from core.qmix.controller import ExplorationConfig, epsilon_at
 from core.qmix.encoders import AgentNetConfig, AgentNetwork
 from core.qmix.env import EnvShapes, VecEnv, check_env
 from core.qmix.learner import LearnerConfig, QLearner
 from core.qmix.mixers import MixerConfig, make_mixer
 from core.qmix.policy import QMixPolicy
-from core.qmix.runner import EpisodeResult, rollout
+from core.qmix.runner import EpisodeResult
 from core.qmix.seeding import resolve_device, seed_everything, torch_threads
 
 
@@ -53,6 +54,12 @@ class TrainConfig:
     """Torch CPU threads while training (0 = leave torch's setting). The networks are small:
     a second thread gains little, and on a shared machine threads that wait for each other
     made updates ~10x slower (measured with a load average of 5 on 2 cores)."""
+    collect_ahead: bool = True
+    """Play the next episodes in a child process while this one trains on the last ones
+    (:mod:`core.qmix.collect`): with two cores an iteration costs about the larger of
+    collecting and learning, not their sum. The child acts with the weights of one
+    iteration earlier (a fixed lag: a seed still fixes the run). Environments that wait on
+    a server (``venv.synchronous`` False) are always played in this process."""
 
     def validate(self) -> None:
         if self.episodes < 1:
@@ -146,43 +153,67 @@ def _train(
     state = state or build_state(shapes, config)
     buffer = ReplayBuffer(shapes, config.learner.buffer_size)
     generator = torch.Generator().manual_seed(config.seed)
-    policy = QMixPolicy(state.agent, state.mixer, state.device, generator=generator)
+    collector = make_collector(venv, state, config, generator)
     recent: deque[float] = deque(maxlen=100)
     updates_due = 0.0
     rate = updates_per_episode(config)
     started = time.perf_counter()
 
-    while state.episodes_done < config.episodes and not hooks.should_stop():
-        # --- collect
-        n = min(config.n_envs, config.episodes - state.episodes_done)
-        policy.epsilon = epsilon_at(config.exploration, state.episodes_done, config.episodes)
-        episodes = list(range(state.episodes_done, state.episodes_done + n))
-        results = rollout(venv, policy, episodes, explain=config.explain)
-        for res in results:
-            buffer.add(res.recorder)
-            recent.append(res.ret)
-        state.episodes_done += n
-        hooks.on_episodes(results, state, policy.epsilon)
+    def ask(first: int) -> None:
+        """Ask for the batch that starts at episode ``first`` (if the run goes that far)."""
+        if first < config.episodes:
+            n = min(config.n_envs, config.episodes - first)
+            epsilon = epsilon_at(config.exploration, first, config.episodes)
+            collector.ask(list(range(first, first + n)), epsilon)
 
-        # --- optimise
-        updates_due += n * rate
-        if buffer.size >= min(config.learner.batch_size, config.episodes):
-            while updates_due >= 1.0:
-                batch = buffer.sample(config.learner.batch_size, generator).to(state.device)
-                stats = state.learner.train(batch)
-                stats.update(episode=state.episodes_done, epsilon=policy.epsilon)
-                hooks.on_update(stats, state)
-                updates_due -= 1.0
-        else:
-            updates_due = 0.0
-        # --- report
-        summary = {
-            "return_ma": float(np.mean(recent)),
-            "epsilon": policy.epsilon,
-            "updates": state.learner.updates,
-            "elapsed_s": time.perf_counter() - started,
-        }
-        state.history.append({"episode": state.episodes_done, **summary})
-        if progress:
-            progress(state.episodes_done, config.episodes, summary)
+    try:
+        ask(state.episodes_done)
+        while state.episodes_done < config.episodes and not hooks.should_stop():
+            # --- collect (the batch asked for last; ask for the next one before optimising,
+            #     so that a child collector plays it meanwhile)
+            epsilon = epsilon_at(config.exploration, state.episodes_done, config.episodes)
+            results = collector.take()
+            n = len(results)
+            buffer.add_many([res.recorder for res in results])
+            recent.extend(res.ret for res in results)
+            state.episodes_done += n
+            ask(state.episodes_done)
+            hooks.on_episodes(results, state, epsilon)
+
+            # --- optimise
+            updates_due += n * rate
+            if buffer.size >= min(config.learner.batch_size, config.episodes):
+                while updates_due >= 1.0:
+                    batch = buffer.sample(config.learner.batch_size, generator).to(state.device)
+                    stats = state.learner.train(batch)
+                    stats.update(episode=state.episodes_done, epsilon=epsilon)
+                    hooks.on_update(stats, state)
+                    updates_due -= 1.0
+            else:
+                updates_due = 0.0
+            # --- report
+            summary = {
+                "return_ma": float(np.mean(recent)),
+                "epsilon": epsilon,
+                "updates": state.learner.updates,
+                "elapsed_s": time.perf_counter() - started,
+            }
+            state.history.append({"episode": state.episodes_done, **summary})
+            if progress:
+                progress(state.episodes_done, config.episodes, summary)
+    finally:
+        collector.close()
     return state
+
+
+def make_collector(
+    venv: VecEnv, state: TrainState, config: TrainConfig, generator: torch.Generator
+) -> InlineCollector | ChildCollector:
+    """A child collector when asked for and the environment never waits on a server; else
+    the inline one, which shares ``generator`` with the batch sampling as it always has."""
+    if config.collect_ahead and getattr(venv, "synchronous", True):
+        # Its own exploration stream: this process keeps ``generator`` for sampling batches.
+        explore = torch.Generator().manual_seed(config.seed + 1_000_003)
+        return ChildCollector(venv, state.agent, state.mixer, config.explain, explore)
+    policy = QMixPolicy(state.agent, state.mixer, state.device, generator=generator)
+    return InlineCollector(venv, policy, config.explain)

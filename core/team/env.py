@@ -4,7 +4,7 @@
 episode at a time (``reset(seed) -> obs``, ``step(actions) -> (obs, reward, done, info)``);
 :meth:`TeamEnv.vectorized` gives the runner a :class:`TeamVecEnv` that plays a round of
 ``E`` episodes concurrently on one event loop (so an OpenAI-compatible server sees their
-calls in flight together). Training, evaluation, comparisons and the lab all play episodes
+calls in flight together; the synthetic society, which never waits, skips the loop). Training, evaluation, comparisons and the lab all play episodes
 through :func:`core.qmix.runner.rollout` on a :class:`TeamVecEnv`.
 
 The reward is 0 until the last round, then :func:`core.team.runtime.reward`; the final
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,7 +37,7 @@ from core.team.failures import FailureSpec, sample_failures
 from core.team.observations import ObservationBuilder
 from core.team.options import TeamOptions
 from core.team.plan import TeamPolicy, as_actor, plan_for
-from core.team.runtime import EpisodeJob, TeamEpisode
+from core.team.runtime import EpisodeJob, TeamEpisode, run_sync
 
 _SOURCES: dict[tuple[str, int, str | None], TaskSource] = {}
 
@@ -200,7 +200,8 @@ class TeamVecEnv:
 
     One ``step`` plays one round of every listed episode concurrently (``asyncio.gather``
     on the team's event loop), then, for episodes that played their last round, the
-    decision agent.
+    decision agent. On a synchronous back-end (the synthetic society) the same coroutines
+    run one after the other without the loop; the records are the same.
     """
 
     def __init__(
@@ -214,6 +215,7 @@ class TeamVecEnv:
             raise ValueError(f"width = {width} must be at least 1")
         self.team, self.width, self.policy_name = team, width, policy_name
         self.failures = None if failures is None else list(failures)
+        self.synchronous = bool(getattr(team.backend, "synchronous", False))
         for k in ("n_agents", "n_actions", "obs_dim", "state_dim", "max_steps"):
             setattr(self, k, getattr(team, k))
         self.episodes: list[TeamEpisode] = []
@@ -238,7 +240,7 @@ class TeamVecEnv:
             )
             for job in jobs
         ]
-        return [team.observe(ep) for ep in self.episodes]
+        return team.observe.many(self.episodes)
 
     def step(
         self, slots: Sequence[int], actions: np.ndarray, directives: Sequence[Any] | None = None
@@ -250,16 +252,12 @@ class TeamVecEnv:
             plan_for(a, None if directives is None else directives[i])
             for i, a in enumerate(actions)
         ]
-        loop = self.team.loop
-        loop.run_until_complete(
-            _gather(ep.play_round(p) for ep, p in zip(episodes, plans, strict=True))
-        )
+        self._play(ep.play_round(p) for ep, p in zip(episodes, plans, strict=True))
         finished = [ep for ep in episodes if ep.done]
         if finished:
-            loop.run_until_complete(_gather(ep.finish() for ep in finished))
+            self._play(ep.finish() for ep in finished)
         out: list[Transition] = []
-        for ep in episodes:
-            obs = self.team.observe(ep)
+        for ep, obs in zip(episodes, self.team.observe.many(episodes), strict=True):
             if not ep.done:
                 out.append((obs, 0.0, False, {}))
                 continue
@@ -267,6 +265,16 @@ class TeamVecEnv:
             info = {"episode": record, "score": record.score, "tokens": record.tokens}
             out.append((obs, float(record.reward), True, info))
         return out
+
+    def _play(self, coros: Iterable[Coroutine[Any, Any, Any]]) -> None:
+        """Run the episodes' coroutines: one after the other when the back-end never waits
+        (no event loop: ~2x faster episodes on the synthetic society), else concurrently on
+        the team's event loop so that a server sees every call in flight together."""
+        if self.synchronous:
+            for coro in coros:
+                run_sync(coro)
+        else:
+            self.team.loop.run_until_complete(_gather(coros))
 
     def close(self) -> None:
         """The team owns the back-end and the loop; closing the team closes them."""

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from core.actions import Action, RoundGraph, induce_graph, resolve_edges
 from core.backends.base import AgentTurn, Backend, DecisionTurn, TurnResult
@@ -35,6 +36,8 @@ from core.tasks.base import Task
 from core.tasks.scoring import score, scoring_blocks
 from core.team.failures import SILENT_MODES, FailureSpec, fault_table
 from core.team.plan import RoundPlan
+
+T = TypeVar("T")
 
 DEFAULT_ROLES = ("solver", "coder", "analyst", "verifier")
 DEFAULT_ROUNDS = 3
@@ -117,6 +120,8 @@ class TeamEpisode:
         self._producing: list[AgentStep | None] = [None] * self.n_agents
         self.record: EpisodeRecord | None = None
         self.policy_name = policy_name
+        # A back-end that never waits is played call after call (see run_sync).
+        self.synchronous = bool(getattr(backend, "synchronous", False))
 
     # -- state the observation builder reads --------------------------------------------
 
@@ -149,6 +154,14 @@ class TeamEpisode:
                 totals[s.agent] += s.tokens
         return totals
 
+    async def _gather(self, jobs: list) -> list[AgentStep]:
+        """One layer's calls: concurrent on the event loop, or one after the other in agent
+        order when the back-end never waits. The steps are the same either way: every call
+        draws from its own seeded RNG, and the record sorts what arrives in any order."""
+        if self.synchronous or len(jobs) == 1:
+            return [await job for job in jobs]
+        return list(await asyncio.gather(*jobs))
+
     # -- one round -----------------------------------------------------------------------
 
     async def play_round(self, plan: RoundPlan) -> RoundRecord:
@@ -179,11 +192,11 @@ class TeamEpisode:
             jobs = [self._agent(i, r, plan, sources[i], steps, messages) for i in layer]
             if k == 0:
                 jobs += [self._timeout(i, r, plan) for i in timed_out]
-            done = await _gather(jobs)
+            done = await self._gather(jobs)
             for step in done:
                 steps[step.agent] = step
         if not graph.layers and timed_out:
-            for step in await _gather([self._timeout(i, r, plan) for i in timed_out]):
+            for step in await self._gather([self._timeout(i, r, plan) for i in timed_out]):
                 steps[step.agent] = step
         for i in range(n):
             if steps[i] is None:
@@ -325,7 +338,7 @@ class TeamEpisode:
     async def _score(self, answer: str) -> float:
         """Score through the tasks' one entry point, off the event loop when it runs code."""
         run_code = self.backend.answers_are_programs
-        if scoring_blocks(self.task, run_code):
+        if scoring_blocks(self.task, run_code) and not self.synchronous:
             return await asyncio.to_thread(score, self.task, answer, run_code)
         return score(self.task, answer, run_code)
 
@@ -432,10 +445,15 @@ def reward(score: float, tokens: int, config: RuntimeConfig) -> float:
     return config.accuracy_weight * score - config.token_weight * penalty
 
 
-async def _gather(jobs: list) -> list[AgentStep]:
-    if len(jobs) == 1:
-        return [await jobs[0]]
-    return list(await asyncio.gather(*jobs))
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (an episode on a synchronous back-end) to its end
+    without an event loop: the loop's scheduling costs more than the society's calls."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("a coroutine of a synchronous back-end waited; it needs an event loop")
 
 
 @dataclass

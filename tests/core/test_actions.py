@@ -15,6 +15,7 @@ from core.actions import (
     debate_partner,
     induce_graph,
     requested_edges,
+    resolve_edges,
     trusted_peer,
 )
 
@@ -227,3 +228,51 @@ def reaches(edges: set[tuple[int, int]], start: int, goal: int) -> bool:
                 seen.add(d)
                 frontier.append(d)
     return False
+
+
+def reference_resolve(edges, actions, alive):
+    """The cycle rule of docs/actions.md written plainly: rank order, forward edges kept,
+    backward edges tried in (rank dst, dst, rank src, src) order with a fresh search each."""
+    rank = {
+        BCAST: 0,
+        SOLO: 1,
+        EXEC: 1,
+        QUERY: 2,
+        DEBATE: 2,
+        AGG: 3,
+    }
+    n = len(actions)
+    order = sorted(range(n), key=lambda i: (rank[Action(actions[i])], i))
+    pos = {a: k for k, a in enumerate(order)}
+    live = sorted({(s, d) for s, d in edges if alive[s] and alive[d] and s != d})
+    kept = [e for e in live if pos[e[0]] < pos[e[1]]]
+    backward = sorted(
+        (e for e in live if pos[e[0]] > pos[e[1]]),
+        key=lambda e: (rank[Action(actions[e[1]])], e[1], rank[Action(actions[e[0]])], e[0]),
+    )
+    dropped = []
+    for s, d in backward:
+        if reaches(set(kept), d, s):
+            dropped.append((s, d))
+        else:
+            kept.append((s, d))
+    return sorted(kept), dropped, order
+
+
+@pytest.mark.parametrize("n", [3, 5, 8, 17, 33])
+def test_cycle_breaking_equals_the_rule_written_plainly(n):
+    """The bit-set reachability (and the cache) decide exactly as a fresh search per edge."""
+    rng = random.Random(n)
+    for _ in range(60 if n < 20 else 8):
+        actions = [rng.randrange(N_ACTIONS) for _ in range(n)]
+        alive = [rng.random() > 0.15 for _ in range(n)]
+        conf = [rng.random() for _ in range(n)] if rng.random() < 0.5 else None
+        edges = requested_edges(actions, alive, conf)
+        # Arbitrary extra edges too, as a fixed topology may ask for (both directions).
+        edges += [(rng.randrange(n), rng.randrange(n)) for _ in range(n)]
+        kept, dropped, order = reference_resolve(edges, actions, alive)
+        for _ in range(2):  # the second call is answered by the cache
+            g = resolve_edges(edges, actions, alive)
+            assert list(g.kept) == kept and list(g.dropped) == dropped
+            assert list(g.order) == order
+            assert_valid(g, n, alive)

@@ -102,3 +102,18 @@ def test_bad_episodes_and_empty_buffer():
         buf.add(EpisodeRecorder(SHAPES))  # no steps at all
     with pytest.raises(ValueError, match="capacity"):
         ReplayBuffer(SHAPES, capacity=0)
+
+
+@pytest.mark.parametrize("capacity", [3, 5, 16])
+def test_add_many_equals_adding_one_at_a_time(capacity):
+    """The batched write (wrapping around, more episodes than slots) leaves exactly the
+    buffer that adding the same episodes one by one leaves."""
+    eps = [episode(float(k), steps=1 + k % 4, terminated=k % 3 != 0) for k in range(7)]
+    one, many = ReplayBuffer(SHAPES, capacity), ReplayBuffer(SHAPES, capacity)
+    for first in (0, 2):  # two batches, so the second starts mid-buffer
+        for ep in eps[first:]:
+            one.add(ep)
+        many.add_many(eps[first:])
+    assert (many.size, many.next) == (one.size, one.next)
+    for name, value in vars(one.data).items():
+        assert torch.equal(getattr(many.data, name), value), name

@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 from torch.nn import functional as F
+from torch_geometric.nn import GraphConv as PyGGraphConv
 
-from core.qmix.encoders import AgentNetConfig, AgentNetwork, adjacency_to_edge_index
+from core.qmix.encoders import (
+    AgentNetConfig,
+    AgentNetwork,
+    GraphConv,
+    adjacency_to_edge_index,
+    mean_aggregator,
+)
 from tests.core.torch_threads import one_torch_thread  # noqa: F401
 
 OBS, N, A = 5, 4, 6
@@ -47,8 +54,9 @@ def test_adjacency_to_edge_index_empty_and_full():
     assert torch.bincount(ei[0] // 4).tolist() == [12, 12, 12]
 
 
-def test_embed_matches_graphconv_over_edge_index():
-    """The CSR fast path gives the same result as PyG's plain edge_index message passing."""
+def test_embed_matches_pyg_graphconv_over_edge_index():
+    """The dense mean aggregator gives what PyG's own GraphConv(aggr="mean") gives over the
+    edge index, with the very same parameters loaded into it."""
     net = make_net()
     obs, adj, last, _ = random_inputs(6)
     with torch.no_grad():
@@ -56,9 +64,23 @@ def test_embed_matches_graphconv_over_edge_index():
         x = F.relu(net.input(net.build_inputs(obs, last))).reshape(6 * N, -1)
         ei = adjacency_to_edge_index(adj)
         for conv in net.convs:
-            x = F.relu(conv(x, ei))
+            pyg = PyGGraphConv(16, 16, aggr="mean")
+            pyg.load_state_dict(conv.state_dict())
+            x = F.relu(pyg(x, ei))
     assert got.shape == (6 * N, 16)
     torch.testing.assert_close(got, x, rtol=1e-5, atol=1e-6)
+
+
+def test_graphconv_parameters_are_pygs():
+    """Same parameter names and shapes as PyG's GraphConv (checkpoints load either way), and
+    the same initial range (uniform within 1/sqrt(fan_in))."""
+    ours, pyg = GraphConv(16, 8), PyGGraphConv(16, 8, aggr="mean")
+    shapes = {k: v.shape for k, v in ours.state_dict().items()}
+    assert shapes == {k: v.shape for k, v in pyg.state_dict().items()}
+    assert set(shapes) == {"lin_rel.weight", "lin_rel.bias", "lin_root.weight"}
+    for module in (ours, pyg):
+        for p in module.parameters():
+            assert 0.5 / 4 < float(p.abs().max()) <= 1 / 4  # 1/sqrt(16)
 
 
 def test_batched_forward_equals_per_sample_forward():
@@ -159,3 +181,48 @@ def test_default_sizes_and_validation():
         AgentNetConfig(gnn_hidden=0).validate()
     with pytest.raises(ValueError, match="gnn_layers"):
         AgentNetConfig(gnn_layers=-1).validate()
+
+
+def test_mean_aggregator_hand_built_graph():
+    adj = torch.zeros(1, 4, 4)
+    adj[0, 0, 2] = adj[0, 1, 2] = adj[0, 3, 2] = 1  # 2 reads 0, 1 and 3
+    adj[0, 2, 3] = 1  # 3 reads 2
+    p = mean_aggregator(adj)
+    want = torch.zeros(1, 4, 4)
+    want[0, 2, [0, 1, 3]] = 1 / 3
+    want[0, 3, 2] = 1.0
+    assert torch.equal(p, want)  # 0 and 1 read nobody: rows of zeros
+    x = torch.arange(4.0).view(1, 4, 1)
+    assert torch.bmm(p, x).flatten().tolist() == pytest.approx([0, 0, 4 / 3, 2])
+
+
+@pytest.mark.parametrize(("agent_id", "last_action"), [(True, True), (False, True), (True, False)])
+def test_project_equals_the_input_layer_on_the_one_hots(agent_id, last_action):
+    net = make_net(agent_id=agent_id, last_action=last_action)
+    obs, _, last, _ = random_inputs(5)
+    last[0] = -1
+    with torch.no_grad():
+        want = net.input(net.build_inputs(obs, last))
+        torch.testing.assert_close(net.project(obs, last), want, rtol=1e-5, atol=1e-6)
+
+
+def test_grad_rounds_changes_no_value_and_no_gradient_of_the_recorded_rounds():
+    net = make_net().train()
+    b, t = 3, 4
+    g = torch.Generator().manual_seed(5)
+    obs = torch.randn(b, t, N, OBS, generator=g)
+    adj = (torch.rand(b, t, N, N, generator=g) < 0.5).float() * (1 - torch.eye(N))
+    last = torch.randint(-1, A, (b, t, N), generator=g)
+    full = net.forward_sequence(obs, adj, last)
+    full[:, : t - 1].square().sum().backward()
+    want = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad(set_to_none=True)
+    part = net.forward_sequence(obs, adj, last, grad_rounds=t - 1)
+    torch.testing.assert_close(part, full, rtol=1e-6, atol=1e-7)
+    part[:, : t - 1].square().sum().backward()
+    for p, w in zip(net.parameters(), want, strict=True):
+        torch.testing.assert_close(p.grad, w, rtol=1e-5, atol=1e-7)
+    # The last round is computed, but off the autograd tape: nothing flows back from it.
+    part = net.forward_sequence(obs, adj, last, grad_rounds=t - 1)
+    back = torch.autograd.grad(part[:, t - 1].sum(), list(net.parameters()), allow_unused=True)
+    assert all(g is None or not g.any() for g in back)

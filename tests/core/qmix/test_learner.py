@@ -7,7 +7,14 @@ import torch
 
 from benchmarks.learner import random_batch
 from core.qmix.encoders import AgentNetConfig, AgentNetwork
-from core.qmix.learner import LearnerConfig, QLearner, unroll
+from core.qmix.learner import (
+    LearnerConfig,
+    QLearner,
+    batch_aggregator,
+    lambda_targets,
+    last_actions,
+    unroll,
+)
 from core.qmix.mixers import MixerConfig, make_mixer
 from tests.core.torch_threads import one_torch_thread  # noqa: F401
 
@@ -40,16 +47,14 @@ def perturb_targets(learner: QLearner) -> None:
 
 
 def reference_loss(learner: QLearner, batch, double_q: bool) -> torch.Tensor:
-    """The masked TD loss written out step by step, independently of QLearner.loss."""
-    gamma = learner.config.gamma
+    """The masked TD(λ) loss written out step by step, independently of QLearner.loss."""
+    gamma, lam = learner.config.gamma, learner.config.td_lambda
     with torch.no_grad():
         q = unroll(learner.agent, batch)
         tq = unroll(learner.target_agent, batch)
-        total, count = 0.0, 0.0
+        q_tots, boots = torch.zeros(B, T), torch.zeros(B, T)
         for b in range(B):
             for t in range(T):
-                if batch.filled[b, t] == 0:
-                    continue
                 chosen = q[b, t].gather(-1, batch.actions[b, t].unsqueeze(-1)).squeeze(-1)
                 avail = batch.avail[b, t + 1]
                 nxt = torch.empty(N)
@@ -64,18 +69,18 @@ def reference_loss(learner: QLearner, batch, double_q: bool) -> torch.Tensor:
                     batch.state[b, t].view(1, 1, S),
                     batch.state[b, t + 1].view(1, 1, S),
                 )
-                q_tot = learner.mixer(chosen.view(1, 1, N), state).squeeze()
-                boot = learner.target_mixer(nxt.view(1, 1, N), next_state).squeeze()
-                y = batch.reward[b, t] + gamma * (1 - batch.terminated[b, t]) * boot
-                total += float((q_tot - y) ** 2)
-                count += 1
-    return torch.tensor(total / count)
+                q_tots[b, t] = learner.mixer(chosen.view(1, 1, N), state).squeeze()
+                boots[b, t] = learner.target_mixer(nxt.view(1, 1, N), next_state).squeeze()
+        y = reference_lambda_targets(batch.reward, batch.terminated, boots, gamma, lam)
+        filled = batch.filled.bool()
+        return ((q_tots - y)[filled] ** 2).mean()
 
 
 @pytest.mark.parametrize("kind", ["qmix", "vdn"])
 @pytest.mark.parametrize("double_q", [True, False])
-def test_loss_matches_the_td_error_written_out(kind, double_q):
-    learner = make_learner(kind, double_q=double_q)
+@pytest.mark.parametrize("lam", [0.0, 0.8])
+def test_loss_matches_the_td_error_written_out(kind, double_q, lam):
+    learner = make_learner(kind, double_q=double_q, td_lambda=lam)
     perturb_targets(learner)
     batch = fixed_batch()
     loss, stats = learner.loss(batch)
@@ -163,7 +168,14 @@ def test_targets_never_get_gradients():
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("lr", 0.0), ("gamma", 1.5), ("batch_size", 0), ("target_update_interval", 0), ("tau", -0.1)],
+    [
+        ("lr", 0.0),
+        ("gamma", 1.5),
+        ("batch_size", 0),
+        ("target_update_interval", 0),
+        ("tau", -0.1),
+        ("precision", "fp16"),
+    ],
 )
 def test_config_validation_names_the_value(field, value):
     with pytest.raises(ValueError, match=field):
@@ -214,3 +226,72 @@ def test_lambda_targets_match_the_weighted_n_step_returns(lam):
     if lam == 0.0:
         one_step = reward + 0.9 * (1 - terminated) * target_next
         assert torch.allclose(got, one_step)
+
+
+def grads(module: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.grad.detach().clone() for p in module.parameters()]
+
+
+def test_aggregator_built_once_per_batch_gives_identical_q_and_grads():
+    """The learner shares one aggregator (and one last-action tensor) between the online
+    and the target network; building them inside each call gives bit-identical results."""
+    learner = make_learner()
+    batch = fixed_batch()
+    shared = unroll(learner.agent, batch, last_actions(batch), batch_aggregator(batch))
+    shared.square().sum().backward()
+    shared_grads = grads(learner.agent)
+    learner.agent.zero_grad(set_to_none=True)
+    per_call = unroll(learner.agent, batch)
+    per_call.square().sum().backward()
+    assert torch.equal(shared, per_call)
+    assert all(torch.equal(a, b) for a, b in zip(shared_grads, grads(learner.agent), strict=True))
+
+
+def plain_loss(learner: QLearner, batch) -> torch.Tensor:
+    """The double-Q TD loss with every round of the online network on the autograd tape and
+    each network building its own graph operator: what QLearner.loss computes, written plainly."""
+    q = learner.agent.forward_sequence(batch.obs, batch.adj, last_actions(batch))
+    chosen = q[:, :-1].gather(-1, batch.actions.unsqueeze(-1)).squeeze(-1)
+    with torch.no_grad():
+        tq = learner.target_agent.forward_sequence(batch.obs, batch.adj, last_actions(batch))
+        best = q[:, 1:].masked_fill(~batch.avail[:, 1:], float("-inf")).argmax(-1, keepdim=True)
+        boot = learner.target_mixer(tq[:, 1:].gather(-1, best).squeeze(-1), batch.state[:, 1:])
+        cfg = learner.config
+        y = lambda_targets(
+            batch.reward, batch.terminated, boot.squeeze(-1), cfg.gamma, cfg.td_lambda
+        )
+    td = (learner.mixer(chosen, batch.state[:, :-1]).squeeze(-1) - y) * batch.filled
+    return td.pow(2).sum() / batch.filled.sum()
+
+
+def test_loss_and_grads_equal_the_plain_unroll():
+    """Skipping the backward of the online network's last round changes no gradient."""
+    learner = make_learner()
+    perturb_targets(learner)
+    batch = fixed_batch()
+    loss, _ = learner.loss(batch)
+    loss.backward()
+    fast = grads(learner.agent) + grads(learner.mixer)
+    learner.agent.zero_grad(set_to_none=True)
+    learner.mixer.zero_grad(set_to_none=True)
+    plain = plain_loss(learner, batch)
+    plain.backward()
+    torch.testing.assert_close(loss.detach(), plain.detach(), rtol=1e-6, atol=1e-7)
+    slow = grads(learner.agent) + grads(learner.mixer)
+    for a, b in zip(fast, slow, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7)
+    assert any(float(g.abs().sum()) > 0 for g in fast)
+
+
+def test_bf16_precision_is_close_to_fp32_and_still_learns():
+    fp32, bf16 = make_learner(), make_learner(precision="bf16")
+    batch = fixed_batch()
+    exact, rounded = float(fp32.loss(batch)[0]), float(bf16.loss(batch)[0])
+    assert rounded != exact, "bf16 autocast must actually change the arithmetic"
+    assert rounded == pytest.approx(exact, rel=0.05)
+    loss, _ = bf16.loss(batch)
+    assert loss.dtype == torch.float32  # the TD arithmetic stays in fp32
+    for _ in range(150):
+        bf16.train(batch)
+    assert float(bf16.loss(batch)[0]) < rounded / 10
+    assert all(p.dtype == torch.float32 for p in bf16.params)
