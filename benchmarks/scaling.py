@@ -97,7 +97,12 @@ def rollout_cell(n_agents: int, rounds: int, episodes: int, width: int, device: 
     from benchmarks.rollouts import rollout_benchmark
 
     result = rollout_benchmark(
-        widths=(width,), episodes=episodes, n_agents=n_agents, rounds=rounds, device=device
+        widths=(width,),
+        episodes=episodes,
+        n_agents=n_agents,
+        rounds=rounds,
+        device=device,
+        repeats=1,
     )
     row = result["widths"][0]
     return {
