@@ -42,6 +42,14 @@ def team_options(n_agents: int, rounds: int, benchmark: str) -> TeamOptions:
     return replace(TeamOptions(benchmark=benchmark), roles=roles, rounds=rounds)
 
 
+def replay_bytes(shapes: EnvShapes) -> int:
+    """Bytes one episode takes in the replay buffer (its tensors, :mod:`core.qmix.buffer`):
+    the state is every agent's observation, so it grows as ``N * (N + ...)``."""
+    n, a, t = shapes.n_agents, shapes.n_actions, shapes.max_steps
+    per_obs = 4 * (n * shapes.obs_dim + shapes.state_dim) + n * n + n * a  # floats, bools
+    return (t + 1) * per_obs + t * (8 * n + 3 * 4)
+
+
 def rollout_benchmark(
     widths: tuple[int, ...] = WIDTHS,
     episodes: int = 256,
@@ -65,7 +73,7 @@ def rollout_benchmark(
             agent = AgentNetwork(shapes.obs_dim, n_agents, shapes.n_actions, AgentNetConfig())
             mixer = make_mixer(n_agents, shapes.state_dim, MixerConfig())
             policy = QMixPolicy(agent.to(dev), mixer.to(dev), dev, epsilon=0.0)
-            buffer = ReplayBuffer(shapes, 5000)
+            buffer = ReplayBuffer(shapes, episodes)  # sized to what is played, not training's
 
             def play(width: int) -> float:
                 start = time.perf_counter()
@@ -105,6 +113,7 @@ def rollout_benchmark(
         "episodes": episodes,
         "repeats": repeats,
         "torch_threads": 1,
+        "replay_buffer_mb_per_1000_episodes": round(replay_bytes(shapes) * 1000 / 2**20, 1),
         "widths": rows,
         "load_average": [round(x, 2) for x in load],
     }

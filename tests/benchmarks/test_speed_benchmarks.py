@@ -103,3 +103,17 @@ def test_scaling_rejects_a_bad_list_in_one_sentence():
     done = bench("scaling", "--agents", "3,x")
     assert done.returncode == 2
     assert done.stderr.strip() == "error: --agents must be comma-separated integers, not '3,x'."
+
+
+def test_replay_bytes_is_what_the_buffer_allocates():
+    from benchmarks.rollouts import replay_bytes
+    from core.qmix.buffer import ReplayBuffer
+    from core.qmix.env import EnvShapes
+
+    for n in (2, 9):
+        shapes = EnvShapes(
+            n_agents=n, n_actions=6, obs_dim=7 + n, state_dim=n * (7 + n) + 3, max_steps=3
+        )
+        buffer = ReplayBuffer(shapes, capacity=5)
+        allocated = sum(v.numel() * v.element_size() for v in vars(buffer.data).values())
+        assert replay_bytes(shapes) * 5 == allocated
