@@ -97,7 +97,12 @@ def rollout_cell(n_agents: int, rounds: int, episodes: int, width: int, device: 
     from benchmarks.rollouts import rollout_benchmark
 
     result = rollout_benchmark(
-        widths=(width,), episodes=episodes, n_agents=n_agents, rounds=rounds, device=device
+        widths=(width,),
+        episodes=episodes,
+        n_agents=n_agents,
+        rounds=rounds,
+        device=device,
+        repeats=1,
     )
     row = result["widths"][0]
     return {
@@ -109,6 +114,7 @@ def rollout_cell(n_agents: int, rounds: int, episodes: int, width: int, device: 
         "episodes": episodes,
         "episodes_per_s": row["episodes_per_s"],
         "agent_turns_per_s": round(row["episodes_per_s"] * n_agents * rounds, 1),
+        "replay_buffer_mb_per_1000_episodes": result["replay_buffer_mb_per_1000_episodes"],
         "peak_rss_mb": peak_rss_mb(),
         "load_average": result["load_average"],
     }
@@ -153,7 +159,9 @@ def scaling(
 
 
 def table(result: dict[str, Any]) -> str:
-    lines = ["kind      N    T   per s      ms (median)   GMAC/s  saved MB  peak RSS MB"]
+    lines = [
+        "kind      N    T   per s      ms (median)   GMAC/s  saved MB  peak RSS MB  buffer MB/1k"
+    ]
     for row in result["learner"]:
         lines.append(
             f"learner  {row['n_agents']:4d} {row['rounds']:3d} {row['updates_per_s']:9.2f} "
@@ -163,7 +171,8 @@ def table(result: dict[str, Any]) -> str:
     for row in result["rollouts"]:
         lines.append(
             f"rollouts {row['n_agents']:4d} {row['rounds']:3d} {row['episodes_per_s']:9.1f} "
-            f"{'':12} {'':8} {'':9} {row['peak_rss_mb']:11.1f}"
+            f"{'':12} {'':8} {'':9} {row['peak_rss_mb']:11.1f} "
+            f"{row['replay_buffer_mb_per_1000_episodes']:12.1f}"
         )
     return "\n".join(lines)
 
