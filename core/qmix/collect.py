@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import ctypes
 import multiprocessing
+import os
 import pickle
 import signal
+import sys
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -82,7 +85,16 @@ class ChildCollector:
         self.conn, child_end = context.Pipe()
         self.process = context.Process(
             target=_serve,
-            args=(child_end, venv, cpu_agent, cpu_mixer, explain, generator),
+            args=(
+                child_end,
+                self.conn,
+                os.getpid(),
+                venv,
+                cpu_agent,
+                cpu_mixer,
+                explain,
+                generator,
+            ),
             name="qmix-collector",
             daemon=True,
         )
@@ -117,8 +129,20 @@ class ChildCollector:
         self.conn.close()
 
 
+def _die_with(parent_pid: int) -> None:
+    """End this child when its parent dies, even by SIGKILL: an orphaned collector would keep
+    the run's inherited spool lock, and ``train --resume`` would see the run as still running."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent_pid:  # the parent died before the line above took effect
+        os._exit(0)
+
+
 def _serve(
     conn: Connection,
+    parent_end: Connection,
+    parent_pid: int,
     venv: VecEnv,
     agent: torch.nn.Module,
     mixer: torch.nn.Module,
@@ -126,11 +150,15 @@ def _serve(
     generator: torch.Generator,
 ) -> None:
     """The child's loop: play each request, send its results (or its error) back."""
+    _die_with(parent_pid)
+    # The parent's end stays open in this process unless closed here: then a dead parent
+    # is an end of file, not a wait for ever.
+    parent_end.close()
     # Ctrl-C is the parent's to handle; it ends the child when it stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     policy = QMixPolicy(agent, mixer, torch.device("cpu"), generator=generator)
-    while (request := conn.recv()) is not None:
+    while (request := _receive(conn)) is not None:
         episodes, epsilon, weights = request
         for module, state in zip((agent, mixer), weights, strict=True):
             module.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
@@ -143,6 +171,13 @@ def _serve(
         if reply[0] == "error":
             break
     conn.close()
+
+
+def _receive(conn: Connection) -> Any:
+    try:
+        return conn.recv()
+    except EOFError:  # the parent is gone
+        return None
 
 
 def _picklable(obj: Any) -> bool:
