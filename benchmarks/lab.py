@@ -401,13 +401,12 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     # Clearing Streamlit's caches outside a script run logs harmless "no ScriptRunContext" lines.
     set_log_level("error")
-    failure_lab = time_failure_lab()
     if args.failure_lab_only:
-        run_main({"failure_lab": failure_lab}, args.json)
+        run_main({"failure_lab": time_failure_lab()}, args.json)
         return
-    with user_errors():
+    with user_errors():  # a bad --db is one sentence before any work
         result = run_lab_bench(args.episodes, db=args.db)
-    run_main({**result, "failure_lab": failure_lab}, args.json)
+    run_main({**result, "failure_lab": time_failure_lab()}, args.json)
 
 
 if __name__ == "__main__":
