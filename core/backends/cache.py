@@ -83,7 +83,8 @@ class ResponseCache:
         entry = clean_tree(entry, self._secrets)
         target = self.path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=target.parent)
+        # Not *.json: a temporary left by a kill between mkstemp and the try is never read.
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=target.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(canonical_json(entry))
