@@ -18,38 +18,11 @@ import pytest
 
 from core.cli import main
 from tests.core.torch_threads import one_torch_thread  # noqa: F401
+from tests.core.user_envs import CORRIDOR, MAKE
 
 REPO = Path(__file__).resolve().parents[2]
 
-TINY_ENV = '''
-import numpy as np
-
-
-class Corridor:
-    """Two agents; the team scores when both pick action 1."""
-
-    n_agents, n_actions, obs_dim, state_dim, max_steps = 2, 2, 1, 1, 2
-
-    def reset(self, seed=None):
-        self.t = 0
-        return self._obs()
-
-    def _obs(self):
-        return {
-            "obs": np.full((2, 1), self.t, dtype=np.float32),
-            "state": np.full(1, self.t, dtype=np.float32),
-            "adj": np.array([[0, 1], [0, 0]]),
-            "avail": np.ones((2, 2), dtype=bool),
-        }
-
-    def step(self, actions):
-        self.t += 1
-        return self._obs(), float(all(a == 1 for a in actions)), self.t >= 2, {}
-
-
-def make():
-    return Corridor()
-'''
+TINY_ENV = CORRIDOR + MAKE
 
 
 def agentqmix(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -31,34 +31,13 @@ from core.store.synthetic import synthetic_episode
 from core.store.writer import LoggerConfig, RunLogger
 from core.team.options import TeamOptions
 from tests.core.torch_threads import one_torch_thread  # noqa: F401
+from tests.core.user_envs import CORRIDOR
 
 REPO = Path(__file__).resolve().parents[2]
 
-ENVS = '''
-import numpy as np
-
-
-class Corridor:
-    """Two agents; the team scores when both pick action 1."""
-
-    n_agents, n_actions, obs_dim, state_dim, max_steps = 2, 2, 1, 1, 2
-
-    def reset(self, seed=None):
-        self.t = 0
-        return self.observe()
-
-    def observe(self):
-        return {
-            "obs": np.full((2, 1), self.t, dtype=np.float32),
-            "state": np.full(1, self.t, dtype=np.float32),
-            "adj": np.array([[0, 1], [0, 0]]),
-            "avail": np.ones((2, 2), dtype=bool),
-        }
-
-    def step(self, actions):
-        self.t += 1
-        return self.observe(), float(all(a == 1 for a in actions)), self.t >= 2, {}
-
+ENVS = (
+    CORRIDOR
+    + """
 
 class StringObs(Corridor):
     def observe(self):
@@ -135,7 +114,8 @@ def nan_obs():
 
 def inf_reward():
     return InfReward()
-'''
+"""
+)
 SHAPES = EnvShapes(n_agents=2, n_actions=2, obs_dim=1, state_dim=1, max_steps=2)
 HUGE_CHECKPOINT_WIDTH = 60_000
 """Within the loader's width limit; the file's weights are 8 wide, so only the shape check on
