@@ -26,6 +26,7 @@ from core.experiment import TeamOptions, run_policy, train_team
 from core.qmix.policy import QMixPolicy
 from core.qmix.training import TrainConfig
 from core.records import EpisodeRecord
+from core.team.runtime import IDLE_RULES
 from core.team.topologies import FIXED_TOPOLOGIES, make_policy
 
 GROUPS = {"all": (1, 2, 3, 4, 5), "easy": (1, 2), "hard": (4, 5)}
@@ -93,7 +94,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", default="0,1,2", help="training seeds")
     parser.add_argument("--benchmark", default="mixed")
     parser.add_argument("--episodes", type=int, default=TrainConfig.episodes)
+    parser.add_argument("--max-updates", type=int, default=TrainConfig.max_updates)
     parser.add_argument("--token-weight", type=float, default=TeamOptions.token_weight)
+    parser.add_argument("--idle", choices=IDLE_RULES, default=TeamOptions.idle)
     parser.add_argument("--fail-prob", type=float, default=0.0)
     parser.add_argument("--eval-seed", type=int, default=1000)
     parser.add_argument("--eval-episodes", type=int, default=1000)
@@ -105,13 +108,13 @@ def main(argv: list[str] | None = None) -> None:
     for seed in seeds:
         opts = TeamOptions(
             benchmark=args.benchmark, seed=seed, token_weight=args.token_weight,
-            fail_prob=args.fail_prob,
+            fail_prob=args.fail_prob, idle=args.idle,
         )  # fmt: skip
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
             out = train_team(
                 opts,
-                TrainConfig(episodes=args.episodes, seed=seed),
+                TrainConfig(episodes=args.episodes, max_updates=args.max_updates, seed=seed),
                 Path(tmp) / "policy.pt",
                 log=False,
                 eval_episodes=0,
@@ -119,7 +122,9 @@ def main(argv: list[str] | None = None) -> None:
             timings[str(seed)] = round(time.perf_counter() - t0, 1)
         state = out.state
         learned[seed] = QMixPolicy(state.agent, state.mixer, state.device, epsilon=0.0)
-    eval_opts = TeamOptions(benchmark=args.benchmark, token_weight=args.token_weight)
+    eval_opts = TeamOptions(
+        benchmark=args.benchmark, token_weight=args.token_weight, idle=args.idle
+    )
     learned_records = {
         seed: run_policy(eval_opts, policy, args.eval_episodes, args.eval_seed)
         for seed, policy in learned.items()
@@ -127,6 +132,8 @@ def main(argv: list[str] | None = None) -> None:
     result = {
         "seeds": seeds,
         "episodes": args.episodes,
+        "max_updates": args.max_updates,
+        "idle": args.idle,
         "eval_seed": args.eval_seed,
         "eval_episodes": args.eval_episodes,
         "train_seconds": timings,

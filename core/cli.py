@@ -24,7 +24,7 @@ from core.errors import StoreBusy, UserError
 from core.tasks.registry import TASK_SOURCES
 from core.team.failures import FAILURE_MODES
 from core.team.options import TeamOptions
-from core.team.runtime import TOKEN_PENALTIES
+from core.team.runtime import IDLE_RULES, TOKEN_PENALTIES
 from core.team.topologies import FIXED_TOPOLOGIES
 
 BENCHMARK_HELP = f"Task source: {', '.join(TASK_SOURCES)} or jsonl:PATH (the agent team)."
@@ -147,6 +147,16 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
             typer.Option(help=f"Token penalty: {' or '.join(TOKEN_PENALTIES)} (capped = paper's)."),
         ],
     ),
+    "idle": TeamFlag(
+        "idle",
+        Annotated[
+            str,
+            typer.Option(
+                help=f"Idle agents ({' or '.join(IDLE_RULES)}): solo_process after round 0 with "
+                "an answer and no edge: keep it without a call (default) or call it anyway."
+            ),
+        ],
+    ),
     "fail_prob": TeamFlag(
         "fail_prob",
         Annotated[float, typer.Option(help="Random failure curriculum: P(agent fails).")],
@@ -187,7 +197,16 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
         "max_attempts", Annotated[int, typer.Option(help="openai: attempts per call.")]
     ),
 }
-TEAM = ("agents", "rounds", "token_weight", "token_budget", "token_penalty", "preset", "embedding")
+TEAM = (
+    "agents",
+    "rounds",
+    "token_weight",
+    "token_budget",
+    "token_penalty",
+    "idle",
+    "preset",
+    "embedding",
+)
 BACKEND = ("backend", "model", "base_url", "concurrency", "no_cache")
 OPENAI_EXTRA = ("cache_counts_tokens", "cache_dir", "timeout", "max_attempts")
 

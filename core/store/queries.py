@@ -275,7 +275,9 @@ SELECT r.id, r.kind, r.status, r.policy, r.benchmark, r.backend, r.model, r.seed
        count(e.episode) AS episodes, avg(e.correct::DOUBLE) AS accuracy,
        avg(e.tokens) AS mean_tokens, avg(e.reward) AS mean_reward,
        TRY_CAST(json_extract_string(r.config, '$.team.token_weight') AS DOUBLE) AS token_weight,
-       json_extract_string(r.config, '$.team.token_penalty') AS token_penalty
+       json_extract_string(r.config, '$.team.token_penalty') AS token_penalty,
+       CASE WHEN json_extract(r.config, '$.team') IS NULL THEN NULL
+            ELSE coalesce(json_extract_string(r.config, '$.team.idle'), 'call') END AS idle
 FROM runs r LEFT JOIN episodes e ON e.run_id = r.id
 {where}
 GROUP BY ALL ORDER BY r.started_at DESC
@@ -284,7 +286,9 @@ GROUP BY ALL ORDER BY r.started_at DESC
 
 def list_runs(db: Db, *, kind: str | None = None, status: str | None = None) -> pd.DataFrame:
     """Runs with their headline figures (episodes, accuracy, mean tokens, mean reward) and
-    the reward's token options from ``config["team"]`` (NULL for runs without them)."""
+    the reward's token options from ``config["team"]`` (NULL for runs without them), and the
+    idle rule (``call`` for a team run logged before the rule existed, as
+    :func:`core.team.options.options_from_dict` reads it)."""
     parts, params = [], []
     if kind is not None:
         parts.append("r.kind = ?")

@@ -22,6 +22,7 @@ from core.team.runtime import (
     DEFAULT_ROLES,
     DEFAULT_ROUNDS,
     DEFAULT_TOKEN_WEIGHT,
+    IDLE_RULES,
     TOKEN_PENALTIES,
     RuntimeConfig,
 )
@@ -57,6 +58,9 @@ class TeamOptions:
     """Tokens at which the token penalty saturates; None = the preset's full-mesh mean."""
     token_penalty: str = "capped"
     """``capped`` (``min(tokens / budget, 1)``, the paper's) or ``linear`` (no saturation)."""
+    idle: str = "keep"
+    """An idle agent (solo_process after round 0, holding an answer, no edge in or out):
+    ``keep`` its answer without a call, or ``call`` it to re-solve alone."""
     fail_prob: float = 0.0
     """Random failure curriculum: per episode, each agent fails with this probability."""
     failures: str = ""
@@ -109,6 +113,8 @@ class TeamOptions:
                 f"--token-penalty must be one of {', '.join(TOKEN_PENALTIES)}, "
                 f"not {self.token_penalty!r}."
             )
+        if self.idle not in IDLE_RULES:
+            raise UserError(f"--idle must be one of {', '.join(IDLE_RULES)}, not {self.idle!r}.")
         if not 0.0 <= self.fail_prob < 1.0:
             raise UserError(f"--fail-prob must be in [0, 1), not {self.fail_prob}.")
         if self.embedding not in EMBEDDERS:
@@ -153,6 +159,7 @@ class TeamOptions:
             token_weight=self.token_weight,
             token_budget=self.resolved_token_budget(),
             token_penalty=self.token_penalty,
+            idle=self.idle,
         )
 
     def make_backend(self) -> Any:
@@ -179,9 +186,13 @@ def is_http_url(text: str) -> bool:
 
 
 def options_from_dict(d: dict[str, Any]) -> TeamOptions:
-    """Options stored by a run (``config["team"]``); unknown keys are ignored."""
+    """Options stored by a run (``config["team"]``); unknown keys are ignored, and fields
+    the run did not store take today's defaults — except :attr:`TeamOptions.idle`: a run
+    stored before the idle rule existed called every agent, so it reads back as ``call``
+    (a fork of one of its episodes then replays it faithfully)."""
     names = {f.name for f in fields(TeamOptions)}
     known = {k: v for k, v in d.items() if k in names}
+    known.setdefault("idle", "call")
     if "roles" in known:
         known["roles"] = tuple(known["roles"])
     return TeamOptions(**known)

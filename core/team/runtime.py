@@ -12,6 +12,10 @@ Rules worth knowing (docs/team.md):
 
 * An inactive agent (``plan.active[i]`` False) makes no call and spends nothing; its
   step carries its previous answer forward so that the record stays rectangular.
+* An idle agent — solo_process after round 0, healthy, holding an answer, with no in- or
+  out-edge this round — keeps its answer without a call (``RuntimeConfig.idle = "keep"``,
+  the default; ``"call"`` re-solves it alone as before). Its step has zero tokens, no
+  LLM call is logged, and its next call remembers the turn that produced the answer.
 * A timed-out agent's call is made without an inbox and then discarded: prompt tokens
   are spent, completion tokens are not.
 * A message's ``tokens`` is the sender's completion tokens (its whole response is
@@ -44,6 +48,11 @@ DEFAULT_ROUNDS = 3
 DEFAULT_TOKEN_WEIGHT = 0.1
 """w_tok, as in the paper's code."""
 TOKEN_PENALTIES = ("capped", "linear")
+IDLE_RULES = ("keep", "call")
+KEPT_TEXT = "(idle: kept its answer, no call)"
+"""The text of an idle agent's step; its tokens are zero and no LLM call is logged."""
+"""What an idle agent does (docs/team.md, "Idle agents"): ``keep`` its answer without a call,
+or be ``call``-ed to re-solve alone (the behaviour before the rule existed)."""
 
 
 def _default_budget() -> float:
@@ -64,6 +73,9 @@ class RuntimeConfig:
     """Tokens at which the capped penalty saturates (the default preset's full-mesh mean)."""
     token_penalty: str = "capped"
     """``capped``: ``min(tokens / budget, 1)`` (the paper's); ``linear``: ``tokens / budget``."""
+    idle: str = "keep"
+    """An idle agent — solo_process after round 0, holding an answer, reading nothing and read
+    by nobody this round — ``keep``s its answer without a call, or is ``call``-ed anyway."""
 
     def validate(self) -> None:
         if self.n_rounds < 1:
@@ -74,6 +86,8 @@ class RuntimeConfig:
             raise ValueError(
                 f"token_penalty = {self.token_penalty!r} is not one of {TOKEN_PENALTIES}"
             )
+        if self.idle not in IDLE_RULES:
+            raise ValueError(f"idle = {self.idle!r} is not one of {IDLE_RULES}")
         if self.token_weight < 0 or self.accuracy_weight < 0:
             raise ValueError(
                 f"weights must be non-negative (w_acc={self.accuracy_weight}, w_tok={self.token_weight})"
@@ -118,6 +132,9 @@ class TeamEpisode:
         self.last: list[AgentStep | None] = [None] * self.n_agents
         """Each agent's step in the last played round."""
         self._producing: list[AgentStep | None] = [None] * self.n_agents
+        self._memory: list[AgentStep | None] = [None] * self.n_agents
+        """What each agent remembers as its previous turn: its last step that was not kept by
+        the idle rule (a kept step only carries that answer forward)."""
         self.record: EpisodeRecord | None = None
         self.policy_name = policy_name
         # A back-end that never waits is played call after call (see run_sync).
@@ -181,15 +198,24 @@ class TeamEpisode:
             graph = resolve_edges(plan.edges, plan.actions, runs)
         edges = graph.edges  # a tensor-to-list conversion: do it once per round
         sources: list[list[int]] = [[] for _ in range(n)]
+        speaks = [False] * n
         for src, dst in edges:
             sources[dst].append(src)
+            speaks[src] = True
         sources = [sorted(x) for x in sources]
 
         steps: list[AgentStep | None] = [None] * n
         messages: list[Message] = []
         timed_out = [i for i in range(n) if faults[i] == "timeout" and active[i]]
+        kept = self._idle_agents(r, plan, sources, speaks) if self.config.idle == "keep" else ()
+        for i in kept:
+            steps[i] = self._keep(i, r, plan)
         for k, layer in enumerate(graph.layers):
-            jobs = [self._agent(i, r, plan, sources[i], steps, messages) for i in layer]
+            jobs = [
+                self._agent(i, r, plan, sources[i], steps, messages)
+                for i in layer
+                if steps[i] is None
+            ]
             if k == 0:
                 jobs += [self._timeout(i, r, plan) for i in timed_out]
             done = await self._gather(jobs)
@@ -216,6 +242,8 @@ class TeamEpisode:
         self.rounds.append(record)
         self.graphs.append(graph)
         self.last = list(steps)
+        for i in set(range(n)).difference(kept):
+            self._memory[i] = steps[i]
         return record
 
     async def _agent(
@@ -243,7 +271,7 @@ class TeamEpisode:
             round=r,
             n_rounds=self.config.n_rounds,
             action=Action(plan.actions[i]),
-            previous=self.last[i],
+            previous=self._memory[i],
             inbox=inbox,
             fault="byzantine" if fault == "byzantine" else None,
             episode_seed=self.seed,
@@ -277,6 +305,41 @@ class TeamEpisode:
             self._producing[i] = step
         return step
 
+    def _idle_agents(
+        self, r: int, plan: RoundPlan, sources: list[list[int]], speaks: list[bool]
+    ) -> list[int]:
+        """Agents with nothing to do this round: solo_process after round 0, healthy, holding
+        a readable answer, reading nothing and read by nobody. A call would only re-solve
+        the task alone with the same memory, so the idle rule keeps their answer instead."""
+        if r == 0:
+            return []
+        faults = self.faults[r]
+        return [
+            i
+            for i in range(self.n_agents)
+            if plan.actions[i] == Action.SOLO_PROCESS
+            and faults[i] is None
+            and not sources[i]
+            and not speaks[i]
+            and self.last[i] is not None
+            and self.last[i].answer is not None
+            and (plan.active is None or bool(plan.active[i]))
+        ]
+
+    def _keep(self, i: int, r: int, plan: RoundPlan) -> AgentStep:
+        """An idle agent's step: its last answer kept, no call, no tokens."""
+        prev = self.last[i]
+        return AgentStep(
+            agent=i,
+            role=self.roles[i],
+            round=r,
+            action=int(plan.actions[i]),
+            answer=prev.answer,
+            confidence=prev.confidence,
+            correct=prev.correct,
+            text=KEPT_TEXT,
+        )
+
     async def _timeout(self, i: int, r: int, plan: RoundPlan) -> AgentStep:
         turn = AgentTurn(
             task=self.task,
@@ -285,7 +348,7 @@ class TeamEpisode:
             round=r,
             n_rounds=self.config.n_rounds,
             action=Action(plan.actions[i]),
-            previous=self.last[i],
+            previous=self._memory[i],
             episode_seed=self.seed,
         )
         result: TurnResult = await self.backend.agent_turn(turn)

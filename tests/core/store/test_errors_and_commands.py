@@ -91,6 +91,12 @@ def test_runs_sql_export_delete(
         c.log_episodes([synthetic_episode(0)])
     team_run = {r["id"]: r for r in runs(db).records()}[c.run_id]
     assert (team_run["token_weight"], team_run["token_penalty"]) == (0.3, "linear")
+    # A team run stored before the idle rule existed called every agent: it reads as "call".
+    assert team_run["idle"] == "call" and recs[a]["idle"] is None
+    with RunLogger(db, "eval", {"team": {"idle": "keep"}}) as keeper:
+        keeper.log_episodes([synthetic_episode(1)])
+    assert {r["id"]: r for r in runs(db).records()}[keeper.run_id]["idle"] == "keep"
+    assert delete_run(keeper.run_id, db)["episodes"] == 1
     assert delete_run(c.run_id, db)["episodes"] == 1
     print_table(table, as_json=True)
     assert {r["id"] for r in json.loads(capsys.readouterr().out)} == {a, b}

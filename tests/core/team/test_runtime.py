@@ -7,10 +7,11 @@ import asyncio
 from core.actions import Action
 from core.backends.society import SimBackend
 from core.team.env import TeamEnv
+from core.team.failures import FailureSpec
 from core.team.options import TeamOptions
 from core.team.plan import RoundPlan
-from core.team.runtime import RuntimeConfig, TeamEpisode, reward
-from core.team.topologies import make_policy
+from core.team.runtime import KEPT_TEXT, RuntimeConfig, TeamEpisode, reward
+from core.team.topologies import FIXED_TOPOLOGIES, make_policy
 from tests.core.team.conftest import LatencyBackend, make_task
 
 ROLES = ("solver", "coder", "analyst", "verifier")
@@ -48,7 +49,8 @@ def test_layers_run_in_order_and_one_layer_runs_concurrently():
 
 def test_temporal_edge_and_messages_are_recorded():
     backend = LatencyBackend(latency=0.0)
-    episode = TeamEpisode(make_task(), ROLES, backend, config=RuntimeConfig(n_rounds=2))
+    config = RuntimeConfig(n_rounds=2, idle="call")  # round 1's solo agents are called
+    episode = TeamEpisode(make_task(), ROLES, backend, config=config)
     record = play(episode, [RoundPlan(actions=[A] * 4), RoundPlan(actions=[S] * 4)])
     second = [t for t in backend.turns if t.round == 1]
     assert all(t.previous is not None and t.previous.round == 0 for t in second)
@@ -181,3 +183,75 @@ class _Source:
 
     def get(self, index: int):
         return make_task(index, difficulty=1 + index % 5)
+
+
+V = int(Action.EXECUTE_VERIFY)
+
+
+def test_idle_agents_keep_their_answer_without_a_call():
+    backend = SimBackend("flash-lite")
+    task = make_task(2, difficulty=2)
+    episode = TeamEpisode(task, ROLES, backend, config=RuntimeConfig(n_rounds=3), seed=3)
+    # Round 1: everyone solo, nobody reads or is read -> all idle. Round 2: agent 0
+    # verifies (no edge, but not solo), agents 1-3 stay idle.
+    record = play(
+        episode, [RoundPlan(actions=[S] * 4), RoundPlan(actions=[S] * 4), RoundPlan([V, S, S, S])]
+    )
+    r0, r1, r2 = record.rounds
+    for step, before in zip(r1.steps, r0.steps, strict=True):
+        assert (step.tokens, step.text, step.alive) == (0, KEPT_TEXT, True)
+        assert (step.answer, step.confidence, step.correct) == (
+            before.answer,
+            before.confidence,
+            before.correct,
+        )
+    assert [s.tokens == 0 for s in r2.steps] == [False, True, True, True]
+    assert sorted((c.round, c.agent) for c in record.calls if c.agent >= 0) == [
+        (0, 0),
+        (0, 1),
+        (0, 2),
+        (0, 3),
+        (2, 0),
+    ]
+    steps = sum(s.tokens for r in record.rounds for s in r.steps)
+    assert record.tokens == steps + record.decision.tokens
+
+
+def test_a_call_after_kept_rounds_remembers_the_turn_that_answered():
+    backend = LatencyBackend(latency=0.0)
+    episode = TeamEpisode(make_task(), ROLES, backend, config=RuntimeConfig(n_rounds=3))
+    play(episode, [RoundPlan([S] * 4), RoundPlan([S] * 4), RoundPlan([V, S, S, S])])
+    late = [t for t in backend.turns if t.round > 0]
+    assert [(t.agent, t.round) for t in late] == [(0, 2)]
+    assert late[0].previous.round == 0 and late[0].previous.completion_tokens == 7
+
+
+def test_an_agent_that_is_read_or_faulty_is_not_idle():
+    backend = LatencyBackend(latency=0.0)
+    byzantine = [FailureSpec(agent=3, mode="byzantine", from_round=1)]
+    episode = TeamEpisode(
+        make_task(), ROLES, backend, config=RuntimeConfig(n_rounds=2), failures=byzantine
+    )
+    # Round 1: agent 0 aggregates, so 1 and 2 (solo) are read and speak; 3 turned byzantine.
+    play(episode, [RoundPlan([S] * 4), RoundPlan([A, S, S, S], edges=[(1, 0), (2, 0)])])
+    assert sorted(t.agent for t in backend.turns if t.round == 1) == [0, 1, 2, 3]
+
+
+def test_fixed_topologies_but_random_play_the_same_with_either_idle_rule():
+    records = {}
+    for idle in ("keep", "call"):
+        env = TeamEnv(TeamOptions(idle=idle, concurrency=4))
+        try:
+            for name in FIXED_TOPOLOGIES:
+                records[idle, name] = env.run(make_policy(name), range(6))
+        finally:
+            env.close()
+    for name in FIXED_TOPOLOGIES:
+        keep, call = records["keep", name], records["call", name]
+        if name == "random":
+            # Random picks solo with no edge now and then: those calls are saved.
+            assert sum(r.tokens for r in keep) < sum(r.tokens for r in call)
+            continue
+        assert [(r.team_answer, r.tokens, r.reward) for r in keep] == [
+            (r.team_answer, r.tokens, r.reward) for r in call
+        ], name
