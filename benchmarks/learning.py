@@ -9,24 +9,34 @@ paired difference of rewards to the best fixed topology (mean ± standard error 
 episodes), and the same split by difficulty (easy ≤ 2, hard ≥ 4).
 
     agentqmix bench learning --seeds 0,1,2 --eval-seed 1000 --eval-episodes 1000 --json
+
+``--from-sweep DB`` computes the same report from a sweep's episode store instead of
+training: the learned policies are the sweep's trials at ``--token-weight`` (default: the
+default weight, so the trials are the default policy), the fixed topologies its fixed
+runs, on the very held-out tasks the sweep played (checked task by task); rewards are
+recomputed at that weight from each episode's score and tokens.
+
+    agentqmix bench learning --from-sweep sweep.duckdb [--sweep-id ID] --json
 """
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.common import run_main
+from benchmarks.common import Parser, run_main, user_errors
+from core.errors import UserError
 from core.experiment import TeamOptions, run_policy, train_team
 from core.qmix.policy import QMixPolicy
 from core.qmix.training import TrainConfig
 from core.records import EpisodeRecord
-from core.team.runtime import IDLE_RULES
+from core.team.options import options_from_dict
+from core.team.runtime import IDLE_RULES, reward
 from core.team.topologies import FIXED_TOPOLOGIES, make_policy
 
 GROUPS = {"all": (1, 2, 3, 4, 5), "easy": (1, 2), "hard": (4, 5)}
@@ -59,6 +69,12 @@ def evaluate(
     fixed = {
         name: run_policy(opts, make_policy(name), episodes, eval_seed) for name in FIXED_TOPOLOGIES
     }
+    return compare(fixed, learned_records)
+
+
+def compare(fixed: dict[str, list[Any]], learned_records: dict[int, list[Any]]) -> dict[str, Any]:
+    """Per difficulty group, every fixed topology and learned policy on the same episodes
+    (each record: ``score``, ``tokens``, ``reward``, ``difficulty``; lists in episode order)."""
     difficulty = np.array([r.difficulty for r in fixed["single"]])
     out: dict[str, Any] = {}
     for group, levels in GROUPS.items():
@@ -89,8 +105,72 @@ def evaluate(
     return out
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What the report reads of one held-out episode."""
+
+    task_id: str
+    difficulty: int
+    score: float
+    tokens: int
+    reward: float
+
+
+def from_sweep(db: Path, sweep_id: str | None, token_weight: float) -> dict[str, Any]:
+    """The report for the trials at ``token_weight`` of sweep ``sweep_id`` (default: the
+    newest in ``db``) against its fixed topologies, from the episodes the sweep logged."""
+    from core.store.queries import (
+        EpisodeFilter,
+        get_run,
+        list_episodes,
+        list_sweeps,
+        sweep_points,
+    )
+
+    if not db.is_file():
+        raise UserError(f"--from-sweep: no episode store at {db}.")
+    sweeps = list_sweeps(db)
+    if sweeps.empty:
+        raise UserError(f"--from-sweep: {db} holds no sweep.")
+    sweep_id = sweep_id or str(sweeps["sweep_id"].iloc[0])
+    if sweep_id not in set(sweeps["sweep_id"]):
+        raise UserError(f"--sweep-id: {db} holds no sweep {sweep_id!r}.")
+    points = sweep_points(db, sweep_id)
+    # The sweep's own reward (penalty, budget) at the chosen weight.
+    team = options_from_dict(get_run(db, str(points["run_id"].iloc[0])).config["team"])
+    rule = replace(team, token_weight=token_weight).runtime_config()
+
+    def outcomes(run_id: str) -> list[Outcome]:
+        df = list_episodes(db, EpisodeFilter(run_ids=[run_id]), limit=10**9)
+        return [
+            Outcome(t, int(d), float(sc), int(tok), reward(float(sc), int(tok), rule))
+            for t, d, sc, tok in zip(df.task_id, df.difficulty, df.score, df.tokens, strict=True)
+        ]
+
+    fixed_rows = points[points["token_weight"].isna()]
+    trials = points[np.isclose(points["token_weight"].fillna(-1.0), token_weight)]
+    if trials.empty:
+        weights = sorted(set(points["token_weight"].dropna()))
+        raise UserError(f"--token-weight: sweep {sweep_id} has trials at {weights} only.")
+    fixed = {str(r.policy): outcomes(r.run_id) for r in fixed_rows.itertuples()}
+    learned = {int(r.seed): outcomes(r.run_id) for r in trials.itertuples()}
+    tasks = [o.task_id for o in fixed["single"]]
+    for name, recs in [*fixed.items(), *((f"seed {s}", r) for s, r in learned.items())]:
+        if [o.task_id for o in recs] != tasks:
+            raise UserError(f"--from-sweep: {name} did not play the same held-out tasks.")
+    return {
+        "sweep_id": sweep_id,
+        "seeds": sorted(learned),
+        "token_weight": token_weight,
+        "eval_episodes": len(tasks),
+        **compare(fixed, learned),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--from-sweep", type=Path, help="report from this sweep's store")
+    parser.add_argument("--sweep-id", help="with --from-sweep: which sweep (default newest)")
     parser.add_argument("--seeds", default="0,1,2", help="training seeds")
     parser.add_argument("--benchmark", default="mixed")
     parser.add_argument("--episodes", type=int, default=TrainConfig.episodes)
@@ -102,6 +182,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval-episodes", type=int, default=1000)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
+    if args.from_sweep is not None:
+        with user_errors():
+            run_main(from_sweep(args.from_sweep, args.sweep_id, args.token_weight), args.json)
+        return
     seeds = [int(s) for s in args.seeds.split(",")]
     learned: dict[int, QMixPolicy] = {}
     timings = {}

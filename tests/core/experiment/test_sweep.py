@@ -21,7 +21,9 @@ import duckdb
 import pytest
 import ray
 
+from benchmarks.learning import from_sweep
 from core.cli import main
+from core.errors import UserError
 from core.experiment.evaluate import learned_policy, run_policy
 from core.experiment.sweep import (
     SweepConfig,
@@ -148,6 +150,24 @@ def test_sweep_on_a_local_ray(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     for t in result["trials"]:
         run = listed[t["train_run_id"]]
         assert (run["token_weight"], run["token_penalty"]) == (t["token_weight"], "linear")
+
+    # `bench learning --from-sweep` reads the same points back from the store, paired.
+    report = from_sweep(db, None, 1.0)
+    assert (report["sweep_id"], report["seeds"], report["eval_episodes"]) == (
+        result["sweep_id"],
+        [0, 1],
+        EVAL,
+    )
+    trials = {t["seed"]: t for t in result["trials"] if t["token_weight"] == 1.0}
+    for seed, row in report["all"]["learned"].items():
+        assert row["accuracy"] == pytest.approx(trials[int(seed)]["accuracy"], abs=1e-4)
+        assert row["mean_tokens"] == pytest.approx(trials[int(seed)]["mean_tokens"], abs=0.1)
+    fixed = {f["policy"]: f for f in result["fixed"]}
+    for name, row in report["all"]["fixed"].items():
+        rescored = next(r for r in fixed[name]["rewards"] if r["token_weight"] == 1.0)
+        assert row["mean_reward"] == pytest.approx(rescored["mean_reward"], abs=1e-4)
+    with pytest.raises(UserError, match="trials at"):
+        from_sweep(db, None, 0.5)
 
 
 def test_sweep_on_a_two_node_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
