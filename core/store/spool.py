@@ -41,7 +41,7 @@ from typing import Any
 
 import orjson
 
-from core.records import EpisodeRecord, LLMCall
+from core.records import Chat, EpisodeRecord, prompt_digest
 from core.store.schema import TABLES
 
 log = logging.getLogger(__name__)
@@ -81,8 +81,10 @@ _GET = {
     "rounds": attrgetter(*SPOOL_COLUMNS["rounds"]),
     "agent_steps": attrgetter(*SPOOL_COLUMNS["agent_steps"][:-1]),
     "messages": attrgetter(*SPOOL_COLUMNS["messages"][:-1]),
-    "llm_calls": attrgetter(*SPOOL_COLUMNS["llm_calls"][:-1]),
+    # messages_hash is derived from the prompt (see episode_event), seq from the position.
+    "llm_calls": attrgetter(*SPOOL_COLUMNS["llm_calls"][:-2]),
 }
+_PROMPT = attrgetter("prompt")
 
 
 def spool_dir_for(db_path: Path) -> Path:
@@ -141,16 +143,21 @@ def _column_block(table: str, objs: list[Any], seq: list[int] | None = None) -> 
     return block
 
 
-def _prompts_block(calls: list[LLMCall], hashes: Any, logged: set[str]) -> dict[str, list]:
-    """The prompts of ``calls`` not in ``logged`` yet (each once); adds them to ``logged``."""
+_NO_PROMPTS = dict.fromkeys(SPOOL_COLUMNS["prompts"], ())
+
+
+def _prompts_block(
+    sent: list[Chat | None], hashes: list[str | None], logged: set[str]
+) -> dict[str, list]:
+    """The prompts ``sent`` not in ``logged`` yet (each once); adds them to ``logged``."""
     block: dict[str, list] = {name: [] for name in SPOOL_COLUMNS["prompts"]}
-    for call, digest in zip(calls, hashes, strict=True):
-        if digest is None or digest in logged:
+    for prompt, digest in zip(sent, hashes, strict=True):
+        if prompt is None or digest in logged:
             continue
         logged.add(digest)
         block["messages_hash"].append(digest)
-        block["messages"].append(json.dumps(call.prompt, ensure_ascii=False))
-        block["n_chars"].append(sum(len(m.get("content") or "") for m in call.prompt))
+        block["messages"].append(json.dumps(prompt, ensure_ascii=False))
+        block["n_chars"].append(sum(len(m.get("content") or "") for m in prompt))
     return block
 
 
@@ -202,8 +209,15 @@ def episode_event(
         "created_at": created_us,
     }
     calls = _column_block("llm_calls", rec.calls, list(range(len(rec.calls))))
-    logged = set() if logged_prompts is None else logged_prompts
-    prompts = _prompts_block(rec.calls, calls["messages_hash"], logged)
+    sent = list(map(_PROMPT, rec.calls))
+    if any(sent):  # a real back-end's calls (the synthetic society sends no prompt)
+        hashes = [None if p is None else prompt_digest(p) for p in sent]
+        logged = set() if logged_prompts is None else logged_prompts
+        calls["messages_hash"] = hashes
+        prompts = _prompts_block(sent, hashes, logged)
+    else:
+        calls["messages_hash"] = (None,) * len(sent)
+        prompts = _NO_PROMPTS
     return {
         "t": "ep",
         "episode": episode,
@@ -243,7 +257,7 @@ def _v2_to_v3(event: dict[str, Any]) -> dict[str, Any]:
             block = event[table]
             for column in added:
                 block[column] = [None] * len(block["seq"])
-        event["prompts"] = dict.fromkeys(SPOOL_COLUMNS["prompts"], ())
+        event["prompts"] = _NO_PROMPTS
     return event
 
 
