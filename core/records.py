@@ -8,10 +8,23 @@ Agent indices are 0..N-1; the decision agent is recorded as agent ``-1``.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 DECISION_AGENT = -1
+
+Chat = list[dict[str, str]]
+"""Chat messages as sent to a chat-completions endpoint: ``[{"role": ..., "content": ...}]``."""
+
+
+def prompt_digest(messages: Chat) -> str:
+    """SHA-256 hex digest of the canonical JSON of ``messages`` alone (sorted keys, no
+    whitespace): the key of the store's ``prompts`` table, equal for equal prompts
+    whichever agent, episode, run or model sent them."""
+    text = json.dumps(messages, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass
@@ -21,6 +34,9 @@ class LLMCall:
     agent: int
     round: int
     prompt_hash: str
+    """The back-end's key of the request: for ``openai`` the response cache's key (SHA-256 of
+    base URL, model, messages, sampling parameters, seed and sample identity, so two agents
+    sending the same messages have different keys); for the synthetic society a seed hash."""
     prompt_tokens: int
     completion_tokens: int
     usage_reported: bool = True
@@ -30,6 +46,16 @@ class LLMCall:
     cache_hit: bool = False
     error: str | None = None
     """Why the call failed for good (the agent is then failed for the round)."""
+    prompt: Chat | None = None
+    """The chat messages of the request as sent (secrets masked, as in every stored text);
+    ``None`` for the synthetic society (it is asked nothing) and for a call never sent.
+    execute_verify's two requests: the second one's, whose first messages are the whole
+    first request, then the first reply and the check."""
+
+    @property
+    def messages_hash(self) -> str | None:
+        """:func:`prompt_digest` of :attr:`prompt` (the ``prompts`` table's key), or None."""
+        return None if self.prompt is None else prompt_digest(self.prompt)
 
 
 @dataclass

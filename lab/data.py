@@ -19,12 +19,12 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from core.records import EpisodeRecord
+from core.records import DECISION_AGENT, EpisodeRecord
 from core.store import queries as q
 from core.store.commands import export_run
 from core.store.engine import resolve_db
 from core.team.options import options_from_dict
-from lab import figures, forks
+from lab import asked, figures, forks
 from lab import jobs as jobs_module
 from lab.demo import ROOT, DemoStatus, read_status
 from lab.jobs import JobManager
@@ -423,6 +423,11 @@ def replay_figures(db: str, run_id: str, index: int, round_index: int) -> dict:
     """
     record = episode(db, run_id, index)
     rnd = record.rounds[round_index]
+    agents = list(range(len(record.roles)))
+    if round_index == len(record.rounds) - 1 and record.decision is not None:
+        agents.append(DECISION_AGENT)
+    names = {i: figures.agent_name(i, record.roles) for i in agents}
+    names[DECISION_AGENT] = f"{figures.DECISION} decision"
     return {
         "graph": figures.communication_graph(record, round_index),
         "q": figures.q_values_figure(rnd, record.roles),
@@ -431,6 +436,9 @@ def replay_figures(db: str, run_id: str, index: int, round_index: int) -> dict:
         "tokens": figures.tokens_figure(record, round_index),
         "table": figures.round_table(record, round_index),
         "messages": figures.messages_table(rnd),
+        "asked": {i: asked.asked(record, round_index, i) for i in agents},
+        "names": names,
+        "calls": asked.calls_table(record, round_index, names),
     }
 
 

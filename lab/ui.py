@@ -14,7 +14,7 @@ import streamlit as st
 
 from core.errors import UserError
 from core.store.engine import StoreBusy
-from lab import data
+from lab import asked, data
 from lab.demo import DemoStatus, demo_enabled, spawn_demo
 
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d"]}
@@ -57,6 +57,22 @@ def chart(
         on_select=on_select,
         selection_mode="points",
     )
+
+
+def show_asked(a: asked.Asked) -> None:
+    """One agent's call (tokens, latency, retries, cache, error) and what it was asked, role
+    by role in scrollable text blocks, under an expander; or why it was asked nothing."""
+    if a.call is not None:
+        st.caption("call: " + asked.call_summary(a.call))
+    if not a.messages:
+        st.caption(a.note)
+        return
+    with st.expander("What it was asked", icon=":material/chat:"):
+        st.caption(a.note)
+        for m in a.messages:
+            st.markdown(f"**{m.get('role', '?')}**")
+            content = str(m.get("content", ""))
+            st.code(content, language=None, wrap_lines=True, height=asked.code_height(content))
 
 
 def require_runs(db: str) -> pd.DataFrame:

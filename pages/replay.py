@@ -9,6 +9,7 @@ import math
 import streamlit as st
 
 from core.actions import ACTION_NAMES
+from core.records import DECISION_AGENT
 from lab import data, figures, ui
 
 # Episodes offered in the picker at a time (a long run is paged).
@@ -271,10 +272,12 @@ def panels() -> None:
     )
     read, tok = st.columns([3, 2])
     with read:
-        st.markdown("##### What each agent read")
+        st.markdown("##### What each agent read, and was asked")
         steps = {s.agent: s for s in rnd.steps}
-        tabs = st.tabs([figures.agent_name(i, record.roles) for i in range(len(record.roles))])
-        for i, tab in enumerate(tabs):
+        if DECISION_AGENT in figs["asked"]:
+            steps[DECISION_AGENT] = record.decision
+        tabs = st.tabs([figs["names"][i] for i in figs["asked"]])
+        for i, tab in zip(figs["asked"], tabs, strict=True):
             step = steps.get(i)
             with tab:
                 if step is None or figures.failed_silent(step):
@@ -282,16 +285,23 @@ def panels() -> None:
                         "Out of this round"
                         + (f" ({step.fault})." if step is not None and step.fault else ".")
                     )
+                    ui.show_asked(figs["asked"][i])
                     continue
-                st.caption(
-                    f"{ACTION_NAMES[step.action]} ({figures.choice(step)}) · read from "
-                    f"{step.read_from or 'nobody'} · {step.tokens} tokens"
+                how = (
+                    "decides after the last round"
+                    if i == DECISION_AGENT
+                    else f"{ACTION_NAMES[step.action]} ({figures.choice(step)})"
                 )
+                st.caption(f"{how} · read from {step.read_from or 'nobody'} · {step.tokens} tokens")
                 for m in (m for m in rnd.messages if m.dst == i):
                     st.markdown(
                         f"**from {m.src}** (answer {m.answer}, conf {m.confidence:.2f}): {m.text}"
                     )
                 st.markdown(f"**wrote:** {step.text or '—'}")
+                ui.show_asked(figs["asked"][i])
+        if not figs["calls"].empty:
+            with st.expander("Calls of the round: tokens, latency, retries, cache, errors"):
+                st.dataframe(figs["calls"], hide_index=True, width="stretch", key="replay_calls")
         if not figs["messages"].empty:
             with st.expander("All messages of the round"):
                 st.dataframe(

@@ -8,6 +8,9 @@ each call has a timeout and is retried with exponential back-off and jitter on 4
 A call that still fails gives a failed turn (``TurnResult.failed``) with the reason
 in ``LLMCall.error``; the runtime marks the agent failed for the round.
 
+Every call records the chat messages it sent (``LLMCall.prompt``, secrets masked), also
+when it failed or was served from the cache; the store keeps each distinct prompt once.
+
 Token counts come only from the responses' ``usage``; a response without a valid one
 (both counts whole numbers in ``[0, MAX_CALL_TOKENS]``) is recorded with
 ``usage_reported=False`` and zero tokens. Cache hits cost no tokens unless
@@ -243,10 +246,11 @@ class OpenAIBackend:
     ) -> _Completion:
         request = self._request(messages, sample)
         key = request_key(request)
+        sent = self._stored_prompt(messages)
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None and isinstance(hit.get("text"), str) and hit["text"].strip():
-                return self._from_cache(hit, key, agent, round_)
+                return self._from_cache(hit, key, sent, agent, round_)
         t0 = time.monotonic()
         error: str | None = None
         attempt = 0
@@ -265,7 +269,7 @@ class OpenAIBackend:
             except (openai.APIResponseValidationError, _Malformed, ValueError) as e:
                 error = f"malformed response: {type(e).__name__}: {e}"
             else:
-                return self._fresh(text, usage, request, key, agent, round_, attempt, t0)
+                return self._fresh(text, usage, request, key, sent, agent, round_, attempt, t0)
             if attempt + 1 < self.config.max_attempts:
                 self.stats["retries"] += 1
                 delay = self._backoff(attempt, retry_after)
@@ -290,8 +294,14 @@ class OpenAIBackend:
             latency_s=time.monotonic() - t0,
             retries=attempt,
             error=error,
+            prompt=sent,
         )
         return _Completion(text="", call=call)
+
+    def _stored_prompt(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+        """``messages`` as records keep them: the same, unless a secret must be masked."""
+        masked = [{**m, "content": scrub(m["content"], self._secrets)} for m in messages]
+        return messages if masked == messages else masked
 
     def _fresh(
         self,
@@ -299,6 +309,7 @@ class OpenAIBackend:
         usage: tuple[int, int] | None,
         request: dict[str, Any],
         key: str,
+        sent: list[dict[str, str]],
         agent: int,
         round_: int,
         attempt: int,
@@ -318,10 +329,13 @@ class OpenAIBackend:
             usage_reported=reported,
             latency_s=time.monotonic() - t0,
             retries=attempt,
+            prompt=sent,
         )
         return _Completion(text=text, call=call)
 
-    def _from_cache(self, hit: dict[str, Any], key: str, agent: int, round_: int) -> _Completion:
+    def _from_cache(
+        self, hit: dict[str, Any], key: str, sent: list[dict[str, str]], agent: int, round_: int
+    ) -> _Completion:
         # The entry is a file anyone could have edited: its usage is checked like a reply's.
         usage = usage_counts(hit.get("usage"))
         reported = usage is not None
@@ -338,6 +352,7 @@ class OpenAIBackend:
             completion_tokens=ct if counts else 0,
             usage_reported=reported,
             cache_hit=True,
+            prompt=sent,
         )
         return _Completion(text=hit["text"], call=call)
 
@@ -399,7 +414,7 @@ class OpenAIBackend:
             return False, await asyncio.to_thread(examples_report, task, code, cfg)
 
     async def decide(self, turn: DecisionTurn) -> TurnResult:
-        finals = [s for s in turn.finals if s.alive and (s.answer is not None or s.text)]
+        finals = prompts.readable_finals(turn.finals)
         if not finals:
             call = LLMCall(
                 DECISION_AGENT,
@@ -451,6 +466,8 @@ def _merge(a: LLMCall, b: LLMCall) -> LLMCall:
         # A failed check call does not fail the turn (the first answer stands), and
         # ``error`` means "failed for good" to the runtime, so it stays unset here.
         error=None,
+        # The second request begins with the whole first one.
+        prompt=b.prompt,
     )
 
 

@@ -6,19 +6,22 @@ edge) and the peers' answers it read this round, the decision agent's prompt, an
 the follow-up prompts of ``execute_verify`` (test feedback for code, an independent
 re-derivation for maths and multiple choice). Every reply ends with an answer line
 and ``Confidence: <0-100>``; :func:`parse_reply` reads both.
+
+The builders take plain record data (:func:`agent_chat`, :func:`decision_chat`): the
+back-end calls them with a live turn, the lab's Replay with what a logged episode holds,
+so the synthetic society's agents are shown the prompt the same turn would have sent.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from core.actions import Action
 from core.backends.base import AgentTurn, DecisionTurn
-from core.records import AgentStep, Message
+from core.records import AgentStep, Chat, Message
 from core.tasks.base import Task
 from core.tasks.sandbox import extract_code
-
-Chat = list[dict[str, str]]
 
 PEER_TEXT_CHARS = 3000
 """A peer's reply is cut to this many characters in the reader's prompt (keeps prompts bounded)."""
@@ -126,7 +129,7 @@ def _previous_block(previous: AgentStep | None) -> str:
     )
 
 
-def _inbox_block(inbox: list[Message]) -> str:
+def _inbox_block(inbox: Sequence[Message]) -> str:
     if not inbox:
         return ""
     parts = [
@@ -137,20 +140,48 @@ def _inbox_block(inbox: list[Message]) -> str:
     return "Answers you read from your teammates this round:\n\n" + "\n\n".join(parts) + "\n\n"
 
 
-def agent_messages(turn: AgentTurn) -> Chat:
-    """The chat for one agent's turn: role + format, then task, action, memory and inbox."""
-    system = f"{role_prompt(turn.role)}\n\n{answer_format(turn.task)}"
+def agent_chat(
+    task: Task,
+    role: str,
+    action: int,
+    round_: int,
+    n_rounds: int,
+    previous: AgentStep | None,
+    inbox: Sequence[Message],
+    byzantine: bool = False,
+) -> Chat:
+    """The chat for one agent's turn: role + format, then task, action, memory and inbox.
+
+    ``previous``: the agent's own step of the round before (None in round 0); ``inbox``:
+    the answers it read this round, in source order; ``byzantine``: injected to answer
+    confidently wrong.
+    """
+    system = f"{role_prompt(role)}\n\n{answer_format(task)}"
     user = (
-        f"Problem:\n{question_text(turn.task)}\n\n"
-        f"Round {turn.round + 1} of {turn.n_rounds}. "
-        f"{ACTION_INSTRUCTIONS[Action(turn.action)]}\n\n"
-        f"{_previous_block(turn.previous)}"
-        f"{_inbox_block(turn.inbox)}"
+        f"Problem:\n{question_text(task)}\n\n"
+        f"Round {round_ + 1} of {n_rounds}. "
+        f"{ACTION_INSTRUCTIONS[Action(action)]}\n\n"
+        f"{_previous_block(previous)}"
+        f"{_inbox_block(inbox)}"
     )
-    if turn.fault == "byzantine":
+    if byzantine:
         user += BYZANTINE_INSTRUCTION + "\n\n"
-    user += answer_format(turn.task)
+    user += answer_format(task)
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def agent_messages(turn: AgentTurn) -> Chat:
+    """:func:`agent_chat` of a live turn."""
+    return agent_chat(
+        turn.task,
+        turn.role,
+        turn.action,
+        turn.round,
+        turn.n_rounds,
+        turn.previous,
+        turn.inbox,
+        byzantine=turn.fault == "byzantine",
+    )
 
 
 def code_feedback_messages(turn: AgentTurn, first: str, report: str) -> Chat:
@@ -189,25 +220,36 @@ def rederive_messages(turn: AgentTurn, first: str, answer: str | None) -> Chat:
     ]
 
 
-def decision_messages(turn: DecisionTurn) -> Chat:
-    """The decision agent reads every live agent's final answer and gives the team's answer."""
+def readable_finals(finals: Sequence[AgentStep]) -> list[AgentStep]:
+    """The final steps the decision agent is shown: live agents with an answer or a text."""
+    return [s for s in finals if s.alive and (s.answer is not None or s.text)]
+
+
+def decision_chat(task: Task, finals: Sequence[AgentStep], n_rounds: int) -> Chat:
+    """The decision agent reads the agents' final answers (``finals``, already
+    :func:`readable_finals`) and gives the team's answer."""
     system = (
         "You are the decision agent of a team of AI agents. After several rounds of "
         "discussion you read the team members' final answers and decide the team's single "
         "final answer. Weigh the reasoning, not only the vote or the stated confidence.\n\n"
-        + answer_format(turn.task)
+        + answer_format(task)
     )
-    finals = "\n\n".join(
+    shown = "\n\n".join(
         f"Agent {s.agent} ({s.role}; answer: {s.answer!s}, confidence {s.confidence:.2f}):\n"
         f"<<<\n{_cut(s.text)}\n>>>"
-        for s in turn.finals
+        for s in finals
     )
     user = (
-        f"Problem:\n{question_text(turn.task)}\n\n"
-        f"Final answers of the team after {turn.n_rounds} rounds:\n\n{finals}\n\n"
-        "Decide the team's answer. " + answer_format(turn.task)
+        f"Problem:\n{question_text(task)}\n\n"
+        f"Final answers of the team after {n_rounds} rounds:\n\n{shown}\n\n"
+        "Decide the team's answer. " + answer_format(task)
     )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+def decision_messages(turn: DecisionTurn) -> Chat:
+    """:func:`decision_chat` of a live decision turn."""
+    return decision_chat(turn.task, turn.finals, turn.n_rounds)
 
 
 _ANSWER_LINE = re.compile(r"(?im)^[ \t*#>_]*(?:final\s+)?answer\s*[:：]\s*(.+?)\s*$")

@@ -101,8 +101,13 @@ def sql(query: str, db: Db = None) -> Table:
     return Table(columns, [[_plain(v) for v in row] for row in rows])
 
 
+_RUN_PROMPTS = "messages_hash IN (SELECT messages_hash FROM {calls} WHERE run_id = ?)"
+"""Prompts a run's calls sent (``{calls}``: the ``llm_calls`` table to look in)."""
+
+
 def export_run(run_id: str, out_dir: str | os.PathLike[str], db: Db = None) -> dict[str, int]:
-    """Write the run's row and each of its tables as ``<table>.parquet`` in ``out_dir``.
+    """Write the run's row, each of its tables and the prompts its calls sent as
+    ``<table>.parquet`` in ``out_dir``.
 
     Returns the number of rows written per table.
     """
@@ -115,9 +120,11 @@ def export_run(run_id: str, out_dir: str | os.PathLike[str], db: Db = None) -> d
             raise UserError(f"No run {run_id!r} in {resolve_db(db)}.")
         try:
             out.mkdir(parents=True, exist_ok=True)
-            for table, key in (("runs", "id"), *((t, "run_id") for t in RUN_TABLES)):
+            wheres = {"runs": "id = ?", **{t: "run_id = ?" for t in RUN_TABLES}}
+            wheres["prompts"] = _RUN_PROMPTS.format(calls="llm_calls")
+            for table, where in wheres.items():
                 data = cur.sql(
-                    f"SELECT * FROM {table} WHERE {key} = ?", params=[run_id]
+                    f"SELECT * FROM {table} WHERE {where}", params=[run_id]
                 ).to_arrow_table()
                 pq.write_table(data, out / f"{table}.parquet")
                 counts[table] = data.num_rows
@@ -128,7 +135,11 @@ def export_run(run_id: str, out_dir: str | os.PathLike[str], db: Db = None) -> d
 
 
 def delete_run(run_id: str, db: Db = None) -> dict[str, int]:
-    """Delete a run and all its rows; UserError if it does not exist or is still running."""
+    """Delete a run and all its rows; UserError if it does not exist or is still running.
+
+    A prompt goes with it only when no call of another run sent it too (``prompts`` rows are
+    shared); one it logged first that others still use names the earliest of those instead.
+    """
     path = resolve_db(db)
     spool_dir = spool_dir_for(path)
     if not path.exists():
@@ -144,6 +155,15 @@ def delete_run(run_id: str, db: Db = None) -> dict[str, int]:
             counts[table] = cur.execute(
                 f"DELETE FROM {table} WHERE run_id = ?", [run_id]
             ).fetchone()[0]
+        counts["prompts"] = cur.execute(
+            "DELETE FROM prompts WHERE messages_hash NOT IN "
+            "(SELECT messages_hash FROM llm_calls WHERE messages_hash IS NOT NULL)"
+        ).fetchone()[0]
+        cur.execute(
+            "UPDATE prompts SET first_run_id = (SELECT min(c.run_id) FROM llm_calls c "
+            "WHERE c.messages_hash = prompts.messages_hash) WHERE first_run_id = ?",
+            [run_id],
+        )
         cur.execute("DELETE FROM runs WHERE id = ?", [run_id])
         cur.execute("DELETE FROM spool_progress WHERE run_id = ?", [run_id])
         cur.execute("COMMIT")
@@ -271,10 +291,10 @@ def _salvage(cur: duckdb.DuckDBPyConnection, path: Path, report: RepairReport) -
             version = cur.execute(
                 "SELECT value FROM damaged.main.meta WHERE key = 'schema_version'"
             ).fetchone()
-            if version is None or int(version[0]) != SCHEMA_VERSION:
+            if version is None or not 1 <= int(version[0]) <= SCHEMA_VERSION:
                 raise UserError(
                     f"{path} has store schema {version and version[0]}; this program repairs "
-                    f"schema {SCHEMA_VERSION} only."
+                    f"schemas 1 to {SCHEMA_VERSION}."
                 )
             run_ids = [r[0] for r in cur.execute("SELECT id FROM damaged.main.runs").fetchall()]
         except duckdb.Error as err:
@@ -282,7 +302,7 @@ def _salvage(cur: duckdb.DuckDBPyConnection, path: Path, report: RepairReport) -
             return
         for rid in run_ids:
             try:
-                _copy_run(cur, rid)
+                _copy_run(cur, rid, with_prompts="prompts" in tables)
                 report.from_file += 1
             except duckdb.Error as err:
                 cur.execute("ROLLBACK")
@@ -293,13 +313,22 @@ def _salvage(cur: duckdb.DuckDBPyConnection, path: Path, report: RepairReport) -
         cur.execute("DETACH damaged")
 
 
-def _copy_run(cur: duckdb.DuckDBPyConnection, run_id: str) -> None:
-    """One run's rows of every table (and its spool offsets), all or nothing."""
+def _copy_run(cur: duckdb.DuckDBPyConnection, run_id: str, *, with_prompts: bool) -> None:
+    """One run's rows of every table, the prompts its calls sent (when the file has a
+    ``prompts`` table) and its spool offsets, all or nothing. By column name: an older
+    schema's missing columns become NULL."""
     cur.execute("BEGIN")
-    cur.execute("INSERT INTO runs SELECT * FROM damaged.main.runs WHERE id = ?", [run_id])
+    cur.execute("INSERT INTO runs BY NAME SELECT * FROM damaged.main.runs WHERE id = ?", [run_id])
     for table in RUN_TABLES:
         cur.execute(
-            f"INSERT INTO {table} SELECT * FROM damaged.main.{table} WHERE run_id = ?", [run_id]
+            f"INSERT INTO {table} BY NAME SELECT * FROM damaged.main.{table} WHERE run_id = ?",
+            [run_id],
+        )
+    if with_prompts:
+        cur.execute(
+            "INSERT OR IGNORE INTO prompts SELECT * FROM damaged.main.prompts WHERE "
+            + _RUN_PROMPTS.format(calls="damaged.main.llm_calls"),
+            [run_id],
         )
     # With the rows, their offsets: the spool after them is ingested, not what they hold.
     cur.execute(

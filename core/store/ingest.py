@@ -41,12 +41,13 @@ from core.store.schema import (
 from core.store.spool import (
     METRIC_COLUMNS,
     SPOOL_COLUMNS,
+    SPOOL_FORMAT,
     RunSpool,
-    is_v1,
     list_spools,
     lock_held,
     read_complete,
-    upgrade_v1,
+    segment_format,
+    upgrade,
 )
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,7 @@ _EPISODE_STRUCTURE = json.dumps(
         "episode": "INTEGER",
         "episodes": _structure("episodes", SPOOL_COLUMNS["episodes"], ""),
         **{t: _structure(t, SPOOL_COLUMNS[t], "[]") for t in EPISODE_TABLES if t != "episodes"},
+        "prompts": _structure("prompts", SPOOL_COLUMNS["prompts"], "[]"),
     }
 )
 """``json_transform_strict`` structure of an episode line (every key must be present)."""
@@ -108,6 +110,14 @@ def _tail_select(table: str) -> str:
     if table == "train_metrics":
         exprs = ["run_id"] + [_from_spool(c, f"m.{c.name}") for c in cols[1:]]
         return f"SELECT {', '.join(exprs)} FROM temp.main.{_METRICS}"
+    if table == "prompts":
+        names = SPOOL_COLUMNS["prompts"]
+        inner = ", ".join(f"unnest(e.prompts.{name}) AS {name}" for name in names)
+        outer = ", ".join(_from_spool(c, c.name) for c in cols if c.name in names)
+        return (
+            f"SELECT {outer}, CAST(first_run_id AS VARCHAR) AS first_run_id FROM "
+            f"(SELECT run_id AS first_run_id, {inner} FROM temp.main.{_EPISODES})"
+        )
     key = "CAST(run_id AS VARCHAR) AS run_id, CAST(episode AS INTEGER) AS episode"
     values = [c for c in cols if c.name not in ("run_id", "episode")]
     if table == "episodes":
@@ -122,7 +132,13 @@ def _tail_select(table: str) -> str:
     )
 
 
-_TAIL_SELECT = {table: _tail_select(table) for table in RUN_TABLES}
+_TAIL_SELECT = {table: _tail_select(table) for table in (*RUN_TABLES, "prompts")}
+_NEW_PROMPTS = (
+    f"SELECT * FROM ({_TAIL_SELECT['prompts']}) t WHERE NOT EXISTS "
+    f"(SELECT 1 FROM {ALIAS}.main.prompts p WHERE p.messages_hash = t.messages_hash) "
+    "QUALIFY row_number() OVER (PARTITION BY messages_hash ORDER BY first_run_id) = 1"
+)
+"""Staged prompts the store does not hold yet, each once (several runs may log one prompt)."""
 
 
 @dataclass
@@ -131,7 +147,7 @@ class Pending:
 
     spools: dict[str, RunSpool]
     staged: set[str] = field(default_factory=set)
-    """Tables with staged rows (selected by :func:`_tail_select`)."""
+    """Tables with staged rows (selected by :func:`_tail_select`; ``prompts`` with episodes)."""
     new_runs: dict[str, dict[str, Any]] = field(default_factory=dict)
     updates: dict[str, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
     """Column changes for runs already in the database (checkpoint, end, last episode)."""
@@ -160,7 +176,8 @@ def collect(cur: duckdb.DuckDBPyConnection, spool_dir: Path, done: dict[str, int
             start = done.get(seg.name, 0)
             data, end = read_complete(seg, start)
             if data:
-                chunks.append((rid, seg, upgrade_v1(data) if is_v1(seg) else data))
+                fmt = segment_format(seg)
+                chunks.append((rid, seg, upgrade(data, fmt) if fmt < SPOOL_FORMAT else data))
             if end != start:
                 pending.offsets[seg.name] = (rid, end)
     if chunks:
@@ -253,7 +270,7 @@ def _stage(cur: duckdb.DuckDBPyConnection, pending: Pending, sources: _Sources) 
     for rid, last in cur.execute(
         f"SELECT run_id, max(e.episode) FROM temp.main.{_EPISODES} GROUP BY run_id"
     ).fetchall():
-        pending.staged.update(EPISODE_TABLES)
+        pending.staged.update((*EPISODE_TABLES, "prompts"))
         upd = pending.updates[rid]
         upd["last_episode"] = max(upd.get("last_episode", -1), last)
     if cur.execute(f"SELECT count(*) FROM temp.main.{_METRICS}").fetchone()[0]:
@@ -376,6 +393,8 @@ def apply(cur: duckdb.DuckDBPyConnection, pending: Pending) -> None:
     for table in RUN_TABLES:
         if table in pending.staged:
             cur.execute(f"INSERT INTO {ALIAS}.main.{table} {_TAIL_SELECT[table]}")
+    if "prompts" in pending.staged:
+        cur.execute(f"INSERT INTO {ALIAS}.main.prompts {_NEW_PROMPTS}")
     for rid, upd in pending.updates.items():
         upd = dict(upd)
         last = upd.pop("last_episode", None)
@@ -459,6 +478,11 @@ def install_tail_views(cur: duckdb.DuckDBPyConnection, pending: Pending) -> None
                 f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM {ALIAS}.main.{table} "
                 f"UNION ALL {_TAIL_SELECT[table]}"
             )
+    if "prompts" in pending.staged:
+        cur.execute(
+            f"CREATE OR REPLACE TEMP VIEW prompts AS SELECT * FROM {ALIAS}.main.prompts "
+            f"UNION ALL {_NEW_PROMPTS}"
+        )
     run_rows = list(pending.new_runs.values())
     if pending.updates:
         stored = cur.execute(

@@ -191,11 +191,12 @@ def load_episode_from(
         ).fetchall()
     ]
     calls = [
-        LLMCall(*row)
-        for row in cur.execute(
-            "SELECT agent, round, prompt_hash, prompt_tokens, completion_tokens, usage_reported, "
-            "latency_s, retries, cache_hit, error FROM llm_calls "
-            "WHERE run_id = ? AND episode = ? ORDER BY seq",
+        LLMCall(*row, prompt=None if messages is None else json.loads(messages))
+        for *row, messages in cur.execute(
+            "SELECT c.agent, c.round, c.prompt_hash, c.prompt_tokens, c.completion_tokens, "
+            "c.usage_reported, c.latency_s, c.retries, c.cache_hit, c.error, p.messages "
+            "FROM llm_calls c LEFT JOIN prompts p ON p.messages_hash = c.messages_hash "
+            "WHERE c.run_id = ? AND c.episode = ? ORDER BY c.seq",
             key,
         ).fetchall()
     ]

@@ -5,6 +5,10 @@ in episode order, so DuckDB's per-row-group min/max statistics (zone maps) prune
 of one episode to a single row group without a secondary index (an ART index would slow
 every bulk insert). Nested data uses DuckDB LIST/STRUCT types, never pickles.
 
+The ``prompts`` table is the one table not keyed by episode: each distinct prompt a real
+back-end sent is stored once, however many calls, episodes and runs sent it
+(``llm_calls.messages_hash`` refers to it); see docs/store.md.
+
 Schema changes bump :data:`SCHEMA_VERSION` and add a step to :data:`MIGRATIONS`.
 """
 
@@ -18,7 +22,7 @@ import pyarrow as pa
 
 from core.errors import UserError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Version written to ``meta.schema_version``; a larger number in a file means a newer program."""
 
 _EDGE = pa.struct([("src", pa.int32()), ("dst", pa.int32())])
@@ -169,6 +173,13 @@ TABLES: dict[str, list[Column]] = {
         _c("retries", "INTEGER"),
         _c("cache_hit", "BOOLEAN"),
         _c("error", "VARCHAR"),
+        _c("messages_hash", "VARCHAR"),
+    ],
+    "prompts": [
+        _c("messages_hash", "VARCHAR"),
+        _c("messages", "JSON"),
+        _c("n_chars", "BIGINT"),
+        _c("first_run_id", "VARCHAR"),
     ],
     "train_metrics": [
         _c("run_id", "VARCHAR"),
@@ -217,15 +228,26 @@ _INTERNAL_DDL = [
 ]
 
 
+_PRIMARY_KEYS = {"runs": "id", "prompts": "messages_hash"}
+"""The only indexed tables: few rows each, looked up by key (episode tables are not indexed)."""
+
+
 def _table_ddl(name: str) -> str:
     cols = ", ".join(f"{c.name} {c.sql}" for c in TABLES[name])
-    key = ", PRIMARY KEY (id)" if name == "runs" else ""
+    key = f", PRIMARY KEY ({_PRIMARY_KEYS[name]})" if name in _PRIMARY_KEYS else ""
     return f"CREATE TABLE {name} ({cols}{key})"
 
 
 _TABLES_SQL = "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
 
-MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {}
+
+def _add_prompts(cur: duckdb.DuckDBPyConnection) -> None:
+    """1 -> 2: the exact prompts of real back-ends (calls logged before have none)."""
+    cur.execute("ALTER TABLE llm_calls ADD COLUMN messages_hash VARCHAR")
+    cur.execute(_table_ddl("prompts"))
+
+
+MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {1: _add_prompts}
 """``MIGRATIONS[v]`` upgrades a version-``v`` store to ``v + 1`` inside one transaction."""
 
 

@@ -3,7 +3,7 @@
 Layout next to the database ``X.duckdb``::
 
     X.duckdb.spool/<run_id>.lock               held with flock(LOCK_EX) while the producer lives
-    X.duckdb.spool/<run_id>.<seq>.v2.jsonl     segments of one JSON line per event, in order
+    X.duckdb.spool/<run_id>.<seq>.v3.jsonl     segments of one JSON line per event, in order
 
 A line is one event: the run's row (``run``), a whole episode (``ep``), training metrics
 (``metrics``), a checkpoint (``ckpt``) or the end of the run (``end``). Each line is
@@ -18,8 +18,13 @@ the ``episodes`` row as one object), every column always present, timestamps as 
 microseconds, edges as ``[src, dst]`` pairs. That is cheap to write (one ``attrgetter``
 pass per table, no dict per row) and lets DuckDB's JSON reader turn a batch of lines into
 rows with ``json_transform_strict`` + ``unnest`` and no per-row Python work
-(:mod:`core.store.ingest`). Segments without ``.v2`` hold the older row-per-object
-format; :func:`upgrade_v1` converts their lines.
+(:mod:`core.store.ingest`). An episode line also carries, once per run, each prompt a
+real back-end sent (``prompts``: hash, messages as JSON text, characters); later calls
+with the same prompt carry only its hash (``llm_calls.messages_hash``).
+
+The line format is :data:`SPOOL_FORMAT`, in the segment's name (``.v3``). Older segments
+left by a crash before an upgrade are converted line by line (:func:`upgrade`): ``.v2``
+lacks the prompts, a name without a version holds the row-per-object format of version 1.
 """
 
 from __future__ import annotations
@@ -36,12 +41,14 @@ from typing import Any
 
 import orjson
 
-from core.records import EpisodeRecord
+from core.records import Chat, EpisodeRecord, prompt_digest
 from core.store.schema import TABLES
 
 log = logging.getLogger(__name__)
 
-_SEGMENT = re.compile(r"^(?P<run>.+)\.(?P<seq>\d{6})(?P<v2>\.v2)?\.jsonl$")
+_SEGMENT = re.compile(r"^(?P<run>.+)\.(?P<seq>\d{6})(?:\.v(?P<format>\d+))?\.jsonl$")
+SPOOL_FORMAT = 3
+"""The line format this program writes (2: before prompts; 1: a JSON object per row)."""
 _STANDARD_FAILURE_KEYS = ("agent", "mode", "from_round")
 _DUMPS_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -59,8 +66,12 @@ SPOOL_COLUMNS: dict[str, tuple[str, ...]] = {
     "agent_steps": _columns("agent_steps", "seq") + ("seq",),
     "messages": _columns("messages", "seq") + ("seq",),
     "llm_calls": _columns("llm_calls", "seq") + ("seq",),
+    "prompts": ("messages_hash", "messages", "n_chars"),
 }
-"""Columns of each episode table in an episode line (``seq`` is the position in its list)."""
+"""Columns of each episode table in an episode line (``seq`` is the position in its list;
+a prompt's ``first_run_id`` is the segment's run)."""
+_ADDED_IN_V3 = {"llm_calls": ("messages_hash",)}
+"""Columns the line format 3 added (older lines are converted with them null)."""
 
 METRIC_COLUMNS = tuple(c.name for c in TABLES["train_metrics"] if c.name != "run_id")
 """Columns of a metrics row in a spool line (every one present, missing values null)."""
@@ -70,8 +81,10 @@ _GET = {
     "rounds": attrgetter(*SPOOL_COLUMNS["rounds"]),
     "agent_steps": attrgetter(*SPOOL_COLUMNS["agent_steps"][:-1]),
     "messages": attrgetter(*SPOOL_COLUMNS["messages"][:-1]),
-    "llm_calls": attrgetter(*SPOOL_COLUMNS["llm_calls"][:-1]),
+    # messages_hash is derived from the prompt (see episode_event), seq from the position.
+    "llm_calls": attrgetter(*SPOOL_COLUMNS["llm_calls"][:-2]),
 }
+_PROMPT = attrgetter("prompt")
 
 
 def spool_dir_for(db_path: Path) -> Path:
@@ -130,10 +143,31 @@ def _column_block(table: str, objs: list[Any], seq: list[int] | None = None) -> 
     return block
 
 
-def episode_event(episode: int, rec: EpisodeRecord, created_us: int) -> dict[str, Any]:
+_NO_PROMPTS = dict.fromkeys(SPOOL_COLUMNS["prompts"], ())
+
+
+def _prompts_block(
+    sent: list[Chat | None], hashes: list[str | None], logged: set[str]
+) -> dict[str, list]:
+    """The prompts ``sent`` not in ``logged`` yet (each once); adds them to ``logged``."""
+    block: dict[str, list] = {name: [] for name in SPOOL_COLUMNS["prompts"]}
+    for prompt, digest in zip(sent, hashes, strict=True):
+        if prompt is None or digest in logged:
+            continue
+        logged.add(digest)
+        block["messages_hash"].append(digest)
+        block["messages"].append(json.dumps(prompt, ensure_ascii=False))
+        block["n_chars"].append(sum(len(m.get("content") or "") for m in prompt))
+    return block
+
+
+def episode_event(
+    episode: int, rec: EpisodeRecord, created_us: int, logged_prompts: set[str] | None = None
+) -> dict[str, Any]:
     """The spool event of one episode: its ``episodes`` row and columns for the other tables.
 
-    No run id: a segment belongs to one run, the ingester adds it.
+    No run id: a segment belongs to one run, the ingester adds it. ``logged_prompts``: the
+    hashes of the prompts this run's spool already holds (updated); only new ones are written.
     """
     steps: list[Any] = []
     step_seq: list[int] = []
@@ -174,6 +208,16 @@ def episode_event(episode: int, rec: EpisodeRecord, created_us: int) -> dict[str
         "model": rec.model,
         "created_at": created_us,
     }
+    calls = _column_block("llm_calls", rec.calls, list(range(len(rec.calls))))
+    sent = list(map(_PROMPT, rec.calls))
+    if any(sent):  # a real back-end's calls (the synthetic society sends no prompt)
+        hashes = [None if p is None else prompt_digest(p) for p in sent]
+        logged = set() if logged_prompts is None else logged_prompts
+        calls["messages_hash"] = hashes
+        prompts = _prompts_block(sent, hashes, logged)
+    else:
+        calls["messages_hash"] = (None,) * len(sent)
+        prompts = _NO_PROMPTS
     return {
         "t": "ep",
         "episode": episode,
@@ -181,7 +225,8 @@ def episode_event(episode: int, rec: EpisodeRecord, created_us: int) -> dict[str
         "rounds": _column_block("rounds", rec.rounds),
         "agent_steps": _column_block("agent_steps", steps, step_seq),
         "messages": _column_block("messages", messages, message_seq),
-        "llm_calls": _column_block("llm_calls", rec.calls, list(range(len(rec.calls)))),
+        "llm_calls": calls,
+        "prompts": prompts,
     }
 
 
@@ -190,28 +235,41 @@ def metrics_event(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"t": "metrics", "train_metrics": [{c: r.get(c) for c in METRIC_COLUMNS} for r in rows]}
 
 
-def upgrade_v1(data: bytes) -> bytes:
-    """Complete lines of a version-1 segment (one JSON object per row) in today's format.
+def upgrade(data: bytes, fmt: int) -> bytes:
+    """Complete lines of a segment in line format ``fmt`` (1 or 2) in today's format.
 
-    A line that is not a version-1 event is passed on as it is; the ingester skips it.
+    A line that is not an event of that format is passed on as it is; the ingester skips it.
     """
     out = []
     for line in data.splitlines():
         try:
-            out.append(dumps(_upgrade_event(orjson.loads(line))))
+            event = orjson.loads(line)
+            out.append(dumps(_v2_to_v3(_v1_to_v2(event) if fmt < 2 else event)))
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
             out.append(line + b"\n")
     return b"".join(out)
 
 
-def _upgrade_event(event: dict[str, Any]) -> dict[str, Any]:
+def _v2_to_v3(event: dict[str, Any]) -> dict[str, Any]:
+    """Format 2 -> 3: no call of an older program recorded its prompt."""
+    if event.get("t") == "ep":
+        for table, added in _ADDED_IN_V3.items():
+            block = event[table]
+            for column in added:
+                block[column] = [None] * len(block["seq"])
+        event["prompts"] = _NO_PROMPTS
+    return event
+
+
+def _v1_to_v2(event: dict[str, Any]) -> dict[str, Any]:
     if event.get("t") == "ep":
         row = dict(event["episodes"][0])
         upgraded = {"t": "ep", "episode": row.pop("episode"), "episodes": row}
         row.pop("run_id", None)
         for table in ("rounds", "agent_steps", "messages", "llm_calls"):
             rows = event[table]
-            block = {c: [r[c] for r in rows] for c in SPOOL_COLUMNS[table]}
+            added = _ADDED_IN_V3.get(table, ())
+            block = {c: [r[c] for r in rows] for c in SPOOL_COLUMNS[table] if c not in added}
             if table == "rounds":
                 for key in ("edges", "dropped_edges"):
                     block[key] = [[(e["src"], e["dst"]) for e in es] for es in block[key]]
@@ -322,13 +380,13 @@ class SpoolWriter:
 
 
 def segment_path(spool_dir: Path, run_id: str, seq: int) -> Path:
-    return spool_dir / f"{run_id}.{seq:06d}.v2.jsonl"
+    return spool_dir / f"{run_id}.{seq:06d}.v{SPOOL_FORMAT}.jsonl"
 
 
-def is_v1(segment: Path) -> bool:
-    """True for a segment in the version-1 line format (see :func:`upgrade_v1`)."""
+def segment_format(segment: Path) -> int:
+    """The line format of a segment, from its name (no version: format 1)."""
     m = _SEGMENT.match(segment.name)
-    return m is not None and m["v2"] is None
+    return int(m["format"]) if m is not None and m["format"] else 1
 
 
 def segments(spool_dir: Path, run_id: str) -> list[tuple[int, Path]]:

@@ -181,6 +181,8 @@ class RunLogger:
         """Log bytes the spool's disk did not take yet (full), oldest first."""
         self._spool_tried = 0.0
         self._warned: set[str] = set()
+        self._logged_prompts: set[str] = set()
+        """Hashes of the prompts this logger's spool holds: each goes in once per run."""
         if _resume is not None:
             self.run_id, self.next_episode = _resume
             # The resume session already created the spool while holding the database.
@@ -262,7 +264,7 @@ class RunLogger:
         now = _now_us()
         lines, indices = [], []
         for rec in records:
-            lines.append(dumps(episode_event(self.next_episode, rec, now)))
+            lines.append(dumps(episode_event(self.next_episode, rec, now, self._logged_prompts)))
             indices.append(self.next_episode)
             self.next_episode += 1
         self._append(b"".join(lines))

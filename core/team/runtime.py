@@ -362,6 +362,7 @@ class TeamEpisode:
             latency_s=result.call.latency_s,
             retries=result.call.retries,
             error="timeout",
+            prompt=result.call.prompt,
         )
         self.calls.append(call)
         return AgentStep(

@@ -24,6 +24,7 @@ import pytest
 
 from core.store.queries import count_episodes, list_runs
 from core.team.topologies import FIXED_TOPOLOGIES
+from lab import asked
 from lab.demo import DemoConfig, expected_episodes
 from tests.lab.conftest import ROOT
 
@@ -225,6 +226,28 @@ def test_first_start_demo_pages_and_a_deep_link(lab, browser):
     slider = page.locator('[data-testid="stSlider"] input[type="range"]').first
     assert slider.input_value() == "2"
     page.screenshot(path=str(ARTIFACTS / "replay-deep-link.png"), full_page=True)
+
+    # What an agent was asked: the society has no real prompt, so the openai back-end's
+    # prompt for that turn is rebuilt and shown role by role (the first agent that called).
+    asked_box = page.locator('[data-testid="stExpander"]').filter(has_text="What it was asked")
+    tabs = page.get_by_role("tab")
+    shown = None
+    for k in range(tabs.count()):
+        tabs.nth(k).click()
+        visible = [j for j in range(asked_box.count()) if asked_box.nth(j).is_visible()]
+        if visible:
+            shown = asked_box.nth(visible[0])
+            break
+    assert shown is not None, "no agent tab shows what it was asked"
+    shown.locator("summary").click()
+    shown.get_by_text(asked.REBUILT).wait_for(timeout=20_000)
+    blocks = shown.locator('[data-testid="stCode"]')
+    assert blocks.count() == 2  # system, user
+    assert blocks.nth(0).inner_text().startswith("You are the")
+    assert "Problem:" in blocks.nth(1).inner_text() and "Round 3 of 3" in blocks.nth(1).inner_text()
+    assert page.get_by_text("Calls of the round").count() == 1
+    _no_exception(page, "replay prompt")
+    page.screenshot(path=str(ARTIFACTS / "replay-asked.png"), full_page=True)
 
     # 4. Compare: a click on a point opens the episodes behind it, and the URL keeps it.
     page.goto(f"{url}/compare")

@@ -16,7 +16,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.store.queries import count_episodes, list_runs, load_episode
-from lab import data
+from lab import asked, data
 from lab.jobs import JobManager, workdir
 from tests.lab.conftest import ROOT, seed_store
 
@@ -118,6 +118,14 @@ def test_replay_one_control_moves_every_panel_together(lab_env):
         assert sum(sum(_values(t["y"])) for t in bars) == record.tokens
         assert any(f"**{record.tokens:,} tokens**" in c.value for c in at.caption)
         assert at.query_params["round"] == [str(r)] or at.query_params["round"] == str(r)
+        # What each agent was asked: a society has no real prompt, so it is rebuilt.
+        # (These synthetic episodes give every step a call, the decision agent none.)
+        assert sum(e.label == "What it was asked" for e in at.expander) == len(record.roles)
+        no_call = [c for c in at.caption if "decision agent made no call" in c.value]
+        assert len(no_call) == (r == len(record.rounds) - 1)
+        assert any(c.value.startswith("Problem:\n" + record.question) for c in at.code)
+        assert any(c.value.startswith(asked.REBUILT) for c in at.caption)
+        assert any(c.value.startswith("call: ") for c in at.caption)
     # The last round's table lists the decision agent, as the header counts its tokens.
     assert _table(at, "agent", "how", "read from")["agent"].tolist()[-1] == "D decision"
     at.button(key="replay_prev").click().run()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import subprocess
@@ -430,3 +431,58 @@ def test_retry_after_nan_falls_back_to_backoff(fake_server, tmp_path, caplog):
     r = run(make(fake_server, tmp_path, backoff_base_s=0.01, backoff_max_s=0.02))
     assert not r.failed and fake_server.requests[0]["fault"] == "429"
     assert "retrying in 0.0" in caplog.text and "nan" not in caplog.text
+
+
+def _canonical(messages: list[dict]) -> str:
+    return json.dumps(messages, sort_keys=True)
+
+
+def test_an_episode_in_the_store_keeps_the_exact_prompts_the_server_received(fake_server, tmp_path):
+    """Every request of a real episode (execute_verify's two, the decision agent's) comes
+    back from the store message for message; a cached rerun sends nothing and adds no prompt."""
+    from core.store import RunLogger, load_episode, read_session
+    from core.team.plan import plan_for
+    from core.team.runtime import RuntimeConfig, TeamEpisode
+
+    plans = [
+        [Action.SOLO_PROCESS, Action.BROADCAST_ALL, Action.SOLO_PROCESS],
+        [Action.AGGREGATE_REFINE, Action.EXECUTE_VERIFY, Action.DEBATE_CHECK],
+    ]
+
+    async def episode(backend: OpenAIBackend):
+        team = TeamEpisode(
+            MATH, ["solver", "analyst", "verifier"], backend, config=RuntimeConfig(n_rounds=2)
+        )
+        for actions in plans:
+            await team.play_round(plan_for(actions))
+        record = await team.finish()
+        await backend.aclose()
+        return record
+
+    db = tmp_path / "store.duckdb"
+    with RunLogger(db, "eval", backend="openai", model="fake-model") as log:
+        log.log_episode(asyncio.run(episode(make(fake_server, tmp_path))))
+        n_requests = fake_server.request_count
+        log.log_episode(asyncio.run(episode(make(fake_server, tmp_path))))  # all cache hits
+    assert fake_server.request_count == n_requests
+
+    first, again = (load_episode(db, log.run_id, i).record for i in (0, 1))
+    stored = collections.Counter()
+    for call in first.calls:
+        stored[_canonical(call.prompt)] += 1
+        roles = [m["role"] for m in call.prompt]
+        if "assistant" in roles:  # execute_verify: the first request is the second's start
+            stored[_canonical(call.prompt[: roles.index("assistant")])] += 1
+    sent = collections.Counter(_canonical(r["body"]["messages"]) for r in fake_server.requests)
+    assert stored == sent and sum(sent.values()) == 8  # 3 + 3 + the re-derivation + decision
+    assert "decision agent" in first.calls[-1].prompt[0]["content"]
+    assert [c.prompt for c in again.calls] == [c.prompt for c in first.calls]
+    assert all(c.cache_hit for c in again.calls)
+    with read_session(db) as cur:
+        (rows,) = cur.execute("SELECT count(*) FROM prompts").fetchone()
+    assert rows == len({_canonical(c.prompt) for c in first.calls}) == 7
+
+    # A call that failed for good sent its prompt too.
+    fake_server.inject("401")
+    failed = run(make(fake_server, tmp_path, use_cache=False))
+    assert failed.failed and failed.call.prompt == fake_server.requests[-1]["body"]["messages"]

@@ -1,0 +1,212 @@
+"""What each agent was asked: the prompt and the figures of one call in a logged episode.
+
+A real back-end's call carries the exact chat messages it sent (``LLMCall.prompt``, stored
+once per distinct prompt in the store's ``prompts`` table): Replay shows them as they were.
+The synthetic society is asked nothing; for its episodes the prompt is rebuilt from what
+the record holds (task text, role, action, round, the agent's step of the round before,
+the messages it read) with the builders the openai back-end itself calls
+(:func:`core.backends.prompts.agent_chat`, :func:`~core.backends.prompts.decision_chat`),
+so it is the prompt the same turn would have sent. A step without a call (a crashed
+agent, an idle one that kept its answer, the decision agent passing one answer through)
+was asked nothing.
+
+Plain functions of :class:`EpisodeRecord` (no Streamlit): the Replay page renders them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from core.backends import prompts
+from core.records import DECISION_AGENT, AgentStep, Chat, EpisodeRecord, LLMCall
+from core.tasks.base import Task
+
+EXACT = "exact prompt sent"
+REBUILT = "as the openai back-end would have asked (synthetic society: no real prompt)"
+NO_PROMPT = "no prompt"
+SIM = "sim"
+"""The back-end whose calls are rebuilt (it stores no prompts: they would bloat the store)."""
+
+_DEF = re.compile(r"(?m)^def\s+([A-Za-z_]\w*)\s*\(")
+
+
+@dataclass
+class Asked:
+    """What one agent (or the decision agent) was asked in one round."""
+
+    kind: str
+    """:data:`EXACT`, :data:`REBUILT` or :data:`NO_PROMPT`."""
+    note: str
+    """One sentence for the reader: the label, with the hash, or why there is no prompt."""
+    messages: Chat = field(default_factory=list)
+    """The chat messages, role by role (empty for :data:`NO_PROMPT`)."""
+    call: LLMCall | None = None
+    """The call's record (tokens, latency, retries, cache, error), if it made one."""
+
+
+def record_task(record: EpisodeRecord) -> Task:
+    """The task as the prompt builders need it, from what the record holds.
+
+    A code task's entry point is the last top-level ``def`` of its question (true of all
+    164 HumanEval problems); a multiple-choice question already lists its options.
+    """
+    meta = {}
+    if record.domain == "code" and (defs := _DEF.findall(record.question)):
+        meta["entry_point"] = defs[-1]
+    return Task(
+        task_id=record.task_id,
+        benchmark=record.benchmark,
+        domain=record.domain,
+        question=record.question,
+        answer=record.ground_truth,
+        difficulty=record.difficulty,
+        meta=meta,
+    )
+
+
+def call_of(record: EpisodeRecord, round_: int, agent: int) -> LLMCall | None:
+    """The call ``agent`` made in ``round_`` (the decision agent's round is the number of
+    rounds), or None if it made none."""
+    for call in record.calls:
+        if call.agent == agent and call.round == round_:
+            return call
+    return None
+
+
+def _step(record: EpisodeRecord, round_: int, agent: int) -> AgentStep | None:
+    if agent == DECISION_AGENT:
+        return record.decision
+    if not 0 <= round_ < len(record.rounds):
+        return None
+    return next((s for s in record.rounds[round_].steps if s.agent == agent), None)
+
+
+def rebuilt_agent_prompt(record: EpisodeRecord, round_: int, agent: int) -> Chat:
+    """The chat the openai back-end would have sent for this agent's turn (the runtime's
+    rules: its own step of the round before, the answers it read this round in source
+    order; a timed-out agent is out of the round's graph, so it read none)."""
+    step = _step(record, round_, agent)
+    if step is None:
+        raise ValueError(f"agent {agent} has no step in round {round_}")
+    previous = _step(record, round_ - 1, agent) if round_ > 0 else None
+    inbox = [m for m in record.rounds[round_].messages if m.dst == agent]
+    return prompts.agent_chat(
+        record_task(record),
+        step.role,
+        step.action,
+        round_,
+        len(record.rounds),
+        previous,
+        sorted(inbox, key=lambda m: m.src),
+        byzantine=step.fault == "byzantine",
+    )
+
+
+def final_steps(record: EpisodeRecord) -> list[AgentStep]:
+    """The steps whose answers the decision agent read: for each agent it read, its last
+    step that made a call and produced an answer (an idle step only carries one)."""
+    if record.decision is None:
+        return []
+    finals = []
+    for agent in record.decision.read_from:
+        steps = [
+            s
+            for rnd in record.rounds
+            for s in rnd.steps
+            if s.agent == agent and s.answer is not None and call_of(record, s.round, agent)
+        ]
+        if steps:
+            finals.append(steps[-1])
+    return prompts.readable_finals(finals)
+
+
+def rebuilt_decision_prompt(record: EpisodeRecord) -> Chat:
+    """The chat the openai back-end would have sent the decision agent."""
+    return prompts.decision_chat(record_task(record), final_steps(record), len(record.rounds))
+
+
+def _no_call(step: AgentStep | None, agent: int) -> str:
+    if agent == DECISION_AGENT:
+        return (
+            "The decision agent made no call (one final answer passed through, or none), "
+            "so it was asked nothing."
+        )
+    if step is None:
+        return "Not in this round: no call, no prompt."
+    if not step.alive:
+        fault = step.fault or "inactive"
+        return f"Out of this round ({fault}): it made no call, so it was asked nothing."
+    return "Idle this round (kept its answer, made no call), so it was asked nothing."
+
+
+def asked(record: EpisodeRecord, round_: int, agent: int) -> Asked:
+    """What ``agent`` was asked in ``round_`` (``DECISION_AGENT``: the decision agent, whose
+    round is the number of rounds)."""
+    call_round = len(record.rounds) if agent == DECISION_AGENT else round_
+    call = call_of(record, call_round, agent)
+    step = _step(record, round_, agent)
+    if call is None:
+        return Asked(NO_PROMPT, _no_call(step, agent))
+    if call.prompt is not None:
+        note = f"{EXACT} · hash `{call.messages_hash}` (`prompts.messages_hash` in the store)."
+        return Asked(EXACT, note, call.prompt, call)
+    if record.backend != SIM:
+        note = (
+            f"This {record.backend} call's prompt is not in the store (logged before it kept them)."
+        )
+        return Asked(NO_PROMPT, note, call=call)
+    if agent == DECISION_AGENT:
+        messages = rebuilt_decision_prompt(record)
+    else:
+        messages = rebuilt_agent_prompt(record, round_, agent)
+    return Asked(REBUILT, f"{REBUILT}.", messages, call)
+
+
+def call_summary(call: LLMCall) -> str:
+    """``812 prompt + 95 completion tokens · 1.24 s · 0 retries · cache miss`` (+ its error)."""
+    parts = [
+        f"{call.prompt_tokens:,} prompt + {call.completion_tokens:,} completion tokens"
+        + ("" if call.usage_reported else " (no usage reported)"),
+        f"{call.latency_s:.2f} s",
+        f"{call.retries} retr{'y' if call.retries == 1 else 'ies'}",
+        "cache hit" if call.cache_hit else "cache miss",
+    ]
+    if call.error:
+        parts.append(f"error: {call.error}")
+    return " · ".join(parts)
+
+
+def calls_table(record: EpisodeRecord, round_: int, roles_of: dict[int, str]) -> pd.DataFrame:
+    """The calls of round ``round_`` (and, in the last round, the decision agent's), one row
+    each: tokens, latency, retries, cache hit, error, and where its prompt comes from.
+    ``roles_of``: agent -> display name."""
+    last = round_ == len(record.rounds) - 1
+    rows = []
+    for call in record.calls:
+        is_decision = call.agent == DECISION_AGENT
+        if not (call.round == round_ or (last and is_decision)):
+            continue
+        source = EXACT if call.prompt is not None else REBUILT if record.backend == SIM else "—"
+        rows.append(
+            {
+                "agent": roles_of.get(call.agent, str(call.agent)),
+                "prompt tokens": call.prompt_tokens,
+                "completion tokens": call.completion_tokens,
+                "latency (s)": round(call.latency_s, 3),
+                "retries": call.retries,
+                "cache hit": call.cache_hit,
+                "error": call.error or "",
+                "prompt": source.split(" (")[0],
+            }
+        )
+    columns = ["agent", "prompt tokens", "completion tokens", "latency (s)", "retries"]
+    columns += ["cache hit", "error", "prompt"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def code_height(text: str) -> int | str:
+    """Height for a message's code block: its own up to ~16 lines, then a scrolled box."""
+    return "content" if text.count("\n") < 16 and len(text) < 1600 else 320
