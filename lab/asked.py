@@ -23,6 +23,7 @@ import pandas as pd
 from core.backends import prompts
 from core.records import DECISION_AGENT, AgentStep, Chat, EpisodeRecord, LLMCall
 from core.tasks.base import Task
+from core.team.runtime import KEPT_TEXT
 
 EXACT = "exact prompt sent"
 REBUILT = "as the openai back-end would have asked (synthetic society: no real prompt)"
@@ -84,14 +85,24 @@ def _step(record: EpisodeRecord, round_: int, agent: int) -> AgentStep | None:
     return next((s for s in record.rounds[round_].steps if s.agent == agent), None)
 
 
+def _remembered(record: EpisodeRecord, round_: int, agent: int) -> AgentStep | None:
+    """The agent's previous turn as the runtime hands it over: its step of the round before,
+    skipping steps the idle rule kept (they only carry an earlier answer forward)."""
+    for earlier in range(round_ - 1, -1, -1):
+        step = _step(record, earlier, agent)
+        if step is None or step.text != KEPT_TEXT:
+            return step
+    return None
+
+
 def rebuilt_agent_prompt(record: EpisodeRecord, round_: int, agent: int) -> Chat:
     """The chat the openai back-end would have sent for this agent's turn (the runtime's
-    rules: its own step of the round before, the answers it read this round in source
+    rules: its own last step the idle rule did not keep, the answers it read this round in source
     order; a timed-out agent is out of the round's graph, so it read none)."""
     step = _step(record, round_, agent)
     if step is None:
         raise ValueError(f"agent {agent} has no step in round {round_}")
-    previous = _step(record, round_ - 1, agent) if round_ > 0 else None
+    previous = _remembered(record, round_, agent)
     inbox = [m for m in record.rounds[round_].messages if m.dst == agent]
     return prompts.agent_chat(
         record_task(record),
