@@ -49,10 +49,10 @@ DEFAULT_TOKEN_WEIGHT = 0.1
 """w_tok, as in the paper's code."""
 TOKEN_PENALTIES = ("capped", "linear")
 IDLE_RULES = ("keep", "call")
-KEPT_TEXT = "(idle: kept its answer, no call)"
-"""The text of an idle agent's step; its tokens are zero and no LLM call is logged."""
 """What an idle agent does (docs/team.md, "Idle agents"): ``keep`` its answer without a call,
 or be ``call``-ed to re-solve alone (the behaviour before the rule existed)."""
+KEPT_TEXT = "(idle: kept its answer, no call)"
+"""The text of an idle agent's step; its tokens are zero and no LLM call is logged."""
 
 
 def _default_budget() -> float:
