@@ -48,7 +48,10 @@ def test_public_url_drops_credentials():
 def test_ctrl_c_while_writing_leaves_only_whole_entries(tmp_path):
     # A real process writing big entries in a loop, interrupted by SIGINT mid-stream.
     script = (
-        "import sys\n"
+        # A shell's background job inherits SIGINT ignored, and Python then never turns it
+        # into KeyboardInterrupt: ask for the usual handler, as an interactive run has it.
+        "import signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from core.backends.cache import ResponseCache, request_key\n"
         "c = ResponseCache(sys.argv[1])\n"
         "print('ready', flush=True)\n"
