@@ -5,7 +5,7 @@ logged, then plays the greedy policy on the sweep's ``K`` held-out tasks (eval s
 ``E``); the fixed topologies play the very same tasks in one more task
 (:data:`evaluate_fixed_task`). Trials never open the episode store and need no
 filesystem shared with the driver: their episodes, metric rows and checkpoint come back
-as the task's return value (episodes as ``EpisodeRecord.to_dict()`` lists in batches,
+as the task's return value (episodes in packed batches, :func:`pack_episodes`,
 the checkpoint as bytes). The driver (:func:`run_sweep`) is the store's only writer: it
 writes each checkpoint under ``--out`` and logs each trial as one ``train`` run and one
 ``eval`` run, and each fixed topology as one ``eval`` run. Every run of a sweep stores
@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import math
 import os
+import pickle
 import secrets
 import signal
 import socket
 import tempfile
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -250,9 +252,12 @@ class TrialSpec:
 class TrialResult:
     """What a trial sends back to the driver (plain data: it crosses machines)."""
 
-    episodes: list[list[dict[str, Any]]]
-    """Training episodes 0..E-1 as ``EpisodeRecord.to_dict()``, in batches of
-    :data:`EPISODE_BATCH`."""
+    episodes: list[bytes]
+    """Training episodes 0..E-1 in batches of :data:`EPISODE_BATCH`, each batch packed by
+    :func:`pack_episodes` (~0.9 KB an episode instead of ~27 KB as Python dicts, so
+    neither the trial nor the driver holds a whole run's records at once)."""
+    train_episodes: int
+    """How many training episodes the batches hold."""
     metrics: list[dict[str, Any]]
     """One row per learner update (the ``train_metrics`` table)."""
     checkpoint: bytes
@@ -264,21 +269,39 @@ class TrialResult:
     node: str = field(default_factory=socket.gethostname)
 
 
+def pack_episodes(records: Sequence[EpisodeRecord]) -> bytes:
+    """One batch of episodes as compact bytes: ``EpisodeRecord.to_dict()``s, pickled and
+    zlib-compressed (level 1: ~0.1 ms an episode). Trial and driver run the same code."""
+    return zlib.compress(pickle.dumps([r.to_dict() for r in records], protocol=5), 1)
+
+
+def unpack_episodes(blob: bytes) -> list[EpisodeRecord]:
+    """The episodes :func:`pack_episodes` packed."""
+    return [EpisodeRecord.from_dict(d) for d in pickle.loads(zlib.decompress(blob))]
+
+
 class EpisodeSink:
-    """Where :class:`StoreHooks` expects a run logger, in a trial: keeps the episodes and
-    metric rows in memory so that they travel back to the driver, the store's only writer."""
+    """Where :class:`StoreHooks` expects a run logger, in a trial: keeps the episodes
+    (packed in batches of :data:`EPISODE_BATCH`) and metric rows in memory so that they
+    travel back to the driver, the store's only writer."""
 
     def __init__(self) -> None:
-        self.episodes: list[dict[str, Any]] = []
+        self.packed: list[bytes] = []
+        self.pending: list[EpisodeRecord] = []
+        self.count = 0
         self.metrics: list[dict[str, Any]] = []
 
     @property
     def next_episode(self) -> int:
         """The number the next episode gets (as :class:`RunLogger` numbers them)."""
-        return len(self.episodes)
+        return self.count
 
     def log_episodes(self, records: Sequence[EpisodeRecord]) -> None:
-        self.episodes += [r.to_dict() for r in records]
+        self.pending += records
+        self.count += len(records)
+        while len(self.pending) >= EPISODE_BATCH:
+            self.packed.append(pack_episodes(self.pending[:EPISODE_BATCH]))
+            del self.pending[:EPISODE_BATCH]
 
     def log_metrics(self, rows: Sequence[dict[str, Any]]) -> None:
         self.metrics += rows
@@ -286,9 +309,12 @@ class EpisodeSink:
     def set_checkpoint(self, path: Path, episode: int) -> None:
         """Trials write no checkpoints on the way (the driver writes the final one)."""
 
-    def batches(self) -> list[list[dict[str, Any]]]:
-        e = self.episodes
-        return [e[i : i + EPISODE_BATCH] for i in range(0, len(e), EPISODE_BATCH)]
+    def batches(self) -> list[bytes]:
+        """Every batch, packed (the last one may be short)."""
+        if self.pending:
+            self.packed.append(pack_episodes(self.pending))
+            self.pending = []
+        return self.packed
 
 
 def train_trial(spec: TrialSpec) -> TrialResult:
@@ -314,6 +340,7 @@ def train_trial(spec: TrialSpec) -> TrialResult:
     held_out = run_policy(spec.team, policy, spec.eval_episodes, spec.eval_seed)
     return TrialResult(
         episodes=sink.batches(),
+        train_episodes=sink.count,
         metrics=sink.metrics,
         checkpoint=blob,
         evaluation=[r.to_dict() for r in held_out],
@@ -592,8 +619,8 @@ class _Driver:
                 benchmark=spec.team.benchmark,
                 seed=spec.seed,
             ) as logger:
-                for batch in result.episodes:
-                    logger.log_episodes([EpisodeRecord.from_dict(d) for d in batch])
+                for blob in result.episodes:
+                    logger.log_episodes(unpack_episodes(blob))
                 logger.log_metrics(result.metrics)
                 logger.set_checkpoint(path, logger.next_episode - 1)
                 train_run = logger.run_id
@@ -611,7 +638,7 @@ class _Driver:
             "seed": spec.seed,
             "checkpoint": str(path),
             **point_stats(held_out),
-            "train_episodes": sum(len(b) for b in result.episodes),
+            "train_episodes": result.train_episodes,
             "updates": result.updates,
             "seconds": result.seconds,
             "node": result.node,
