@@ -67,13 +67,18 @@ def test_ctrl_c_while_writing_leaves_only_whole_entries(tmp_path):
         stderr=subprocess.PIPE,
         env=env,
     )
-    assert proc.stdout.readline().strip() == b"ready"
-    deadline = time.monotonic() + 120  # a hang guard: entries come slowly under load
-    while len(list(tmp_path.glob("*/*.json"))) < 3 and time.monotonic() < deadline:
-        time.sleep(0.02)
-    time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=10)
+    try:
+        assert proc.stdout.readline().strip() == b"ready"
+        deadline = time.monotonic() + 120  # a hang guard: entries come slowly under load
+        while len(list(tmp_path.glob("*/*.json"))) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:  # never leave a writer filling the disk behind a failure
+            proc.kill()
+            proc.wait()
     assert b"KeyboardInterrupt" in proc.stderr.read()
     files = list(tmp_path.glob("*/*.json"))
     assert len(files) > 1
