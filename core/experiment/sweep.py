@@ -111,28 +111,38 @@ class SweepConfig:
 
 def parse_token_weights(text: str) -> tuple[float, ...]:
     """``"0.1,0.3,1.0"`` -> ``(0.1, 0.3, 1.0)``; one sentence on bad input."""
-    example = "--token-weights takes comma-separated numbers >= 0 such as 0.1,0.3,1.0"
-    items = _items(text, "--token-weights", "weight")
-    try:
-        weights = tuple(float(t) for t in items)
-    except ValueError:
-        raise UserError(f"{example}, not {text!r}.") from None
-    if not all(math.isfinite(w) and w >= 0 for w in weights):
-        raise UserError(f"{example}, not {text!r}.")
-    return _distinct(weights, "--token-weights")
+    return _parse_list(
+        text, "--token-weights", "weight", float, lambda w: math.isfinite(w) and w >= 0,
+        "comma-separated numbers >= 0 such as 0.1,0.3,1.0",
+    )  # fmt: skip
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
     """``"0,1,2"`` -> ``(0, 1, 2)``; one sentence on bad input."""
-    example = "--seeds takes comma-separated whole numbers >= 0 such as 0,1,2"
-    items = _items(text, "--seeds", "seed")
+    return _parse_list(
+        text, "--seeds", "seed", int, lambda s: 0 <= s < 2**63,
+        "comma-separated whole numbers >= 0 such as 0,1,2",
+    )  # fmt: skip
+
+
+def _parse_list(
+    text: str,
+    flag: str,
+    noun: str,
+    convert: Callable[[str], Any],
+    valid: Callable[[Any], bool],
+    takes: str,
+) -> tuple[Any, ...]:
+    """A comma-separated list for ``flag``: each item converted and checked, no repeats."""
+    example = f"{flag} takes {takes}"
+    items = _items(text, flag, noun)
     try:
-        seeds = tuple(int(t) for t in items)
+        values = tuple(convert(t) for t in items)
     except ValueError:
         raise UserError(f"{example}, not {text!r}.") from None
-    if not all(0 <= s < 2**63 for s in seeds):
+    if not all(valid(v) for v in values):
         raise UserError(f"{example}, not {text!r}.")
-    return _distinct(seeds, "--seeds")
+    return _distinct(values, flag)
 
 
 def _items(text: str, flag: str, what: str) -> list[str]:

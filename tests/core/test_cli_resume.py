@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 from core.qmix.checkpoint import load_checkpoint
-from core.store.db import read_session
 from core.store.queries import get_run, list_runs
+from tests.core.logged import logged_episodes
 
 REPO = Path(__file__).resolve().parents[2]
 EPISODES = 320
@@ -36,15 +36,6 @@ def cli(*args: str) -> subprocess.Popen:
         env=env,
         cwd=REPO,
     )
-
-
-def logged(db: Path, run_id: str) -> list[tuple]:
-    with read_session(db) as cur:
-        return cur.execute(
-            "SELECT episode, task_id, reward, created_at FROM episodes WHERE run_id = ? "
-            "ORDER BY episode",
-            [run_id],
-        ).fetchall()
 
 
 def test_sigkill_after_a_time_checkpoint_then_resume_keeps_and_continues(tmp_path: Path) -> None:
@@ -70,7 +61,7 @@ def test_sigkill_after_a_time_checkpoint_then_resume_keeps_and_continues(tmp_pat
     (run_id,) = list_runs(db).id
     info = get_run(db, run_id)
     assert info.status == "interrupted"
-    before = logged(db, run_id)
+    before = logged_episodes(db, run_id)
     assert [row[0] for row in before] == list(range(len(before))) and before
 
     resumed = cli("train", "--resume", run_id, "--db", str(db), "--json", *every)
@@ -79,7 +70,7 @@ def test_sigkill_after_a_time_checkpoint_then_resume_keeps_and_continues(tmp_pat
     summary = json.loads(out)
     assert summary["run_id"] == run_id and summary["episodes"] == EPISODES
 
-    after = logged(db, run_id)
+    after = logged_episodes(db, run_id)
     assert [row[0] for row in after] == list(range(EPISODES))  # no gap, no duplicate
     assert after[: len(before)] == before  # nothing logged before the kill changed or went
     assert get_run(db, run_id).status == "finished"

@@ -19,11 +19,11 @@ from core.experiment.train import save_training_checkpoint
 from core.qmix.encoders import AgentNetConfig
 from core.qmix.env import EnvShapes
 from core.qmix.training import TrainConfig, build_state
-from core.store.db import read_session
 from core.store.queries import get_run
 from core.store.writer import LoggerConfig, RunLogger
 from core.team.env import TeamEnv
 from core.team.topologies import make_policy
+from tests.core.logged import logged_episodes
 from tests.core.torch_threads import one_torch_thread  # noqa: F401
 
 OPTS = TeamOptions(benchmark="math", seed=0)
@@ -56,27 +56,18 @@ def killed_run(db: Path, out: Path, checkpoint_after: int | None) -> str:
     return logger.run_id
 
 
-def episodes(db: Path, run_id: str) -> list[tuple]:
-    with read_session(db) as cur:
-        return cur.execute(
-            "SELECT episode, task_id, reward, created_at FROM episodes WHERE run_id = ? "
-            "ORDER BY episode",
-            [run_id],
-        ).fetchall()
-
-
 @pytest.mark.parametrize("checkpoint_after", [None, 7], ids=["no checkpoint", "older checkpoint"])
 def test_resume_keeps_logged_episodes_and_continues_after_them(
     tmp_path: Path, checkpoint_after: int | None
 ) -> None:
     db, out = tmp_path / "s.duckdb", tmp_path / "m.pt"
     run_id = killed_run(db, out, checkpoint_after)
-    before = episodes(db, run_id)
+    before = logged_episodes(db, run_id)
     assert [e[0] for e in before] == list(range(LOGGED))
 
     outcome = train_team(OPTS, CONFIG, None, db=db, resume_run=run_id, eval_episodes=0)
 
-    after = episodes(db, run_id)
+    after = logged_episodes(db, run_id)
     assert outcome.run_id == run_id and outcome.checkpoint == out and out.is_file()
     assert [e[0] for e in after] == list(range(CONFIG.episodes))  # no gap, no duplicate
     assert after[:LOGGED] == before  # the episodes logged before the kill are untouched
@@ -92,4 +83,4 @@ def test_resume_refuses_a_run_whose_checkpoint_file_is_gone(tmp_path: Path) -> N
     out.unlink()
     with pytest.raises(UserError, match="checkpoint .* is missing"):
         train_team(OPTS, CONFIG, None, db=db, resume_run=run_id, eval_episodes=0)
-    assert len(episodes(db, run_id)) == LOGGED
+    assert len(logged_episodes(db, run_id)) == LOGGED
