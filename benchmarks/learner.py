@@ -31,8 +31,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from benchmarks.common import Parser, float_in, int_in, run_main, user_errors
 from core.errors import UserError
 from core.qmix.buffer import EpisodeBatch
+from core.qmix.config import PRECISIONS
 from core.qmix.encoders import AgentNetConfig, AgentNetwork
-from core.qmix.learner import PRECISIONS, LearnerConfig, QLearner
+from core.qmix.learner import LearnerConfig, QLearner
 from core.qmix.mixers import MIXERS, MixerConfig, make_mixer
 from core.qmix.seeding import resolve_device, seed_everything, torch_threads
 

@@ -33,9 +33,9 @@ from benchmarks.common import Parser, run_main, user_errors
 from core.errors import UserError
 from core.experiment import TeamOptions, run_policy, train_team
 from core.qmix.policy import QMixPolicy
-from core.qmix.training import TrainConfig
 from core.records import EpisodeRecord
 from core.team.options import options_from_dict
+from core.team.recipes import TEAM_RECIPE, recipe_config, recipe_value
 from core.team.runtime import IDLE_RULES, reward
 from core.team.topologies import FIXED_TOPOLOGIES, make_policy
 
@@ -173,8 +173,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sweep-id", help="with --from-sweep: which sweep (default newest)")
     parser.add_argument("--seeds", default="0,1,2", help="training seeds")
     parser.add_argument("--benchmark", default="mixed")
-    parser.add_argument("--episodes", type=int, default=TrainConfig.episodes)
-    parser.add_argument("--max-updates", type=int, default=TrainConfig.max_updates)
+    parser.add_argument("--episodes", type=int, default=recipe_value(TEAM_RECIPE, "episodes"))
+    parser.add_argument("--max-updates", type=int, default=recipe_value(TEAM_RECIPE, "max_updates"))
     parser.add_argument("--token-weight", type=float, default=TeamOptions.token_weight)
     parser.add_argument("--idle", choices=IDLE_RULES, default=TeamOptions.idle)
     parser.add_argument("--fail-prob", type=float, default=0.0)
@@ -198,7 +198,10 @@ def main(argv: list[str] | None = None) -> None:
             t0 = time.perf_counter()
             out = train_team(
                 opts,
-                TrainConfig(episodes=args.episodes, max_updates=args.max_updates, seed=seed),
+                recipe_config(
+                    TEAM_RECIPE,
+                    {"episodes": args.episodes, "max_updates": args.max_updates, "seed": seed},
+                ),
                 Path(tmp) / "policy.pt",
                 log=False,
                 eval_episodes=0,

@@ -118,13 +118,13 @@ def logging_overhead(train: Callable[[bool], None], repeats: int = 3) -> dict[st
 def train_job(episodes: int = 256, seed: int = 0) -> Callable[[bool], None]:
     """A fixed small sim training job (default network sizes) for :func:`logging_overhead`."""
     from core.experiment import TeamOptions, train_team
-    from core.qmix.training import TrainConfig
+    from core.team.recipes import TEAM_RECIPE, recipe_config
 
     def job(log: bool) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             train_team(
                 TeamOptions(benchmark="mixed", seed=seed),
-                TrainConfig(episodes=episodes, seed=seed, device="cpu"),
+                recipe_config(TEAM_RECIPE, {"episodes": episodes, "seed": seed, "device": "cpu"}),
                 Path(tmp) / "ckpt.pt",
                 db=str(Path(tmp) / "store.duckdb"),
                 log=log,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,9 +22,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from core.backends.registry import BACKENDS
 from core.backends.society import PRESETS
 from core.errors import StoreBusy, UserError
+from core.qmix.config import PRECISIONS
 from core.tasks.registry import TASK_SOURCES
 from core.team.failures import FAILURE_MODES
 from core.team.options import TeamOptions
+from core.team.recipes import ENV_RECIPE, RECIPES, TEAM_RECIPE, recipe_value
 from core.team.runtime import IDLE_RULES, TOKEN_PENALTIES
 from core.team.topologies import FIXED_TOPOLOGIES
 
@@ -247,6 +250,162 @@ def team_flags(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]
     return decorate
 
 
+@dataclass(frozen=True)
+class LearnerFlag:
+    """One command-line flag that sets a training setting (declared once, here). Its default
+    is the recipe's (``--recipe``); the help shows each recipe's value."""
+
+    path: str
+    """The dotted :class:`~core.qmix.config.TrainConfig` path it sets (``learner.td_lambda``)."""
+    kind: type
+    """int, float, bool (a ``--x/--no-x`` switch) or str."""
+    help: str
+    low: float | None = None
+    """The smallest value allowed (exclusive when ``low_open``)."""
+    low_open: bool = False
+    high: float | None = None
+    """The largest value allowed."""
+    choices: tuple[str, ...] = ()
+
+    def check(self, flag: str, value: Any) -> Any:
+        """``value`` if it is allowed, else a UserError naming ``flag``."""
+        if self.choices and value not in self.choices:
+            raise UserError(f"{flag} must be one of {', '.join(self.choices)}, not {value!r}.")
+        if self.kind not in (int, float):
+            return value
+        low_ok = self.low is None or (value > self.low if self.low_open else value >= self.low)
+        if not (math.isfinite(value) and low_ok and (self.high is None or value <= self.high)):
+            bounds = []
+            if self.low is not None:
+                bounds.append(f"{'>' if self.low_open else '>='} {self.low:g}")
+            if self.high is not None:
+                bounds.append(f"<= {self.high:g}")
+            raise UserError(f"{flag} must be a finite number {' and '.join(bounds)}, not {value}.")
+        return value
+
+
+LEARNER_FLAGS: dict[str, LearnerFlag] = {
+    "max_updates": LearnerFlag(
+        "max_updates", int, "Learner updates in the whole run at most (0 = no cap)", 0
+    ),
+    "collect_ahead": LearnerFlag(
+        "collect_ahead", bool, "Play the next episodes in a child process while the learner trains"
+    ),
+    "lr": LearnerFlag("learner.lr", float, "Adam learning rate", 0, low_open=True),
+    "gamma": LearnerFlag("learner.gamma", float, "Discount across rounds", 0, high=1),
+    "batch_size": LearnerFlag("learner.batch_size", int, "Episodes per update", 1),
+    "buffer_size": LearnerFlag("learner.buffer_size", int, "Episodes in the replay buffer", 1),
+    "double_q": LearnerFlag(
+        "learner.double_q", bool, "Double-Q: online network picks, target network values"
+    ),
+    "grad_clip": LearnerFlag(
+        "learner.grad_clip", float, "Max global gradient norm", 0, low_open=True
+    ),
+    "target_update_interval": LearnerFlag(
+        "learner.target_update_interval", int, "Updates between hard target copies", 1
+    ),
+    "tau": LearnerFlag(
+        "learner.tau", float, "Soft target update rate per update (0 = hard copies)", 0, high=1
+    ),
+    "updates_per_episode": LearnerFlag(
+        "learner.updates_per_episode",
+        float,
+        "Learner updates per collected episode",
+        0,
+        low_open=True,
+    ),  # fmt: skip
+    "td_lambda": LearnerFlag(
+        "learner.td_lambda", float, "λ of the TD(λ) targets (0 = one-step targets)", 0, high=1
+    ),
+    "precision": LearnerFlag(
+        "learner.precision", str, "Arithmetic of the forward passes", choices=PRECISIONS
+    ),
+    "epsilon_start": LearnerFlag("exploration.start", float, "ε at the first episode", 0, high=1),
+    "epsilon_finish": LearnerFlag("exploration.finish", float, "ε after annealing", 0, high=1),
+    "epsilon_anneal": LearnerFlag(
+        "exploration.anneal_fraction",
+        float,
+        "Share of the episodes over which ε falls",
+        0,
+        low_open=True,
+        high=1,
+    ),  # fmt: skip
+}
+"""Every learner, schedule and exploration setting not already a flag of its own
+(``--episodes``, ``--n-envs``, ``--hidden``, ``--threads``, ``--mixer``)."""
+
+
+RECIPE_HELP = {
+    name: recipe.about
+    + (
+        " (" + ", ".join(f"{k.rpartition('.')[2]} {v:g}" for k, v in recipe.overrides.items()) + ")"
+        if recipe.overrides
+        else ""
+    )
+    for name, recipe in RECIPES.items()
+}
+"""What ``--recipe`` lists: each recipe and the settings it sets."""
+
+
+def recipe_defaults(*paths: str) -> str:
+    """What each recipe trains with at ``paths`` (the first path's value), for a help text:
+    ``default 32``, or ``textbook 0; society 0.8`` where they differ."""
+    values = {name: recipe_value(name, paths[0]) for name in RECIPES}
+    shown = {name: f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v)
+             for name, v in values.items()}  # fmt: skip
+    if len(set(shown.values())) == 1:
+        return f"default {next(iter(shown.values()))}"
+    return "; ".join(f"{name} {v}" for name, v in shown.items())
+
+
+def checked(config: Any) -> Any:
+    """``config`` (a TrainConfig) if its settings fit together, else one sentence."""
+    try:
+        config.validate()
+    except ValueError as exc:  # a combination no single flag's check can see
+        raise UserError(f"the training settings do not fit together: {exc}.") from None
+    return config
+
+
+def _learner_option(name: str, spec: LearnerFlag) -> Any:
+    help_text = f"{spec.help} ({recipe_defaults(spec.path)})."
+    if spec.kind is bool:
+        flag = "--" + name.replace("_", "-")
+        return Annotated[
+            bool | None, typer.Option(f"{flag}/--no-{flag[2:]}", help=help_text, show_default=False)
+        ]
+    return Annotated[spec.kind | None, typer.Option(help=help_text, show_default=False)]
+
+
+def learner_flags(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a command every flag of :data:`LEARNER_FLAGS`; it receives the ones the user gave
+    as ``tuning`` (dotted path -> checked value), for :func:`~core.team.recipes.recipe_config`."""
+    own = [p for p in inspect.signature(fn, eval_str=True).parameters.values()]
+    added = [
+        inspect.Parameter(
+            name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=_learner_option(name, spec),
+        )
+        for name, spec in LEARNER_FLAGS.items()
+    ]
+
+    @functools.wraps(fn)
+    def command(**kwargs: Any) -> Any:
+        tuning = {}
+        for name, spec in LEARNER_FLAGS.items():
+            value = kwargs.pop(name)
+            if value is not None:
+                tuning[spec.path] = spec.check("--" + name.replace("_", "-"), value)
+        return fn(**kwargs, tuning=tuning)
+
+    params = [p for p in own if p.name != "tuning"] + added
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    return command
+
+
 def print_table(rows: list[dict[str, Any]], columns: list[str], title: str) -> None:
     from rich.table import Table
 
@@ -265,31 +424,54 @@ def print_table(rows: list[dict[str, Any]], columns: list[str], title: str) -> N
 
 @app.command()
 @team_flags(*TEAM, *BACKEND, "fail_prob")
+@learner_flags
 def train(
     opts: TeamOptions,
+    tuning: dict[str, Any],
     out: Annotated[Path | None, typer.Option(help="Where to write the checkpoint.")] = None,
     env: Env = None,
     benchmark: Annotated[str | None, typer.Option(help=BENCHMARK_HELP)] = None,
     episodes: Annotated[
         int | None,
-        typer.Option(min=1, max=MAX_EPISODES, help="Episodes to train on (default 40,000)."),
+        typer.Option(
+            min=1, max=MAX_EPISODES, help=f"Episodes to train on ({recipe_defaults('episodes')})."
+        ),
     ] = None,
     mixer: Annotated[str, typer.Option(help="Mixer: qmix (monotonic) or vdn (sum).")] = "qmix",
+    recipe: Annotated[
+        str | None,
+        typer.Option(
+            help="Settings tuned for an environment, under the flags given: "
+            + "; ".join(f"{name} = {about}" for name, about in RECIPE_HELP.items())
+            + f". Default: {TEAM_RECIPE} for --benchmark, {ENV_RECIPE} for --env."
+        ),
+    ] = None,
     seed: Annotated[
         int, typer.Option(min=0, max=2**63 - 1, help="Seed of networks, exploration, episodes.")
     ] = 0,
     device: Device = "auto",
     n_envs: Annotated[
         int | None,
-        typer.Option(min=1, max=4096, help="Episodes collected in lockstep (default 32)."),
+        typer.Option(
+            min=1, max=4096, help=f"Episodes collected in lockstep ({recipe_defaults('n_envs')})."
+        ),
     ] = None,
     hidden: Annotated[
         int | None,
-        typer.Option(min=1, max=4096, help="Width of the GNN, GRU and Q-head layers (128)."),
+        typer.Option(
+            min=1,
+            max=4096,
+            help="Width of the GNN, GRU and Q-head layers "
+            f"({recipe_defaults('agent.gnn_hidden')}).",
+        ),
     ] = None,
     threads: Annotated[
         int | None,
-        typer.Option(min=0, max=256, help="torch CPU threads (default 1; 0 = torch's)."),
+        typer.Option(
+            min=0,
+            max=256,
+            help=f"torch CPU threads, 0 = torch's ({recipe_defaults('cpu_threads')}).",
+        ),
     ] = None,
     db: Db = None,
     no_log: NoLog = False,
@@ -313,42 +495,47 @@ def train(
     ] = None,
     as_json: Json = False,
 ) -> None:
-    """Train the QMIX team (--benchmark) or any protocol env (--env); writes a checkpoint."""
-    from core.qmix.encoders import AgentNetConfig
-    from core.qmix.mixers import MIXERS, MixerConfig
-    from core.qmix.training import TrainConfig
+    """Train the QMIX team (--benchmark) or any protocol env (--env); writes a checkpoint.
+    Settings start from a recipe (--recipe), each flag given overrides its one; the run and
+    the checkpoint store them all."""
+    from core.qmix.mixers import MIXERS
+    from core.team.recipes import get_recipe, recipe_config
 
     if mixer not in MIXERS:
         raise UserError(f"--mixer must be one of {', '.join(MIXERS)}, not {mixer!r}.")
+    if recipe is not None:
+        get_recipe(recipe)
+    given = {"episodes": episodes, "n_envs": n_envs, "cpu_threads": threads}
+    tuning = {**tuning, **{k: v for k, v in given.items() if v is not None}}
+    if hidden is not None:
+        tuning.update({f"agent.{k}": hidden for k in ("gnn_hidden", "gru_hidden", "q_hidden")})
     if resume:
+        if tuning or recipe or mixer != "qmix":
+            raise UserError(
+                "--resume continues a run with the settings it stored; leave out the training "
+                "settings (--recipe, --mixer, --episodes, --td-lambda, ...)."
+            )
         return _resume_training(resume, db, device, as_json, out, checkpoint_every_s)
     if (env is None) == (benchmark is None):
         raise UserError("train needs exactly one of --env SPEC or --benchmark NAME.")
     if out is None:
         raise UserError("train needs --out CKPT (where to write the checkpoint).")
-    # Flags left out keep TrainConfig's defaults (written there once; the help repeats them).
-    given = {"episodes": episodes, "n_envs": n_envs, "cpu_threads": threads}
-    config = TrainConfig(
-        seed=seed,
-        device=device,
-        mixer=MixerConfig(kind=mixer),
-        **{k: v for k, v in given.items() if v is not None},
-    )
-    if hidden is not None:
-        config.agent = AgentNetConfig(gnn_hidden=hidden, gru_hidden=hidden, q_hidden=hidden)
+    recipe = recipe or (ENV_RECIPE if env is not None else TEAM_RECIPE)
+    given = {**tuning, "seed": seed, "device": device, "mixer.kind": mixer}
+    config = checked(recipe_config(recipe, given))
     if env is not None:
         from core.experiment.train import train_env
         from core.qmix.env import load_env
 
         load_env(env)  # a bad spec is one sentence, before any progress bar
         with ProgressBar(config.episodes) as bar:
-            summary = train_env(env, config, out, progress=bar)
+            summary = train_env(env, config, out, progress=bar, recipe=recipe)
         if as_json:
             return emit_json(summary)
         console.print(
-            f"[green]trained[/green] {summary['episodes']} episodes, {summary['updates']} updates; "
-            f"greedy mean return over {summary['held_out']['episodes']} held-out episodes: "
-            f"{summary['held_out']['mean_return']:.3f}; checkpoint {out}",
+            f"[green]trained[/green] {summary['episodes']} episodes, {summary['updates']} updates "
+            f"({recipe} recipe); greedy mean return over {summary['held_out']['episodes']} "
+            f"held-out episodes: {summary['held_out']['mean_return']:.3f}; checkpoint {out}",
             soft_wrap=True,
         )
         return None
@@ -364,6 +551,7 @@ def train(
             progress=bar,
             eval_episodes=eval_episodes,
             checkpoint_every_s=checkpoint_every_s,
+            recipe=recipe,
         )
     _report_training(outcome, as_json)
 
@@ -406,7 +594,8 @@ def _resume_training(
     if info.kind != "train" or "team" not in info.config or "train" not in info.config:
         raise UserError(f"run {run_id} is not a team training run; only those can be resumed.")
     opts = options_from_dict(info.config["team"])
-    config = train_config_from_dict(info.config["train"])
+    recipe = info.config.get("recipe", TEAM_RECIPE)  # runs before recipes were the society's
+    config = train_config_from_dict(info.config["train"], recipe)
     config.device = device
     with ProgressBar(config.episodes, label="resuming") as bar:
         outcome = train_team(
@@ -417,6 +606,7 @@ def _resume_training(
             progress=bar,
             resume_run=run_id,
             checkpoint_every_s=checkpoint_every_s,
+            recipe=recipe,
         )
     _report_training(outcome, as_json)
 
@@ -537,8 +727,10 @@ def robustness(
 
 @app.command()
 @team_flags(*(n for n in TEAM if n != "token_weight"), *BACKEND, "fail_prob")  # --token-weights
+@learner_flags
 def sweep(
     opts: TeamOptions,
+    tuning: dict[str, Any],
     benchmark: Annotated[str, typer.Option(help=BENCHMARK_HELP)],
     token_weights: Annotated[
         str, typer.Option(help="Comma-separated token weights, one set of trials each.")
@@ -547,7 +739,12 @@ def sweep(
     out: Annotated[Path, typer.Option(help="Folder for the checkpoints and sweep.json.")],
     episodes: Annotated[
         int | None,
-        typer.Option(min=1, max=MAX_EPISODES, help="Training episodes per trial (default 40,000)."),
+        typer.Option(
+            min=1,
+            max=MAX_EPISODES,
+            help=f"Training episodes per trial (the {TEAM_RECIPE} recipe's "
+            f"{recipe_value(TEAM_RECIPE, 'episodes'):,}).",
+        ),
     ] = None,
     eval_episodes: Annotated[
         int, typer.Option(min=1, help="K: held-out tasks every trial and topology plays.")
@@ -573,8 +770,7 @@ def sweep(
     """The token/accuracy front: train one policy per (token weight, seed) on Ray, then
     evaluate every trial and fixed topology on the same held-out tasks."""
     from core.experiment.sweep import SweepConfig, parse_seeds, parse_token_weights, run_sweep
-    from core.qmix.encoders import AgentNetConfig
-    from core.qmix.training import TrainConfig
+    from core.team.recipes import recipe_config
 
     config = SweepConfig(
         token_weights=parse_token_weights(token_weights),
@@ -585,12 +781,11 @@ def sweep(
         ray_address=ray_address,
         max_parallel=max_parallel,
     )
-    train_config = TrainConfig(
-        **({"episodes": episodes} if episodes is not None else {}),
-        n_envs=n_envs,
-        device="cpu",
-        agent=AgentNetConfig(gnn_hidden=hidden, gru_hidden=hidden, q_hidden=hidden),
-    )
+    widths = {f"agent.{k}": hidden for k in ("gnn_hidden", "gru_hidden", "q_hidden")}
+    given = {**tuning, **widths, "n_envs": n_envs, "device": "cpu"}
+    if episodes is not None:
+        given["episodes"] = episodes
+    train_config = checked(recipe_config(TEAM_RECIPE, given))
     with SweepBar(len(config.token_weights) * len(config.seeds)) as bar:
         result = run_sweep(
             opts, config, train_config, db=db, log=not no_log, progress=bar, report=bar.report

@@ -53,6 +53,7 @@ from core.qmix.policy import QMixPolicy
 from core.qmix.training import TrainConfig, train
 from core.records import EpisodeRecord
 from core.team.options import TeamOptions
+from core.team.recipes import TEAM_RECIPE
 from core.team.runtime import reward
 from core.team.topologies import FIXED_TOPOLOGIES, make_policy
 
@@ -618,7 +619,12 @@ class _Driver:
         held_out = [EpisodeRecord.from_dict(d) for d in result.evaluation]
         train_run = eval_run = None
         if self.log:
-            config = {"team": asdict(spec.team), "train": asdict(spec.train), "sweep": spec.key}
+            config = {
+                "team": asdict(spec.team),
+                "recipe": TEAM_RECIPE,
+                "train": asdict(spec.train),
+                "sweep": spec.key,
+            }
             with RunLogger(
                 self.db,
                 "train",

@@ -26,6 +26,7 @@ from core.qmix.policy import QMixPolicy
 from core.qmix.runner import EpisodeResult, rollout_all, summarize
 from core.qmix.seeding import seed_everything, torch_threads
 from core.qmix.training import TrainConfig, TrainHooks, TrainState, build_state, train
+from core.team.recipes import ENV_RECIPE, TEAM_RECIPE
 from core.team.summary import summarize_records
 
 HELD_OUT_ENV_EPISODES = 32
@@ -191,11 +192,14 @@ def train_team(
     stop: Callable[[], bool] | None = None,
     eval_episodes: int = 100,
     checkpoint_every_s: float | None = None,
+    recipe: str = TEAM_RECIPE,
 ) -> TrainOutcome:
     """Train the learned policy on the team, logging to the store; evaluate it held-out.
 
     ``resume_run`` continues a logged run (``out`` None = where that run wrote its checkpoints).
-    ``checkpoint_every_s`` None = :data:`CHECKPOINT_EVERY_S`.
+    ``checkpoint_every_s`` None = :data:`CHECKPOINT_EVERY_S`. ``recipe`` names the recipe
+    ``config`` was built from (:mod:`core.team.recipes`); the run and its checkpoints
+    store it.
     """
     from core.store.writer import RunLogger
 
@@ -221,7 +225,12 @@ def train_team(
             logger = RunLogger(
                 db,
                 "train",
-                {"team": asdict(opts), "train": asdict(config), "out": str(out.absolute())},
+                {
+                    "team": asdict(opts),
+                    "recipe": recipe,
+                    "train": asdict(config),
+                    "out": str(out.absolute()),
+                },
                 backend=opts.backend,
                 model=opts.model or opts.preset,
                 policy="qmix",
@@ -234,9 +243,8 @@ def train_team(
     config = replace(config, explain=logger is not None)
 
     def save(st: TrainState) -> None:
-        save_training_checkpoint(
-            out, st, config, opts, None, {"run_id": logger.run_id if logger else None}
-        )
+        meta = {"run_id": logger.run_id if logger else None, "recipe": recipe}
+        save_training_checkpoint(out, st, config, opts, None, meta)
 
     every = max(config.n_envs, config.episodes // 10)
     hooks = (
@@ -299,8 +307,11 @@ def resumed_state(
     return state, out
 
 
-def train_env(spec: str, config: TrainConfig, out: Path, progress: Any = None) -> dict[str, Any]:
-    """Train on any protocol environment (``--env``); greedy held-out return; checkpoint."""
+def train_env(
+    spec: str, config: TrainConfig, out: Path, progress: Any = None, recipe: str = ENV_RECIPE
+) -> dict[str, Any]:
+    """Train on any protocol environment (``--env``); greedy held-out return; checkpoint
+    (its ``meta`` names ``recipe``, the one ``config`` was built from)."""
     ensure_writable(out)
 
     def make_venv(width: int) -> SerialVecEnv:
@@ -314,9 +325,10 @@ def train_env(spec: str, config: TrainConfig, out: Path, progress: Any = None) -
     venv = SerialVecEnv(envs, config.seed, "eval", where=f"--env {spec}")
     with torch_threads(EVAL_THREADS):
         summary = summarize(rollout_all(venv, policy, range(HELD_OUT_ENV_EPISODES), width))
-    save_training_checkpoint(out, state, config, None, spec, {"greedy": summary})
+    save_training_checkpoint(out, state, config, None, spec, {"greedy": summary, "recipe": recipe})
     return {
         "checkpoint": str(out),
+        "recipe": recipe,
         "episodes": state.episodes_done,
         "updates": state.learner.updates,
         "held_out": summary,

@@ -5,29 +5,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-
-@dataclass
-class ExplorationConfig:
-    """ε-greedy schedule."""
-
-    start: float = 1.0
-    """ε at the first episode."""
-    finish: float = 0.05
-    """ε after annealing."""
-    anneal_fraction: float = 0.5
-    """Fraction of the training episodes over which ε falls linearly from start to finish."""
-
-    def validate(self) -> None:
-        for name in ("start", "finish"):
-            v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
-                raise ValueError(f"epsilon {name} must be in [0, 1], got {v}")
-        if not 0.0 < self.anneal_fraction <= 1.0:
-            raise ValueError(f"anneal_fraction must be in (0, 1], got {self.anneal_fraction}")
+from core.qmix.config import ExplorationConfig
 
 
 def epsilon_at(config: ExplorationConfig, episode: int, total_episodes: int) -> float:

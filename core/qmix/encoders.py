@@ -12,36 +12,11 @@ left to the tests, which check this layer against it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-
-@dataclass
-class AgentNetConfig:
-    """Sizes of the per-agent network."""
-
-    gnn_hidden: int = 128
-    """Width of the input projection and of every GNN layer."""
-    gnn_layers: int = 2
-    """Number of message-passing layers over the round graph."""
-    gru_hidden: int = 128
-    """Width of the GRUCell memory across rounds."""
-    q_hidden: int = 128
-    """Width of the hidden layer of the Q-head MLP."""
-    agent_id: bool = True
-    """Append a one-hot agent id to each agent's observation."""
-    last_action: bool = True
-    """Append a one-hot of the agent's previous action (zeros in the first round)."""
-
-    def validate(self) -> None:
-        for name in ("gnn_hidden", "gru_hidden", "q_hidden"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.gnn_layers < 0:
-            raise ValueError(f"gnn_layers must be >= 0, got {self.gnn_layers}")
+from core.qmix.config import AgentNetConfig
 
 
 def adjacency_to_edge_index(adj: torch.Tensor) -> torch.Tensor:

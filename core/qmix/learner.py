@@ -3,69 +3,13 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from core.qmix.buffer import EpisodeBatch
+from core.qmix.config import LearnerConfig
 from core.qmix.encoders import AgentNetwork, mean_aggregator
-
-PRECISIONS = ("fp32", "bf16")
-
-
-@dataclass
-class LearnerConfig:
-    """Optimisation settings of the QMIX learner."""
-
-    lr: float = 5e-4
-    """Adam learning rate."""
-    gamma: float = 0.99
-    """Discount across rounds."""
-    batch_size: int = 32
-    """Episodes per update."""
-    buffer_size: int = 20_000
-    """Episodes kept in the replay buffer (half of a default run)."""
-    double_q: bool = True
-    """Pick target actions with the online network, evaluate them with the target one."""
-    grad_clip: float = 10.0
-    """Max global gradient norm."""
-    target_update_interval: int = 100
-    """Updates between hard target copies (ignored when ``tau > 0``)."""
-    tau: float = 0.0
-    """Soft (Polyak) target update rate per update; 0 = hard updates."""
-    updates_per_episode: float = 1.0
-    """Learner updates per collected episode (fractions accumulate)."""
-    td_lambda: float = 0.8
-    """λ of the TD(λ) targets (:func:`lambda_targets`): 0 = one-step targets; towards 1 the
-    episode's own return replaces the target network's bootstrapped estimate. With a reward
-    only at the end, λ = 0.8 lets round 0 learn from the outcome directly."""
-    precision: str = "fp32"
-    """Arithmetic of the networks' forward passes: ``fp32``, or ``bf16`` (autocast: bfloat16
-    matmuls with fp32 weights, optimiser and TD arithmetic). bf16 made an update ~1.75x
-    faster at N=64 on this project's CPU (AVX512-BF16) and rounds Q-values to ~3 digits."""
-
-    def validate(self) -> None:
-        if self.lr <= 0:
-            raise ValueError(f"lr must be > 0, got {self.lr}")
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
-        if self.batch_size < 1 or self.buffer_size < 1:
-            raise ValueError(
-                f"batch_size and buffer_size must be >= 1, got {self.batch_size}, {self.buffer_size}"
-            )
-        if self.target_update_interval < 1:
-            raise ValueError(
-                f"target_update_interval must be >= 1, got {self.target_update_interval}"
-            )
-        if not 0.0 <= self.tau <= 1.0:
-            raise ValueError(f"tau must be in [0, 1], got {self.tau}")
-        if self.updates_per_episode <= 0:
-            raise ValueError(f"updates_per_episode must be > 0, got {self.updates_per_episode}")
-        if not 0.0 <= self.td_lambda <= 1.0:
-            raise ValueError(f"td_lambda must be in [0, 1], got {self.td_lambda}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
 
 
 def last_actions(batch: EpisodeBatch) -> torch.Tensor:

@@ -14,25 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-
-@dataclass
-class MixerConfig:
-    """Which mixer and its sizes."""
-
-    kind: str = "qmix"
-    """``qmix`` (monotonic hypernetwork mixer) or ``vdn`` (sum, the ablation)."""
-    embed: int = 64
-    """Width of QMIX's mixing layer."""
-    hypernet_hidden: int = 64
-    """Width of the hidden layer of each hypernetwork."""
-
-    def validate(self) -> None:
-        if self.kind not in MIXERS:
-            raise ValueError(f"mixer kind must be one of {tuple(MIXERS)}, got {self.kind!r}")
-        if self.embed < 1 or self.hypernet_hidden < 1:
-            raise ValueError(
-                f"embed and hypernet_hidden must be >= 1, got {self.embed}, {self.hypernet_hidden}"
-            )
+from core.qmix.config import MIXER_KINDS, MixerConfig
 
 
 @dataclass
@@ -138,7 +120,10 @@ class VDNMixer(nn.Module):
 
 
 MIXERS: dict[str, type[nn.Module]] = {"qmix": QMixer, "vdn": VDNMixer}
-"""Name -> mixer class (``--mixer``); adding a mixer is one line here."""
+"""Name -> mixer class (``--mixer``); adding a mixer is one line here and its name one in
+:data:`core.qmix.config.MIXER_KINDS` (which the settings check without importing torch)."""
+if tuple(MIXERS) != MIXER_KINDS:
+    raise ImportError(f"MIXERS {tuple(MIXERS)} and MIXER_KINDS {MIXER_KINDS} disagree")
 
 
 def make_mixer(n_agents: int, state_dim: int, config: MixerConfig) -> nn.Module:

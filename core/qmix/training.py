@@ -15,63 +15,15 @@ import torch
 
 from core.qmix.buffer import ReplayBuffer
 from core.qmix.collect import ChildCollector, InlineCollector
-from core.qmix.controller import ExplorationConfig, epsilon_at
-from core.qmix.encoders import AgentNetConfig, AgentNetwork
+from core.qmix.config import TrainConfig
+from core.qmix.controller import epsilon_at
+from core.qmix.encoders import AgentNetwork
 from core.qmix.env import EnvShapes, VecEnv, check_env
-from core.qmix.learner import LearnerConfig, QLearner
-from core.qmix.mixers import MixerConfig, make_mixer
+from core.qmix.learner import QLearner
+from core.qmix.mixers import make_mixer
 from core.qmix.policy import QMixPolicy
 from core.qmix.runner import EpisodeResult
 from core.qmix.seeding import resolve_device, seed_everything, torch_threads
-
-
-@dataclass
-class TrainConfig:
-    """Everything one training run needs besides the environment."""
-
-    episodes: int = 40_000
-    """Episodes to collect in total. Sim episodes are cheap and the reward is a noisy 0/1
-    outcome: with 10,000 the learned policy tied the best fixed topology; with 40,000 (and
-    TD(λ)) it beat it by 0.04 (docs/simulator.md, "What held learning back")."""
-    seed: int = 0
-    """Seeds networks, exploration and the environments' episode stream."""
-    device: str = "auto"
-    """``auto`` (CUDA when present), ``cpu`` or ``cuda``."""
-    n_envs: int = 32
-    """Episodes collected in lockstep per iteration (one batched policy forward per round)."""
-    agent: AgentNetConfig = field(default_factory=AgentNetConfig)
-    mixer: MixerConfig = field(default_factory=MixerConfig)
-    learner: LearnerConfig = field(default_factory=LearnerConfig)
-    exploration: ExplorationConfig = field(default_factory=ExplorationConfig)
-    explain: bool = False
-    """Ask the mixer for Q_tot, weights and credit at every round (for logging)."""
-    max_updates: int = 4000
-    """Learner updates in the whole run at most (0 = no cap). When ``episodes ×
-    learner.updates_per_episode`` is larger, the updates are spread evenly over the run:
-    episodes are cheap (a sim episode is ~2 ms) and updates are not (~40-100 ms), so a
-    long run collects more data per update instead of taking longer."""
-    cpu_threads: int = 1
-    """Torch CPU threads while training (0 = leave torch's setting). The networks are small:
-    a second thread gains little, and on a shared machine threads that wait for each other
-    made updates ~10x slower (measured with a load average of 5 on 2 cores)."""
-    collect_ahead: bool = True
-    """Play the next episodes in a child process while this one trains on the last ones
-    (:mod:`core.qmix.collect`): with two cores an iteration costs about the larger of
-    collecting and learning, not their sum. The child acts with the weights of one
-    iteration earlier (a fixed lag: a seed still fixes the run). Environments that wait on
-    a server (``venv.synchronous`` False) are always played in this process."""
-
-    def validate(self) -> None:
-        if self.episodes < 1:
-            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
-        if self.n_envs < 1:
-            raise ValueError(f"n_envs must be >= 1, got {self.n_envs}")
-        if self.max_updates < 0:
-            raise ValueError(f"max_updates must be >= 0, got {self.max_updates}")
-        if self.cpu_threads < 0:
-            raise ValueError(f"cpu_threads must be >= 0, got {self.cpu_threads}")
-        for part in (self.agent, self.mixer, self.learner, self.exploration):
-            part.validate()
 
 
 @dataclass

@@ -12,6 +12,7 @@ from core.qmix.env import EnvShapes
 from core.qmix.policy import QMixPolicy
 from core.qmix.seeding import seed_everything
 from core.qmix.training import TrainConfig, build_state
+from core.team.recipes import TEAM_RECIPE, recipe_config
 from core.team.summary import summarize_records
 from core.team.topologies import make_policy
 
@@ -21,10 +22,11 @@ HELD_OUT = 300
 def test_short_sim_training_beats_its_untrained_start_and_random_actions(tmp_path: Path) -> None:
     torch.set_num_threads(1)
     opts = TeamOptions(benchmark="mixed", seed=1)
-    config = TrainConfig(
-        episodes=3000, seed=1, device="cpu", n_envs=32, max_updates=600,
-        agent=AgentNetConfig(gnn_hidden=64, gru_hidden=64, q_hidden=64),
-    )  # fmt: skip
+    widths = {f"agent.{k}": 64 for k in ("gnn_hidden", "gru_hidden", "q_hidden")}
+    config = recipe_config(
+        TEAM_RECIPE,
+        {"episodes": 3000, "seed": 1, "device": "cpu", "n_envs": 32, "max_updates": 600, **widths},
+    )
     env = make_team_env(opts, "train")
     shapes = EnvShapes.of(env)
     env.close()

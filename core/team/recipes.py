@@ -1,0 +1,116 @@
+"""Training recipes: the settings tuned for one environment, kept apart from the engine.
+
+:mod:`core.qmix` holds textbook defaults (PyMARL's QMIX), which must solve any small
+cooperative game (:mod:`core.qmix.games`, docs/games.md). A recipe names the settings that
+were tuned for one environment, as overrides of those defaults; the environment's
+experiment applies it, the user's flags go on top, and a run stores the recipe's name and
+the whole resulting config (``config["recipe"]``, ``config["train"]``; a checkpoint's
+``meta["recipe"]`` and ``resume["train_config"]``).
+
+* ``textbook`` overrides nothing: the default for ``--env`` environments.
+* ``society`` is the agent team's (``--benchmark``): chosen on the synthetic society
+  (flash-lite, ``mixed``), training seed 100 and held-out stream 300 only
+  (docs/simulator.md, "What held learning back"). The reward is a noisy 0/1 outcome at the
+  end of three rounds and sim episodes are cheap, so it collects many more episodes than it
+  makes updates, keeps a larger buffer and learns from λ-returns.
+
+A run logged before recipes existed was trained with what are now ``society``'s settings;
+:func:`stored_train_config` reads its config back on that basis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, is_dataclass, replace
+from typing import Any
+
+from core.errors import UserError
+from core.qmix.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Settings tuned for one environment, as overrides of :class:`TrainConfig`'s defaults."""
+
+    about: str
+    """One line for ``--help`` and the docs: what it was tuned on."""
+    overrides: Mapping[str, Any]
+    """Dotted :class:`TrainConfig` paths (``"learner.td_lambda"``) and their values."""
+
+
+RECIPES: dict[str, Recipe] = {
+    "textbook": Recipe("the engine's defaults (PyMARL's QMIX)", {}),
+    "society": Recipe(
+        "tuned on the synthetic society (training seed 100, held-out stream 300)",
+        {
+            "episodes": 40_000,
+            "max_updates": 4_000,
+            "learner.buffer_size": 20_000,
+            "learner.td_lambda": 0.8,
+            "learner.target_update_interval": 100,
+        },
+    ),
+}
+ENV_RECIPE = "textbook"
+"""What ``train --env`` uses unless ``--recipe`` says otherwise."""
+TEAM_RECIPE = "society"
+"""What training on the agent team (``train --benchmark``, ``sweep``) uses."""
+
+
+def get_recipe(name: str) -> Recipe:
+    if name not in RECIPES:
+        raise UserError(f"--recipe must be one of {', '.join(RECIPES)}, not {name!r}.")
+    return RECIPES[name]
+
+
+def recipe_config(name: str, given: Mapping[str, Any] | None = None) -> TrainConfig:
+    """:class:`TrainConfig` with recipe ``name``'s overrides, then ``given`` (dotted paths
+    the user set) on top."""
+    config = TrainConfig()
+    for path, value in {**get_recipe(name).overrides, **(given or {})}.items():
+        config = with_path(config, path, value)
+    return config
+
+
+def recipe_value(name: str, path: str) -> Any:
+    """The value recipe ``name`` trains with at ``path`` (its override or the default)."""
+    return read_path(recipe_config(name), path)
+
+
+def read_path(config: Any, path: str) -> Any:
+    for part in path.split("."):
+        config = getattr(config, part)
+    return config
+
+
+def with_path(config: Any, path: str, value: Any) -> Any:
+    """A copy of the dataclass ``config`` with ``path`` (``"learner.lr"``) set to ``value``."""
+    head, _, rest = path.partition(".")
+    if not is_dataclass(config) or head not in {f.name for f in fields(config)}:
+        raise KeyError(f"{type(config).__name__} has no setting {path!r}")
+    if rest:
+        value = with_path(getattr(config, head), rest, value)
+    return replace(config, **{head: value})
+
+
+def stored_train_config(stored: Mapping[str, Any], recipe: str = TEAM_RECIPE) -> TrainConfig:
+    """The :class:`TrainConfig` a run stored (``config["train"]``). Settings it did not
+    store (fields added since) take the values of the recipe it was trained with: a run
+    logged before recipes existed stores none and was trained as ``society`` is."""
+    config = recipe_config(recipe)
+    for path, value in _flatten(stored).items():
+        try:
+            config = with_path(config, path, value)
+        except KeyError:
+            continue  # a setting this version no longer has
+    return config
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = value
+    return out
