@@ -147,6 +147,10 @@ class EpisodeRecord:
     calls: list[LLMCall] = field(default_factory=list)
     backend: str = "sim"
     model: str = ""
+    pass_through: str | None = None
+    """Why the decision agent made no call: ``single`` (only one final answer existed) or
+    ``unanimous`` (every final answer agreed, ``--pass-through unanimous``); None when it
+    was called or no agent had a readable answer."""
 
     @property
     def prompt_tokens(self) -> int:

@@ -142,7 +142,7 @@ def load_episode_from(
     key = [run_id, episode]
     head = cur.execute(
         "SELECT task_id, benchmark, domain, difficulty, question, ground_truth, roles, policy, "
-        "seed, team_answer, score, reward, failures, backend, model, created_at "
+        "seed, team_answer, score, reward, failures, backend, model, created_at, pass_through "
         "FROM episodes WHERE run_id = ? AND episode = ?",
         key,
     ).fetchone()
@@ -151,7 +151,7 @@ def load_episode_from(
     (task_id, benchmark, domain, difficulty, question, truth, roles, policy, seed, answer) = head[
         :10
     ]
-    score, reward, failures, backend, model, created_at = head[10:]
+    score, reward, failures, backend, model, created_at, pass_through = head[10:]
     steps_by_round: dict[int, list[AgentStep]] = defaultdict(list)
     decision = None
     for row in cur.execute(
@@ -219,6 +219,7 @@ def load_episode_from(
         calls=calls,
         backend=backend,
         model=model,
+        pass_through=pass_through,
     )
     return LoadedEpisode(run_id, episode, created_at, record)
 

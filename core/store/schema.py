@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from core.errors import UserError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Version written to ``meta.schema_version``; a larger number in a file means a newer program."""
 
 _EDGE = pa.struct([("src", pa.int32()), ("dst", pa.int32())])
@@ -116,6 +116,7 @@ TABLES: dict[str, list[Column]] = {
         _c("backend", "VARCHAR"),
         _c("model", "VARCHAR"),
         _c("created_at", "TIMESTAMP"),
+        _c("pass_through", "VARCHAR"),
     ],
     "rounds": [
         *_KEY,
@@ -247,7 +248,15 @@ def _add_prompts(cur: duckdb.DuckDBPyConnection) -> None:
     cur.execute(_table_ddl("prompts"))
 
 
-MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {1: _add_prompts}
+def _add_pass_through(cur: duckdb.DuckDBPyConnection) -> None:
+    """2 -> 3: why the decision agent made no call (episodes logged before: unknown, NULL)."""
+    cur.execute("ALTER TABLE episodes ADD COLUMN pass_through VARCHAR")
+
+
+MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
+    1: _add_prompts,
+    2: _add_pass_through,
+}
 """``MIGRATIONS[v]`` upgrades a version-``v`` store to ``v + 1`` inside one transaction."""
 
 

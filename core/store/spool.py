@@ -3,7 +3,7 @@
 Layout next to the database ``X.duckdb``::
 
     X.duckdb.spool/<run_id>.lock               held with flock(LOCK_EX) while the producer lives
-    X.duckdb.spool/<run_id>.<seq>.v3.jsonl     segments of one JSON line per event, in order
+    X.duckdb.spool/<run_id>.<seq>.v4.jsonl     segments of one JSON line per event, in order
 
 A line is one event: the run's row (``run``), a whole episode (``ep``), training metrics
 (``metrics``), a checkpoint (``ckpt``) or the end of the run (``end``). Each line is
@@ -22,9 +22,10 @@ rows with ``json_transform_strict`` + ``unnest`` and no per-row Python work
 real back-end sent (``prompts``: hash, messages as JSON text, characters); later calls
 with the same prompt carry only its hash (``llm_calls.messages_hash``).
 
-The line format is :data:`SPOOL_FORMAT`, in the segment's name (``.v3``). Older segments
-left by a crash before an upgrade are converted line by line (:func:`upgrade`): ``.v2``
-lacks the prompts, a name without a version holds the row-per-object format of version 1.
+The line format is :data:`SPOOL_FORMAT`, in the segment's name (``.v4``). Older segments
+left by a crash before an upgrade are converted line by line (:func:`upgrade`): ``.v3``
+lacks ``episodes.pass_through``, ``.v2`` the prompts, a name without a version holds the
+row-per-object format of version 1.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ from core.store.schema import TABLES
 log = logging.getLogger(__name__)
 
 _SEGMENT = re.compile(r"^(?P<run>.+)\.(?P<seq>\d{6})(?:\.v(?P<format>\d+))?\.jsonl$")
-SPOOL_FORMAT = 3
-"""The line format this program writes (2: before prompts; 1: a JSON object per row)."""
+SPOOL_FORMAT = 4
+"""The line format this program writes (3: before ``episodes.pass_through``; 2: before
+prompts; 1: a JSON object per row)."""
 _STANDARD_FAILURE_KEYS = ("agent", "mode", "from_round")
 _DUMPS_OPTIONS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_APPEND_NEWLINE
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -207,6 +209,7 @@ def episode_event(
         "backend": rec.backend,
         "model": rec.model,
         "created_at": created_us,
+        "pass_through": rec.pass_through,
     }
     calls = _column_block("llm_calls", rec.calls, list(range(len(rec.calls))))
     sent = list(map(_PROMPT, rec.calls))
@@ -236,7 +239,7 @@ def metrics_event(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def upgrade(data: bytes, fmt: int) -> bytes:
-    """Complete lines of a segment in line format ``fmt`` (1 or 2) in today's format.
+    """Complete lines of a segment in line format ``fmt`` (1 to 3) in today's format.
 
     A line that is not an event of that format is passed on as it is; the ingester skips it.
     """
@@ -244,10 +247,21 @@ def upgrade(data: bytes, fmt: int) -> bytes:
     for line in data.splitlines():
         try:
             event = orjson.loads(line)
-            out.append(dumps(_v2_to_v3(_v1_to_v2(event) if fmt < 2 else event)))
+            if fmt < 2:
+                event = _v1_to_v2(event)
+            if fmt < 3:
+                event = _v2_to_v3(event)
+            out.append(dumps(_v3_to_v4(event)))
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
             out.append(line + b"\n")
     return b"".join(out)
+
+
+def _v3_to_v4(event: dict[str, Any]) -> dict[str, Any]:
+    """Format 3 -> 4: an older program did not record why the decision agent made no call."""
+    if event.get("t") == "ep":
+        event["episodes"]["pass_through"] = None
+    return event
 
 
 def _v2_to_v3(event: dict[str, Any]) -> dict[str, Any]:
