@@ -27,7 +27,7 @@ from core.tasks.registry import TASK_SOURCES
 from core.team.failures import FAILURE_MODES
 from core.team.options import TeamOptions
 from core.team.recipes import ENV_RECIPE, RECIPES, TEAM_RECIPE, recipe_value
-from core.team.runtime import IDLE_RULES, TOKEN_PENALTIES
+from core.team.runtime import IDLE_RULES, PASS_THROUGH_RULES, TOKEN_PENALTIES
 from core.team.topologies import FIXED_TOPOLOGIES
 
 BENCHMARK_HELP = f"Task source: {', '.join(TASK_SOURCES)} or jsonl:PATH (the agent team)."
@@ -160,6 +160,16 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
             ),
         ],
     ),
+    "pass_through": TeamFlag(
+        "pass_through",
+        Annotated[
+            str,
+            typer.Option(
+                help=f"Decision agent ({' or '.join(PASS_THROUGH_RULES)}): unanimous = when every "
+                "final answer agrees, return it without a call (not in the paper; default off)."
+            ),
+        ],
+    ),
     "fail_prob": TeamFlag(
         "fail_prob",
         Annotated[float, typer.Option(help="Random failure curriculum: P(agent fails).")],
@@ -207,6 +217,7 @@ TEAM = (
     "token_budget",
     "token_penalty",
     "idle",
+    "pass_through",
     "preset",
     "embedding",
 )
@@ -999,6 +1010,7 @@ BENCHMARKS: dict[str, str] = {
     "learning": "learned policy vs every fixed topology on held-out episodes, paired SEs",
     "rollouts": "rollout episodes/s of the learned policy on the simulator, per lockstep width",
     "scaling": "learner updates/s and rollout episodes/s against agents N and rounds T, memory",
+    "time-to-quality": "wall seconds until default training reaches held-out reward thresholds",
 }
 """``agentqmix bench NAME``: the modules of ``benchmarks/`` (``benchmarks.<name>``), run as
 their own process so that the lab's benchmark never loads the lab into ``core``."""

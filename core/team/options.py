@@ -23,6 +23,7 @@ from core.team.runtime import (
     DEFAULT_ROUNDS,
     DEFAULT_TOKEN_WEIGHT,
     IDLE_RULES,
+    PASS_THROUGH_RULES,
     TOKEN_PENALTIES,
     RuntimeConfig,
 )
@@ -61,6 +62,9 @@ class TeamOptions:
     idle: str = "keep"
     """An idle agent (solo_process after round 0, holding an answer, no edge in or out):
     ``keep`` its answer without a call, or ``call`` it to re-solve alone."""
+    pass_through: str = "off"
+    """``unanimous``: the decision agent returns the answer every final answer agrees on
+    without a call (a deviation from the paper, docs/team.md); ``off``: the paper's rule."""
     fail_prob: float = 0.0
     """Random failure curriculum: per episode, each agent fails with this probability."""
     failures: str = ""
@@ -115,6 +119,11 @@ class TeamOptions:
             )
         if self.idle not in IDLE_RULES:
             raise UserError(f"--idle must be one of {', '.join(IDLE_RULES)}, not {self.idle!r}.")
+        if self.pass_through not in PASS_THROUGH_RULES:
+            raise UserError(
+                f"--pass-through must be one of {', '.join(PASS_THROUGH_RULES)}, "
+                f"not {self.pass_through!r}."
+            )
         if not 0.0 <= self.fail_prob < 1.0:
             raise UserError(f"--fail-prob must be in [0, 1), not {self.fail_prob}.")
         if self.embedding not in EMBEDDERS:
@@ -160,6 +169,7 @@ class TeamOptions:
             token_budget=self.resolved_token_budget(),
             token_penalty=self.token_penalty,
             idle=self.idle,
+            pass_through=self.pass_through,
         )
 
     def make_backend(self) -> Any:

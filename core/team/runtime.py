@@ -21,7 +21,10 @@ Rules worth knowing (docs/team.md):
 * A message's ``tokens`` is the sender's completion tokens (its whole response is
   forwarded).
 * The decision agent makes no call when only one final answer exists (it is passed
-  through) and gives no answer when none exists.
+  through) and gives no answer when none exists. With ``RuntimeConfig.pass_through =
+  "unanimous"`` (opt-in; a deviation from the paper) it also makes none when every final
+  answer it would read is the same: it returns that answer (self-consistency's early
+  stop). ``EpisodeRecord.pass_through`` says which rule spared the call.
 """
 
 from __future__ import annotations
@@ -51,6 +54,10 @@ TOKEN_PENALTIES = ("capped", "linear")
 IDLE_RULES = ("keep", "call")
 """What an idle agent does (docs/team.md, "Idle agents"): ``keep`` its answer without a call,
 or be ``call``-ed to re-solve alone (the behaviour before the rule existed)."""
+PASS_THROUGH_RULES = ("off", "unanimous")
+"""When the decision agent returns the team's answer without a call (docs/team.md, "Consensus
+pass-through"): ``off`` — only when one final answer exists (the paper); ``unanimous`` — also
+when every final answer it would read agrees."""
 KEPT_TEXT = "(idle: kept its answer, no call)"
 """The text of an idle agent's step; its tokens are zero and no LLM call is logged."""
 
@@ -76,6 +83,9 @@ class RuntimeConfig:
     idle: str = "keep"
     """An idle agent — solo_process after round 0, holding an answer, reading nothing and read
     by nobody this round — ``keep``s its answer without a call, or is ``call``-ed anyway."""
+    pass_through: str = "off"
+    """``unanimous``: the decision agent returns the final answers' common answer without a
+    call when they all agree; ``off``: it is called whenever two or more answers exist."""
 
     def validate(self) -> None:
         if self.n_rounds < 1:
@@ -88,6 +98,10 @@ class RuntimeConfig:
             )
         if self.idle not in IDLE_RULES:
             raise ValueError(f"idle = {self.idle!r} is not one of {IDLE_RULES}")
+        if self.pass_through not in PASS_THROUGH_RULES:
+            raise ValueError(
+                f"pass_through = {self.pass_through!r} is not one of {PASS_THROUGH_RULES}"
+            )
         if self.token_weight < 0 or self.accuracy_weight < 0:
             raise ValueError(
                 f"weights must be non-negative (w_acc={self.accuracy_weight}, w_tok={self.token_weight})"
@@ -447,11 +461,19 @@ class TeamEpisode:
             action=int(Action.AGGREGATE_REFINE),
             read_from=[s.agent for s in finals],
         )
-        if len(finals) == 1:
+        passed = self._pass_through(finals)
+        if passed == "single":
             only = finals[0]
             decision.answer, decision.confidence = only.answer, only.confidence
             decision.text = (
                 f"[decision] Only agent {only.agent} answered; its answer is passed through."
+            )
+        elif passed == "unanimous":
+            decision.answer = finals[0].answer
+            decision.confidence = sum(s.confidence for s in finals) / len(finals)
+            decision.text = (
+                f"[decision] All {len(finals)} final answers agree; the answer is passed "
+                "through without a call (--pass-through unanimous)."
             )
         elif finals:
             turn = DecisionTurn(
@@ -494,10 +516,23 @@ class TeamEpisode:
             calls=list(self.calls),
             backend=self.backend.name,
             model=self.backend.model,
+            pass_through=passed,
         )
         record.reward = reward(record.score, record.tokens, self.config)
         self.record = record
         return record
+
+    def _pass_through(self, finals: list[AgentStep]) -> str | None:
+        """Why the decision agent makes no call: ``single`` (one final answer), ``unanimous``
+        (the opt-in rule, every final answer the same) or None (it is called, or no answer
+        exists)."""
+        if len(finals) == 1:
+            return "single"
+        answers = {s.answer for s in finals}
+        unanimous = len(answers) == 1 and None not in answers  # text without an answer: read it
+        if unanimous and self.config.pass_through == "unanimous":
+            return "unanimous"
+        return None
 
 
 def reward(score: float, tokens: int, config: RuntimeConfig) -> float:

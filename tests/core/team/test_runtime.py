@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from core.actions import Action
+from core.backends.base import AgentTurn, TurnResult
 from core.backends.society import SimBackend
+from core.records import EpisodeRecord
 from core.team.env import TeamEnv
 from core.team.failures import FailureSpec
 from core.team.options import TeamOptions
@@ -255,3 +259,31 @@ def test_fixed_topologies_but_random_play_the_same_with_either_idle_rule():
         assert [(r.team_answer, r.tokens, r.reward) for r in keep] == [
             (r.team_answer, r.tokens, r.reward) for r in call
         ], name
+
+
+class _AgreeingBackend(LatencyBackend):
+    """Every agent gives the task's right answer, "12"; the decision agent (when called)
+    picks the lowest agent's, like its parent."""
+
+    async def agent_turn(self, turn: AgentTurn) -> TurnResult:
+        result = await super().agent_turn(turn)
+        return TurnResult(text="Answer: 12", answer="12", confidence=0.5, call=result.call)
+
+
+def test_unanimous_pass_through_spares_the_decision_call_only_when_every_answer_agrees():
+    def episode(backend, rule: str) -> EpisodeRecord:
+        config = RuntimeConfig(n_rounds=1, pass_through=rule)
+        return play(TeamEpisode(make_task(), ROLES, backend, config=config), [RoundPlan([S] * 4)])
+
+    called = episode(_AgreeingBackend(latency=0.0), "off")
+    passed = episode(_AgreeingBackend(latency=0.0), "unanimous")
+    assert called.pass_through is None and len(called.calls) == 5 and called.decision.tokens > 0
+    assert passed.pass_through == "unanimous" and len(passed.calls) == 4
+    assert (passed.team_answer, passed.score, passed.decision.tokens) == ("12", 1.0, 0)
+    assert passed.tokens == called.tokens - called.decision.tokens
+    assert passed.decision.agreement == 1.0 and passed.reward > called.reward
+    # Agents that disagree are still read by a called decision agent.
+    split = episode(LatencyBackend(latency=0.0), "unanimous")
+    assert split.pass_through is None and len(split.calls) == 5 and split.team_answer == "0"
+    with pytest.raises(ValueError, match="pass_through"):
+        RuntimeConfig(pass_through="majority").validate()
