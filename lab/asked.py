@@ -139,12 +139,18 @@ def rebuilt_decision_prompt(record: EpisodeRecord) -> Chat:
     return prompts.decision_chat(record_task(record), final_steps(record), len(record.rounds))
 
 
-def _no_call(step: AgentStep | None, agent: int) -> str:
+PASSED_WHY = {
+    "single": "only one final answer existed: it was passed through",
+    "unanimous": "every final answer agreed: consensus pass-through, --pass-through unanimous",
+}
+"""Why the decision agent made no call, by ``EpisodeRecord.pass_through`` (None: no answer,
+or an episode logged before the reason was stored)."""
+
+
+def _no_call(step: AgentStep | None, agent: int, passed: str | None = None) -> str:
     if agent == DECISION_AGENT:
-        return (
-            "The decision agent made no call (one final answer passed through, or none), "
-            "so it was asked nothing."
-        )
+        why = PASSED_WHY.get(passed, "no agent had a readable answer")
+        return f"The decision agent made no call ({why}), so it was asked nothing."
     if step is None:
         return "Not in this round: no call, no prompt."
     if not step.alive:
@@ -160,7 +166,7 @@ def asked(record: EpisodeRecord, round_: int, agent: int) -> Asked:
     call = call_of(record, call_round, agent)
     step = _step(record, round_, agent)
     if call is None:
-        return Asked(NO_PROMPT, _no_call(step, agent))
+        return Asked(NO_PROMPT, _no_call(step, agent, record.pass_through))
     if call.prompt is not None:
         note = f"{EXACT} · hash `{call.messages_hash}` (`prompts.messages_hash` in the store)."
         return Asked(EXACT, note, call.prompt, call)

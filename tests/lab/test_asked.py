@@ -162,3 +162,25 @@ def test_a_code_task_keeps_its_entry_point(tmp_path: Path):
     task = next(t for t in _tasks() if t.domain == "code")
     record, _ = _play(task, [], 0)
     assert asked.record_task(record).meta["entry_point"] == task.meta["entry_point"]
+
+
+def test_replay_says_why_the_decision_agent_made_no_call(tmp_path: Path):
+    """Under ``--pass-through unanimous`` the society's agreeing finals spare the decision
+    call; Replay reads the reason from the stored episode."""
+    tasks = [t for t in _tasks() if t.domain == "math"][:12]
+    config = RuntimeConfig(n_rounds=1, pass_through="unanimous")
+    records = []
+    for seed, task in enumerate(tasks):
+        episode = TeamEpisode(task, ROLES, SimBackend(), config=config, seed=seed)
+        run_sync(episode.play_round(RoundPlan([int(Action.SOLO_PROCESS)] * 4)))
+        records.append(run_sync(episode.finish()))
+    db = tmp_path / "store.duckdb"
+    with RunLogger(db, "eval") as log:
+        log.log_episodes(records)
+    notes = {}
+    for i, record in enumerate(records):
+        loaded = load_episode(db, log.run_id, i).record
+        assert loaded.pass_through == record.pass_through
+        notes[loaded.pass_through] = asked.asked(loaded, 1, DECISION_AGENT).note
+    assert "consensus pass-through" in notes["unanimous"]
+    assert "decision agent made no call" not in notes[None]  # it was called: a prompt
