@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from core.actions import ACTION_NAMES
+from core.qmix.games import CLIMBING_PAYOFF
 from lab import ctde, figures, ui
 
 st.title("Centralised training, decentralised execution")
@@ -157,4 +158,24 @@ with right:
         "Credit is each agent's share of the blame or praise. The weights change with the "
         "state (pick another state above); QMIX's stay non-negative"
         + (", these do not (red: negative)." if free else ".")
+    )
+
+with st.expander("The price of monotonicity: the climbing game (a known limit)"):
+    st.markdown(
+        "Monotonic mixing makes decentralised greedy play safe, but some team payoffs cannot "
+        "be represented that way. In Claus & Boutilier's *climbing game* two agents pick one "
+        "of three actions and the team is paid this table (agent 0 picks the row):"
+    )
+    st.dataframe(
+        pd.DataFrame(CLIMBING_PAYOFF, index=["a0", "a1", "a2"], columns=["a0", "a1", "a2"]),
+        key="ctde_climbing",
+    )
+    st.markdown(
+        "The best joint action (a0, a0) pays 11, but it sits next to the −30s: if a0 were "
+        "each agent's best utility, monotonicity would force Q_tot(a0, a1) ≥ Q_tot(a1, a1), "
+        "i.e. value −30 at least as highly as 7. Trained with the engine's defaults, QMIX "
+        "settles on a safe joint action (5, 6 or 7) on every seed — the method's known "
+        "limit, checked by the test suite. Try it: `agentqmix train --env "
+        "core.qmix.games:climbing_game --episodes 600 --out climbing.pt` (docs/games.md, with "
+        "the two-step game QMIX does solve)."
     )

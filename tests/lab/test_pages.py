@@ -259,6 +259,10 @@ def test_ctde_labels_sliders_names_the_crashed_agent_and_shows_non_monotonic_fai
     at.toggle(key="ctde_free").set_value(True).run()
     assert any("miss the joint argmax" in e.value for e in at.error)
     assert at.query_params["mixer"] in ("free", ["free"])
+    # The known limit, linked as a teaching example: the climbing game's payoffs.
+    tables = [d.value for d in at.dataframe if list(d.value.columns) == ["a0", "a1", "a2"]]
+    assert [t.values.tolist() for t in tables] == [[[11, -30, 0], [-30, 7, 6], [0, 0, 5]]]
+    assert any("climbing_game" in m.value for m in at.markdown)
 
 
 def test_failure_lab_renders_and_restores_from_its_url(lab_env):
