@@ -6,7 +6,8 @@ decentralised evaluation on ``--eval-episodes`` held-out episodes of stream ``--
 (a seed not used for tuning), the same episodes for every policy. Reported per seed:
 accuracy, mean tokens, mean reward of the learned policy and of every fixed topology, the
 paired difference of rewards to the best fixed topology (mean ± standard error over
-episodes), and the same split by difficulty (easy ≤ 2, hard ≥ 4).
+episodes), and the same split by difficulty (easy ≤ 2, hard ≥ 4). ``--pass-through
+unanimous`` trains and plays every policy, fixed ones included, under that rule.
 
     agentqmix bench learning --seeds 0,1,2 --eval-seed 1000 --eval-episodes 1000 --json
 
@@ -36,7 +37,7 @@ from core.qmix.policy import QMixPolicy
 from core.records import EpisodeRecord
 from core.team.options import options_from_dict
 from core.team.recipes import TEAM_RECIPE, recipe_config, recipe_value
-from core.team.runtime import IDLE_RULES, reward
+from core.team.runtime import IDLE_RULES, PASS_THROUGH_RULES, reward
 from core.team.topologies import FIXED_TOPOLOGIES, make_policy
 
 GROUPS = {"all": (1, 2, 3, 4, 5), "easy": (1, 2), "hard": (4, 5)}
@@ -177,6 +178,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-updates", type=int, default=recipe_value(TEAM_RECIPE, "max_updates"))
     parser.add_argument("--token-weight", type=float, default=TeamOptions.token_weight)
     parser.add_argument("--idle", choices=IDLE_RULES, default=TeamOptions.idle)
+    parser.add_argument(
+        "--pass-through", choices=PASS_THROUGH_RULES, default=TeamOptions.pass_through,
+        help="the decision agent's rule, in training and for every policy evaluated",
+    )  # fmt: skip
     parser.add_argument("--fail-prob", type=float, default=0.0)
     parser.add_argument("--eval-seed", type=int, default=1000)
     parser.add_argument("--eval-episodes", type=int, default=1000)
@@ -192,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     for seed in seeds:
         opts = TeamOptions(
             benchmark=args.benchmark, seed=seed, token_weight=args.token_weight,
-            fail_prob=args.fail_prob, idle=args.idle,
+            fail_prob=args.fail_prob, idle=args.idle, pass_through=args.pass_through,
         )  # fmt: skip
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
@@ -210,8 +215,9 @@ def main(argv: list[str] | None = None) -> None:
         state = out.state
         learned[seed] = QMixPolicy(state.agent, state.mixer, state.device, epsilon=0.0)
     eval_opts = TeamOptions(
-        benchmark=args.benchmark, token_weight=args.token_weight, idle=args.idle
-    )
+        benchmark=args.benchmark, token_weight=args.token_weight, idle=args.idle,
+        pass_through=args.pass_through,
+    )  # fmt: skip
     learned_records = {
         seed: run_policy(eval_opts, policy, args.eval_episodes, args.eval_seed)
         for seed, policy in learned.items()
@@ -221,6 +227,7 @@ def main(argv: list[str] | None = None) -> None:
         "episodes": args.episodes,
         "max_updates": args.max_updates,
         "idle": args.idle,
+        "pass_through": args.pass_through,
         "eval_seed": args.eval_seed,
         "eval_episodes": args.eval_episodes,
         "train_seconds": timings,
