@@ -30,5 +30,6 @@ def test_each_run_times_the_users_command_and_evaluates_its_copies():
         assert all(-1.0 <= c["mean_reward"] <= 1.0 for c in copies)
         # Reward is always above -1 and never reaches 2: the first copy, and never.
         assert run["time_to"] == {"-1": walls[0], "2": None}
+        assert run["holds_from"] == {"-1": walls[0], "2": None}
     on = report["summary"]["logging_on"]
     assert on["time_to_-1"] == [report["runs"][0]["time_to"]["-1"]]
