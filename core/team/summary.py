@@ -24,7 +24,8 @@ def action_counts(records: Sequence[EpisodeRecord]) -> list[dict[str, int]]:
 
 
 def summarize_records(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
-    """Accuracy, mean tokens, mean reward, call counts and action counts per round."""
+    """Accuracy, mean tokens, mean reward, call counts, action counts per round and how often
+    the decision agent was passed through."""
     calls = [c for rec in records for c in rec.calls]
     return {
         "episodes": len(records),
@@ -34,4 +35,15 @@ def summarize_records(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
         "mean_tokens": float(np.mean([r.tokens for r in records])) if records else 0.0,
         "mean_reward": float(np.mean([r.reward for r in records])) if records else 0.0,
         "action_counts_per_round": action_counts(records),
+        "decisions_passed_through": passed_through(records),
     }
+
+
+def passed_through(records: Sequence[EpisodeRecord]) -> dict[str, int]:
+    """How often the decision agent made no call, by reason (``EpisodeRecord.pass_through``:
+    ``single`` answer, or ``unanimous`` under ``--pass-through unanimous``)."""
+    counts = {"single": 0, "unanimous": 0}
+    for rec in records:
+        if rec.pass_through is not None:
+            counts[rec.pass_through] += 1
+    return counts

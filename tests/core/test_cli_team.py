@@ -18,6 +18,7 @@ import duckdb
 import pytest
 
 from core.cli import main
+from core.store import get_run
 from core.tasks.registry import load_benchmark
 from tests.core.backends.fake_openai import FakeOpenAIServer, default_responder
 
@@ -411,3 +412,37 @@ def test_openai_backend_eval_and_training_against_a_local_server(tmp_path: Path)
     for path in [db, ckpt, *tmp_path.rglob("*")]:
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), f"API key written to {path}"
+
+
+def test_pass_through_unanimous_is_counted_stored_and_spares_tokens(tmp_path: Path):
+    db = tmp_path / "pt.duckdb"
+    out = {}
+    for rule in ("off", "unanimous"):
+        out[rule] = ok_json(
+            cli(
+                "eval",
+                "--benchmark",
+                "math",
+                "--policy",
+                "star",
+                "--episodes",
+                "12",
+                "--pass-through",
+                rule,
+                "--db",
+                str(db),
+                "--json",
+            )  # fmt: skip
+        )
+    off, on = out["off"], out["unanimous"]
+    assert off["decisions_passed_through"]["unanimous"] == 0
+    spared = on["decisions_passed_through"]["unanimous"]
+    assert spared > 0 and on["calls"] == off["calls"] - spared
+    assert on["mean_tokens"] < off["mean_tokens"]
+    stored = count(
+        db,
+        f"SELECT count(*) FROM episodes WHERE run_id = '{on['run_id']}' "
+        "AND pass_through = 'unanimous'",
+    )
+    assert stored == spared
+    assert get_run(db, on["run_id"]).config["team"]["pass_through"] == "unanimous"
