@@ -87,6 +87,13 @@ NoLog = Annotated[bool, typer.Option("--no-log", help="Do not log episodes to th
 Json = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 Device = Annotated[str, typer.Option(help="auto (CUDA when present), cpu or cuda.")]
 Seed = Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seed of the episode stream.")]
+Resume = Annotated[
+    str | None,
+    typer.Option(
+        help="Continue evaluation run RUN_ID where it stopped: the episodes it has not "
+        "logged, under the same id (its own settings; other flags are ignored)."
+    ),
+]
 
 
 def _roles(text: str) -> tuple[str, ...]:
@@ -421,6 +428,25 @@ def _resume_training(
     _report_training(outcome, as_json)
 
 
+def _resume_evaluation(
+    run_id: str, db: str | None, device: str, as_json: bool, command: str
+) -> None:
+    """``eval/compare/robustness --resume RUN_ID``: play what the run has not logged yet."""
+    from core.experiment.evaluate import compare_rows, resume_evaluation, robustness_rows
+
+    plan, rows, benchmark = resume_evaluation(db, run_id, device, command)
+    if plan.command == "eval":
+        summary = {"policy": plan.policies[0], **rows[0], "run_id": run_id}
+        summary["mean_return"] = summary["mean_reward"]
+        _report_evaluation(summary, as_json)
+    elif plan.command == "compare":
+        rows = compare_rows(plan, rows, run_id)
+        _report_comparison(rows, benchmark, plan.episodes, plan.seed, as_json)
+    else:
+        rows = robustness_rows(plan, rows, run_id)
+        _report_robustness(rows, benchmark, plan.mode, plan.episodes, as_json)
+
+
 @app.command("eval")
 @team_flags(*TEAM, *BACKEND, *OPENAI_EXTRA, "fail")
 def evaluate(
@@ -437,9 +463,12 @@ def evaluate(
     device: Device = "auto",
     db: Db = None,
     no_log: NoLog = False,
+    resume: Resume = None,
     as_json: Json = False,
 ) -> None:
     """Run a policy greedily and decentralised (each agent on its own Q-values), held out."""
+    if resume:
+        return _resume_evaluation(resume, db, device, as_json, "eval")
     if (env is None) == (benchmark is None):
         raise UserError("eval needs exactly one of --env SPEC or --benchmark NAME.")
     if env is not None:
@@ -455,7 +484,13 @@ def evaluate(
     from core.experiment import evaluate_team, resolve_policy
 
     chosen = resolve_policy(policy, checkpoint, opts, device)
-    summary, _ = evaluate_team(opts, chosen, episodes, seed, db=db, log=not no_log, first=first)
+    summary, _ = evaluate_team(
+        opts, chosen, episodes, seed, db=db, log=not no_log, first=first, checkpoint=checkpoint
+    )
+    _report_evaluation(summary, as_json)
+
+
+def _report_evaluation(summary: dict[str, Any], as_json: bool) -> None:
     if summary["calls"] and summary["failed_calls"] == summary["calls"]:
         console.print(
             "[yellow]warning:[/yellow] every call to the back-end failed; check --model, "
@@ -476,7 +511,7 @@ def evaluate(
 @team_flags(*TEAM, *BACKEND, "fail")
 def compare(
     opts: TeamOptions,
-    benchmark: Annotated[str, typer.Option(help=BENCHMARK_HELP)],
+    benchmark: Annotated[str | None, typer.Option(help=BENCHMARK_HELP)] = None,
     checkpoint: Annotated[
         Path | None, typer.Option(help="Learned policy to compare (optional).")
     ] = None,
@@ -485,12 +520,23 @@ def compare(
     device: Device = "auto",
     db: Db = None,
     no_log: NoLog = False,
+    resume: Resume = None,
     as_json: Json = False,
 ) -> None:
     """The learned policy and every fixed topology on the same seeded held-out tasks."""
     from core.experiment import compare_team
 
+    if resume:
+        return _resume_evaluation(resume, db, device, as_json, "compare")
+    if benchmark is None:
+        raise UserError("compare needs --benchmark NAME (or --resume RUN_ID).")
     rows = compare_team(opts, checkpoint, episodes, seed, db=db, log=not no_log, device=device)
+    _report_comparison(rows, benchmark, episodes, seed, as_json)
+
+
+def _report_comparison(
+    rows: list[dict[str, Any]], benchmark: str, episodes: int, seed: int, as_json: bool
+) -> None:
     rows.sort(key=lambda r: -r["mean_reward"])
     if as_json:
         emit_json({"benchmark": benchmark, "episodes": episodes, "seed": seed, "policies": rows})
@@ -506,7 +552,7 @@ def compare(
 @team_flags(*TEAM, "concurrency")
 def robustness(
     opts: TeamOptions,
-    benchmark: Annotated[str, typer.Option(help=BENCHMARK_HELP)],
+    benchmark: Annotated[str | None, typer.Option(help=BENCHMARK_HELP)] = None,
     checkpoint: Annotated[Path | None, typer.Option(help="Learned policy (optional).")] = None,
     episodes: Annotated[int, typer.Option(min=1, help="Held-out episodes per point.")] = 100,
     max_failed: Annotated[int, typer.Option(min=0, help="Largest number of failed agents.")] = 2,
@@ -515,16 +561,27 @@ def robustness(
     device: Device = "auto",
     db: Db = None,
     no_log: NoLog = False,
+    resume: Resume = None,
     as_json: Json = False,
 ) -> None:
     """Accuracy and reward vs number of failed agents: learned policy against fixed topologies."""
     from core.experiment import robustness_team
 
+    if resume:
+        return _resume_evaluation(resume, db, device, as_json, "robustness")
+    if benchmark is None:
+        raise UserError("robustness needs --benchmark NAME (or --resume RUN_ID).")
     if mode not in FAILURE_MODES:
         raise UserError(f"--mode must be one of {', '.join(FAILURE_MODES)}, not {mode!r}.")
     rows = robustness_team(
         opts, checkpoint, episodes, seed, max_failed, mode, db=db, log=not no_log, device=device
     )
+    _report_robustness(rows, benchmark, mode, episodes, as_json)
+
+
+def _report_robustness(
+    rows: list[dict[str, Any]], benchmark: str, mode: str, episodes: int, as_json: bool
+) -> None:
     if as_json:
         emit_json({"benchmark": benchmark, "mode": mode, "episodes": episodes, "points": rows})
     else:

@@ -10,7 +10,7 @@ environment, is a :class:`UserError` (one line, exit 2).
 
 from __future__ import annotations
 
-import os
+import errno
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from core.errors import UserError
+from core.paths import check_not_special, check_output_file, os_error, replace_file
 from core.qmix.encoders import AgentNetConfig, AgentNetwork
 from core.qmix.env import EnvShapes, check_shapes, is_integer
 from core.qmix.mixers import MixerConfig, make_mixer
@@ -72,10 +73,32 @@ def save_checkpoint(
         "mixer": {k: v.detach().cpu() for k, v in mixer.state_dict().items()},
         "resume": resume,
     }
+    # Checked again at the rename: never over a device node, pipe or socket (core.paths).
+    check_not_special(path, "--out")
     tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
-    return path
+    try:
+        torch.save(payload, tmp)
+    except (OSError, RuntimeError) as err:
+        # A full disk: the half-written temporary goes, the last checkpoint stays whole.
+        tmp.unlink(missing_ok=True)
+        cause = err if isinstance(err, OSError) else _os_cause(err)
+        if cause is None:
+            raise
+        raise os_error(cause, path, "checkpoint") from err
+    return replace_file(tmp, path, "--out")
+
+
+def _os_cause(err: BaseException) -> OSError | None:
+    """The OSError behind ``err``: torch reports a failed write as a RuntimeError
+    ("PytorchStreamWriter failed writing file ..."), sometimes with the OSError chained."""
+    seen = err
+    while seen is not None:
+        if isinstance(seen, OSError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    if "failed writing file" in str(err) or "No space left" in str(err):
+        return OSError(errno.ENOSPC, "No space left on device")
+    return None
 
 
 def load_checkpoint(
@@ -191,23 +214,6 @@ def _weights(values: Any, path: Path) -> dict[str, torch.Tensor]:
 
 
 def ensure_writable(path: str | Path, flag: str = "--out") -> Path:
-    """Check, before any work, that a checkpoint can be written at ``path`` (a file in a
-    folder we can create files in); UserError naming ``flag`` otherwise."""
-    path = Path(path)
-    if path.name in ("", ".", "..") or path.is_dir():
-        raise UserError(f"{flag} {path} is a folder; give a file name such as {path / 'model.pt'}.")
-    parent = path.parent
-    for folder in (parent, *parent.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                raise UserError(f"{flag} {path}: {folder} is a file, not a folder.")
-            break
-    probe = path.with_name(path.name + ".tmp")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        with open(probe, "wb"):
-            pass
-        probe.unlink()
-    except OSError as exc:
-        raise UserError(f"{flag} {path} cannot be written ({exc.strerror or exc}).") from exc
-    return path
+    """Check, before any work, that a checkpoint can be written at ``path``
+    (:func:`core.paths.check_output_file`); UserError naming ``flag`` otherwise."""
+    return check_output_file(path, flag)

@@ -52,13 +52,15 @@ class Table:
 
 
 def runs(db: Db = None) -> Table:
-    """Runs with headline figures: episodes, accuracy, mean tokens, mean reward, status, and
-    the reward's token weight and penalty and the idle rule (``config["team"]``)."""
+    """Runs with headline figures: episodes (of ``planned``; ``incomplete`` when a run that
+    stopped logged fewer), accuracy, mean tokens, mean reward, status, and the reward's token
+    weight and penalty and the idle rule (``config["team"]``)."""
     path = resolve_db(db)
     if not path.exists():
         raise UserError(f"No episode store at {path}; run train/eval first or pass --db.")
     df = list_runs(path)
-    cols = ["id", "kind", "status", "policy", "benchmark", "backend", "episodes", "accuracy"]
+    cols = ["id", "kind", "status", "incomplete", "policy", "benchmark", "backend", "episodes"]
+    cols += ["planned", "accuracy"]
     cols += ["mean_tokens", "mean_reward", "token_weight", "token_penalty", "idle", "started_at"]
     cols += ["checkpoint"]
     rows = [[_plain(v) for v in row] for row in df[cols].itertuples(index=False)]
