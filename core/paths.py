@@ -19,6 +19,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 from core.errors import DiskFull, UserError
@@ -34,6 +35,7 @@ _KINDS = (
     (stat.S_ISFIFO, "a named pipe"),
     (stat.S_ISSOCK, "a socket"),
     (stat.S_ISDIR, "a folder"),
+    (stat.S_ISREG, "a file"),
 )
 
 
@@ -73,7 +75,7 @@ def check_not_special(path: str | os.PathLike[str], flag: str) -> Path:
         raise UserError(f"{flag} {_shown(path)}: {problem}.")
     try:
         mode = path.stat().st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # the folder checks say what is wrong
         return path
     except OSError as err:
         raise os_error(err, path, flag) from err
@@ -111,8 +113,7 @@ def check_output_dir(path: str | os.PathLike[str], flag: str) -> Path:
     path = Path(path)
     if problem := name_problem(path):
         raise UserError(f"{flag} {_shown(path)}: {problem}.")
-    if path.exists() and not path.is_dir():
-        raise UserError(f"{flag} {_shown(path)} exists and is not a folder.")
+    check_folder(path, flag)
     _check_parents(path, path, flag)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -147,12 +148,38 @@ def replace_file(tmp: str | os.PathLike[str], path: str | os.PathLike[str], flag
     return path
 
 
+def temp_beside(path: str | os.PathLike[str]) -> Path:
+    """A new, empty temporary file in ``path``'s folder, for :func:`replace_file`.
+
+    Created exclusively under a fresh name: a fixed name (``model.pt.tmp``) could already
+    be a named pipe, whose opening blocks, or a link that sends the write elsewhere."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:100]}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+def check_folder(path: str | os.PathLike[str], flag: str) -> Path:
+    """UserError if ``path`` exists and is not a folder (symlinks followed)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        try:
+            kind = _kind(path.stat().st_mode)
+        except OSError as err:
+            raise os_error(err, path, flag) from err
+        raise UserError(f"{flag} {_shown(path)} is {kind}, not a folder.")
+    return path
+
+
 def write_file(path: str | os.PathLike[str], data: bytes, flag: str) -> Path:
     """Write ``data`` to ``path`` atomically (a temporary file next to it, then
     :func:`replace_file`); a failed write removes the temporary and keeps the old file."""
     path = Path(path)
     check_not_special(path, flag)
-    tmp = path.with_name(path.name[:200] + ".tmp")
+    try:
+        tmp = temp_beside(path)
+    except OSError as err:
+        raise os_error(err, path, flag) from err
     try:
         with open(tmp, "wb") as f:
             f.write(data)

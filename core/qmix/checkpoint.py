@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from core.errors import UserError
-from core.paths import check_not_special, check_output_file, os_error, replace_file
+from core.paths import check_not_special, check_output_file, os_error, replace_file, temp_beside
 from core.qmix.encoders import AgentNetConfig, AgentNetwork
 from core.qmix.env import EnvShapes, check_shapes, is_integer
 from core.qmix.mixers import MixerConfig, make_mixer
@@ -75,7 +75,10 @@ def save_checkpoint(
     }
     # Checked again at the rename: never over a device node, pipe or socket (core.paths).
     check_not_special(path, "--out")
-    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp = temp_beside(path)
+    except OSError as err:
+        raise os_error(err, path, "checkpoint") from err
     try:
         torch.save(payload, tmp)
     except (OSError, RuntimeError) as err:

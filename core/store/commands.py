@@ -20,10 +20,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from core.errors import UserError
+from core.paths import check_folder, check_not_special, replace_file, temp_beside
 from core.store.db import DEFAULT_TIMEOUT_S, open_store, read_session, write_session
 from core.store.engine import (
     attach_with_retry,
     attached,
+    check_store_paths,
     damage,
     is_duckdb_file,
     resolve_db,
@@ -113,22 +115,28 @@ def export_run(run_id: str, out_dir: str | os.PathLike[str], db: Db = None) -> d
 
     Returns the number of rows written per table.
     """
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{out} exists and is not a folder.")
+    out = check_folder(out_dir, "--parquet")
+    wheres = {"runs": "id = ?", **{t: "run_id = ?" for t in RUN_TABLES}}
+    wheres["prompts"] = _RUN_PROMPTS.format(calls="llm_calls")
+    for table in wheres:
+        check_not_special(out / f"{table}.parquet", "--parquet")
     counts = {}
     with read_session(db, create=False) as cur:
         if cur.execute("SELECT count(*) FROM runs WHERE id = ?", [run_id]).fetchall()[0][0] == 0:
             raise UserError(f"No run {run_id!r} in {resolve_db(db)}.")
         try:
             out.mkdir(parents=True, exist_ok=True)
-            wheres = {"runs": "id = ?", **{t: "run_id = ?" for t in RUN_TABLES}}
-            wheres["prompts"] = _RUN_PROMPTS.format(calls="llm_calls")
             for table, where in wheres.items():
                 data = cur.sql(
                     f"SELECT * FROM {table} WHERE {where}", params=[run_id]
                 ).to_arrow_table()
-                pq.write_table(data, out / f"{table}.parquet")
+                tmp = temp_beside(out / f"{table}.parquet")
+                try:
+                    pq.write_table(data, tmp)
+                except BaseException:
+                    tmp.unlink(missing_ok=True)
+                    raise
+                replace_file(tmp, out / f"{table}.parquet", "--parquet")
                 counts[table] = data.num_rows
         except OSError as err:  # pyarrow's IO errors are OSErrors too
             reason = err.strerror or str(err).splitlines()[0]
@@ -224,8 +232,7 @@ def repair(db: Db = None) -> RepairReport:
     """
     path = resolve_db(db)
     spool_dir = spool_dir_for(path)
-    if path.is_dir():
-        raise UserError(f"{path} is a folder, not a DuckDB database file.")
+    check_store_paths(path)
     spools = list_spools(spool_dir)
     live = sorted(rid for rid, s in spools.items() if s.alive)
     if live:

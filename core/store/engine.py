@@ -28,6 +28,7 @@ from pathlib import Path
 import duckdb
 
 from core.errors import StoreBusy, UserError
+from core.paths import check_folder, check_not_special
 
 ALIAS = "store"
 """Catalog name of the attached store inside a session."""
@@ -100,10 +101,20 @@ def is_duckdb_file(path: Path) -> bool:
     return head[8:12] == _MAGIC
 
 
-def check_file(path: Path) -> bool:
-    """Whether the database exists; UserError if the path is not usable as one."""
+def check_store_paths(path: Path) -> None:
+    """UserError if the database's path is a folder, or a device, pipe or socket stands where
+    the file, its WAL or its spool folder go (DuckDB would open them; opening a pipe blocks
+    for ever, and a rename over a device replaces the node)."""
     if path.is_dir():
         raise UserError(f"{path} is a folder, not a DuckDB database file.")
+    check_not_special(path, "--db")
+    check_not_special(path.with_name(path.name + ".wal"), "--db's write-ahead log")
+    check_folder(path.with_name(path.name + ".spool"), "--db's spool folder")
+
+
+def check_file(path: Path) -> bool:
+    """Whether the database exists; UserError if the path is not usable as one."""
+    check_store_paths(path)
     if not path.exists():
         if not path.parent.is_dir():
             raise UserError(

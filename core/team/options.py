@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from core.backends.registry import BACKENDS, make_backend
 from core.backends.society import DEFAULT_PRESET, PRESETS, get_preset
 from core.errors import UserError
+from core.paths import check_folder
 from core.team.embedding import EMBEDDERS
 from core.team.failures import FailureSpec, parse_failures
 from core.team.runtime import (
@@ -132,6 +133,8 @@ class TeamOptions:
             raise UserError(
                 f"--timeout must be a number of seconds in (0, 3600], not {self.timeout_s}."
             )
+        if self.cache_dir is not None:
+            check_folder(self.cache_dir, "--cache-dir")
         if not 1 <= self.max_attempts <= 100:
             raise UserError(f"--max-attempts must be between 1 and 100, not {self.max_attempts}.")
         self.failure_specs()  # a bad --fail is reported before any work
