@@ -9,7 +9,7 @@ import functools
 import inspect
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -903,11 +903,11 @@ def main(argv: list[str] | None = None) -> int:
         result = app(args=args, standalone_mode=False)
         return_code = result if isinstance(result, int) else 0
     except (UserError, StoreBusy) as exc:
-        return_code = _error(str(exc))
+        return_code = _error(str(exc), args)
     except typer.TyperException as exc:  # click's usage errors (typer vendors click)
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         # An empty message: the help text was already printed (no command given).
-        return_code = _error(f"{message.rstrip('.')}. See --help.") if message.strip() else 2
+        return_code = _error(f"{message.rstrip('.')}. See --help.", args) if message.strip() else 2
     except typer.Abort:
         console.print("Aborted!")
         return_code = 1
@@ -918,10 +918,19 @@ def main(argv: list[str] | None = None) -> int:
     return return_code
 
 
-def _error(message: str) -> int:
-    """Print ``error: message`` as one line (never as rich markup) and return exit code 2."""
+def _error(message: str, args: Sequence[str] = ()) -> int:
+    """Print ``error: message`` as one line (never as rich markup) and return exit code 2.
+
+    Credentials are masked (:func:`core.sanitize.mask_message`): those of any URL in the
+    message, parsed or not, the secrets of the environment (``OPENAI_API_KEY``...) and
+    those of every URL among the command's arguments."""
     from rich.markup import escape
 
+    from core.sanitize import mask_message, secrets_in_environment, url_secrets
+
+    urls = [part for arg in args for part in (arg, arg.partition("=")[2])]
+    secrets = secrets_in_environment() + [s for url in urls for s in url_secrets(url)]
+    message = mask_message(message, secrets)
     line = " ".join(part.strip() for part in message.splitlines() if part.strip())
     console.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
     return 2

@@ -35,7 +35,7 @@ import duckdb
 
 from core.errors import DiskFull, UserError
 from core.records import EpisodeRecord
-from core.sanitize import scrub
+from core.sanitize import scrub, secrets_in_environment
 from core.store.db import DEFAULT_TIMEOUT_S, write_session
 from core.store.engine import StoreBusy, resolve_db
 from core.store.queries import last_episode_from
@@ -63,7 +63,6 @@ _SECRET_KEY = re.compile(
     r"(api[_-]?key|secret|passw(or)?d|authorization|access[_-]?token|auth[_-]?token|bearer)",
     re.IGNORECASE,
 )
-_SECRET_ENV = re.compile(r"(API_KEY|SECRET|TOKEN|PASSWORD)$", re.IGNORECASE)
 
 
 @dataclass
@@ -99,10 +98,7 @@ def redact_config(config: Any) -> Any:
     inside other strings such values and URL credentials (``user:password@``) become ``***``.
     Dataclasses become dicts; anything not JSON-native becomes its ``str``.
     """
-    secrets_in_env = {
-        v for k, v in os.environ.items() if _SECRET_ENV.search(k) and v and len(v) >= 8
-    }
-    return _redact(config, secrets_in_env)
+    return _redact(config, set(secrets_in_environment()))
 
 
 def _redact(value: Any, env: set[str]) -> Any:

@@ -9,6 +9,7 @@ not store take today's defaults).
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 from urllib.parse import urlsplit
@@ -129,6 +130,13 @@ class TeamOptions:
                 "--base-url must be an http:// or https:// address such as "
                 f"http://127.0.0.1:8000/v1, not {self.base_url!r}."
             )
+        env_url = os.environ.get("OPENAI_BASE_URL")
+        if self.backend == "openai" and self.base_url is None and env_url:
+            if not is_http_url(env_url):
+                raise UserError(
+                    "OPENAI_BASE_URL must be an http:// or https:// address such as "
+                    f"http://127.0.0.1:8000/v1, not {env_url!r}; fix it or pass --base-url."
+                )
         if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= 3600):
             raise UserError(
                 f"--timeout must be a number of seconds in (0, 3600], not {self.timeout_s}."

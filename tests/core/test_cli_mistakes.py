@@ -411,3 +411,32 @@ def test_user_mistake_is_one_sentence_and_exit_2(
     assert len(lines) == 1, err
     assert lines[0].startswith("error:") and needle in lines[0], lines[0]
     assert not (files["dir"] / "m.pt").exists()
+
+
+PASSWORD = "hunter2-PASS-0042"
+MALFORMED_URLS = {
+    "port not a number": f"http://alice:{PASSWORD}@127.0.0.1:port/v1",
+    "unclosed IPv6 bracket": f"http://alice:{PASSWORD}@[::1/v1",
+    "scheme without a colon": f"http//alice:{PASSWORD}@127.0.0.1/v1",
+    "no scheme": f"alice:{PASSWORD}@127.0.0.1:8000",
+    "an @ in the password": f"http://alice:{PASSWORD}@x@127.0.0.1:port/v1",
+}
+
+
+@pytest.mark.parametrize("how", ["--base-url", "OPENAI_BASE_URL"])
+@pytest.mark.parametrize("name", list(MALFORMED_URLS))
+def test_a_malformed_url_never_prints_its_password(
+    name: str, how: str, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = MALFORMED_URLS[name]
+    argv = team("--backend", "openai", "--model", "m")
+    if how == "--base-url":
+        argv += ["--base-url", url]
+    else:
+        monkeypatch.setenv("OPENAI_BASE_URL", url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-printed-0123")
+    assert main(argv) == 2
+    captured = capfd.readouterr()
+    out = captured.out + captured.err
+    assert "Traceback" not in out and len(out.strip().splitlines()) == 1, out
+    assert "PASS" not in out and "hunter2" not in out and "never-printed" not in out, out
