@@ -203,6 +203,13 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
     "max_attempts": TeamFlag(
         "max_attempts", Annotated[int, typer.Option(help="openai: attempts per call.")]
     ),
+    "deadline": TeamFlag(
+        "deadline_s",
+        Annotated[
+            float,
+            typer.Option(help="openai: seconds one call may take, retries included (120)."),
+        ],
+    ),
 }
 TEAM = (
     "agents",
@@ -215,7 +222,7 @@ TEAM = (
     "embedding",
 )
 BACKEND = ("backend", "model", "base_url", "concurrency", "no_cache")
-OPENAI_EXTRA = ("cache_counts_tokens", "cache_dir", "timeout", "max_attempts")
+OPENAI_EXTRA = ("cache_counts_tokens", "cache_dir", "timeout", "max_attempts", "deadline")
 
 
 def team_flags(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

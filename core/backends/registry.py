@@ -25,6 +25,7 @@ class BackendSettings(Protocol):
     cache_dir: str | None
     timeout_s: float
     max_attempts: int
+    deadline_s: float
 
 
 def _sim(opts: BackendSettings) -> Backend:
@@ -46,6 +47,7 @@ def _openai(opts: BackendSettings) -> Backend:
             cache_dir=opts.cache_dir,
             timeout_s=opts.timeout_s,
             max_attempts=opts.max_attempts,
+            deadline_s=opts.deadline_s,
         )
     )
 

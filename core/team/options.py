@@ -85,6 +85,8 @@ class TeamOptions:
     """openai: per-attempt timeout."""
     max_attempts: int = 4
     """openai: attempts per call."""
+    deadline_s: float = 120.0
+    """openai: wall-clock limit of one call, every attempt and back-off included."""
 
     def validate(self) -> None:
         """Raise :class:`UserError` naming the flag and the bad value."""
@@ -143,6 +145,10 @@ class TeamOptions:
             )
         if self.cache_dir is not None:
             check_folder(self.cache_dir, "--cache-dir")
+        if not (math.isfinite(self.deadline_s) and 0 < self.deadline_s <= 86400):
+            raise UserError(
+                f"--deadline must be a number of seconds in (0, 86400], not {self.deadline_s}."
+            )
         if not 1 <= self.max_attempts <= 100:
             raise UserError(f"--max-attempts must be between 1 and 100, not {self.max_attempts}.")
         self.failure_specs()  # a bad --fail is reported before any work
