@@ -10,7 +10,7 @@ environment, is a :class:`UserError` (one line, exit 2).
 
 from __future__ import annotations
 
-import errno
+import io
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from core.errors import UserError
-from core.paths import check_not_special, check_output_file, os_error, replace_file, temp_beside
+from core.paths import check_output_file, write_file
 from core.qmix.encoders import AgentNetConfig, AgentNetwork
 from core.qmix.env import EnvShapes, check_shapes, is_integer
 from core.qmix.mixers import MixerConfig, make_mixer
@@ -73,35 +73,13 @@ def save_checkpoint(
         "mixer": {k: v.detach().cpu() for k, v in mixer.state_dict().items()},
         "resume": resume,
     }
+    # Serialised in memory, written by us: torch's own file writer reports a full disk as
+    # RuntimeErrors ("basic_ios::clear: iostream error", "unexpected pos") that name no
+    # cause; a plain write raises the OSError (ENOSPC) that says what happened.
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
     # Checked again at the rename: never over a device node, pipe or socket (core.paths).
-    check_not_special(path, "--out")
-    try:
-        tmp = temp_beside(path)
-    except OSError as err:
-        raise os_error(err, path, "checkpoint") from err
-    try:
-        torch.save(payload, tmp)
-    except (OSError, RuntimeError) as err:
-        # A full disk: the half-written temporary goes, the last checkpoint stays whole.
-        tmp.unlink(missing_ok=True)
-        cause = err if isinstance(err, OSError) else _os_cause(err)
-        if cause is None:
-            raise
-        raise os_error(cause, path, "checkpoint") from err
-    return replace_file(tmp, path, "--out")
-
-
-def _os_cause(err: BaseException) -> OSError | None:
-    """The OSError behind ``err``: torch reports a failed write as a RuntimeError
-    ("PytorchStreamWriter failed writing file ..."), sometimes with the OSError chained."""
-    seen = err
-    while seen is not None:
-        if isinstance(seen, OSError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    if "failed writing file" in str(err) or "No space left" in str(err):
-        return OSError(errno.ENOSPC, "No space left on device")
-    return None
+    return write_file(path, buffer.getvalue(), "--out")
 
 
 def load_checkpoint(
