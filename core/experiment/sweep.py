@@ -411,21 +411,64 @@ def ray_session(address: str | None) -> Iterator[None]:
         return
     quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
     if address is None:
-        ray.init(num_cpus=os.cpu_count(), **quiet)
-    else:
-        check_reachable(address)
-        core_dir = str(Path(__file__).resolve().parent.parent)
-        env = {"py_modules": [core_dir], "excludes": ["__pycache__"]}
-        try:
-            ray.init(address=address, runtime_env=env, **quiet)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise UserError(
-                f"could not join the Ray cluster at {address} ({_one_line(exc)})."
-            ) from None
+        with _local_ray(quiet):
+            yield
+        return
+    check_reachable(address)
+    core_dir = str(Path(__file__).resolve().parent.parent)
+    env = {"py_modules": [core_dir], "excludes": ["__pycache__"]}
+    try:
+        ray.init(address=address, runtime_env=env, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise UserError(
+            f"could not join the Ray cluster at {address} ({_one_line(exc)})."
+        ) from None
     try:
         yield
     finally:
         ray.shutdown()
+
+
+@contextmanager
+def _local_ray(quiet: dict[str, Any]) -> Iterator[None]:
+    """A local Ray in a temporary folder of its own, shut down and removed on every exit:
+    normal, exception, Ctrl-C, SIGTERM (turned into SystemExit here), and — through the
+    watcher of :mod:`core.experiment.ray_reaper` — the driver's own death by SIGKILL."""
+    import subprocess
+    import sys
+
+    from core.experiment.ray_reaper import DONE, reap, snapshot
+
+    # Short, under /tmp: Ray's socket paths must stay within 107 bytes.
+    temp_dir = tempfile.mkdtemp(prefix="aqmix-ray-", dir="/tmp")
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "core.experiment.ray_reaper", temp_dir],
+        stdin=subprocess.PIPE,
+        start_new_session=True,
+        cwd=str(Path(__file__).resolve().parents[2]),
+    )
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        ray.init(num_cpus=os.cpu_count(), _temp_dir=temp_dir, **quiet)
+        yield
+    finally:
+        seen = snapshot(temp_dir)  # before shutdown orphans the workers
+        try:
+            ray.shutdown()
+        finally:
+            reap(temp_dir, seen)  # what shutdown left (it leaves the folder, at least)
+            assert watcher.stdin is not None
+            watcher.stdin.write(DONE)
+            watcher.stdin.close()
+            watcher.wait()
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 @contextmanager
