@@ -626,9 +626,11 @@ def sweep(
     max_parallel: Annotated[
         int | None, typer.Option(min=1, help="Trials at once (default: the cluster's CPUs).")
     ] = None,
-    n_envs: Annotated[int, typer.Option(min=1, help="Episodes collected in lockstep.")] = 32,
+    n_envs: Annotated[
+        int, typer.Option(min=1, max=4096, help="Episodes collected in lockstep.")
+    ] = 32,
     hidden: Annotated[
-        int, typer.Option(min=1, help="Width of the GNN, GRU and Q-head layers.")
+        int, typer.Option(min=1, max=4096, help="Width of the GNN, GRU and Q-head layers.")
     ] = 128,
     db: Db = None,
     no_log: NoLog = False,
@@ -884,6 +886,7 @@ def bench(
     ctx: typer.Context,
     name: Annotated[str | None, typer.Argument(help="Which benchmark.")] = None,
 ) -> None:
+    import os
     import subprocess
 
     if name is None or name in ("--help", "-h"):
@@ -894,7 +897,11 @@ def bench(
     if name not in BENCHMARKS:
         raise UserError(f"no benchmark {name!r}; choose one of {', '.join(BENCHMARKS)}.")
     module = "benchmarks." + name.replace("-", "_")
-    raise typer.Exit(subprocess.call([sys.executable, "-m", module, *ctx.args]))
+    # The benchmarks of this checkout, not of whichever one is installed.
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    raise typer.Exit(subprocess.call([sys.executable, "-m", module, *ctx.args], env=env))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -180,6 +180,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "empty_answer.jsonl": {"question": "Pick one", "options": ["x", "y"], "answer": ""},
         "dict_answer.jsonl": {"problem": "2+2?", "solution": "4", "answer": {"value": 4}},
     }  # fmt: skip
+    (d / "nan_answer.jsonl").write_text('{"question": "q", "answer": NaN}\n')
+    (d / "inf_answer.jsonl").write_text('{"question": "q", "answer": 1e400}\n')
     for file_name, row in rows.items():
         (d / file_name).write_text(json.dumps(row) + "\n")
 
@@ -220,6 +222,11 @@ def env_eval(d: Path, checkpoint: str) -> list[str]:
 
 def jsonl(d: Path, name: str) -> list[str]:
     return ["eval", "--benchmark", f"jsonl:{d / name}", "--policy", "full", "--no-log"]
+
+
+def sweep_flags(f: dict[str, Path]) -> list[str]:
+    flags = ["--token-weights", "0.1", "--seeds", "0", "--no-log"]
+    return ["sweep", "--benchmark", "math", *flags, "--out", str(f["dir"] / "sweep")]
 
 
 def train_out(out: str) -> list[str]:
@@ -352,7 +359,20 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
         "argument 2 is not valid UTF-8",
         PROC,
     ),
+    "sweep hidden 1e8": (
+        lambda f: sweep_flags(f) + ["--hidden", "100000000"],
+        "--hidden",
+        INPROC,
+    ),
+    "sweep n-envs 99999": (lambda f: sweep_flags(f) + ["--n-envs", "99999"], "--n-envs", INPROC),
+    "jsonl answer NaN": (lambda f: jsonl(f["dir"], "nan_answer.jsonl"), "answer", INPROC),
+    "jsonl answer 1e400": (lambda f: jsonl(f["dir"], "inf_answer.jsonl"), "answer", INPROC),
     # benchmarks (their own process, started by the CLI)
+    "bench learning seeds a,b": (
+        lambda f: ["bench", "learning", "--seeds", "a,b"],
+        "--seeds takes",
+        INPROC,
+    ),
     "bench learner agents": (
         lambda f: ["bench", "learner", "--agents", "100000"],
         "--agents",
