@@ -85,7 +85,19 @@ Db = Annotated[
 ]
 NoLog = Annotated[bool, typer.Option("--no-log", help="Do not log episodes to the database.")]
 Json = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-Device = Annotated[str, typer.Option(help="auto (CUDA when present), cpu or cuda.")]
+
+
+def _check_device(value: str) -> str:
+    """Every command's ``--device``, checked before any work (``cuda`` without a GPU too)."""
+    from core.qmix.seeding import resolve_device
+
+    resolve_device(value)
+    return value
+
+
+Device = Annotated[
+    str, typer.Option(help="auto (CUDA when present), cpu or cuda.", callback=_check_device)
+]
 Seed = Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seed of the episode stream.")]
 Resume = Annotated[
     str | None,
@@ -403,6 +415,16 @@ def _report_training(outcome: Any, as_json: bool) -> None:
     console.print(line + f"; run {outcome.run_id}; checkpoint {outcome.checkpoint}", soft_wrap=True)
 
 
+def _check_store_exists(db: str | None) -> None:
+    """``--resume`` continues a run of an existing store; it never creates one."""
+    from core.store.engine import resolve_db
+
+    if not resolve_db(db).exists():
+        raise UserError(
+            f"No episode store at {resolve_db(db)}; --resume needs the --db the run was logged to."
+        )
+
+
 def _resume_training(
     run_id: str,
     db: str | None,
@@ -413,6 +435,8 @@ def _resume_training(
 ) -> None:
     from core.experiment import options_from_dict, train_config_from_dict, train_team
     from core.store.queries import get_run
+
+    _check_store_exists(db)
 
     info = get_run(db, run_id)
     if info is None:
@@ -441,6 +465,7 @@ def _resume_evaluation(
     """``eval/compare/robustness --resume RUN_ID``: play what the run has not logged yet."""
     from core.experiment.evaluate import compare_rows, resume_evaluation, robustness_rows
 
+    _check_store_exists(db)
     plan, rows, benchmark = resume_evaluation(db, run_id, device, command)
     if plan.command == "eval":
         summary = {"policy": plan.policies[0], **rows[0], "run_id": run_id}

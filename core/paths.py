@@ -55,10 +55,10 @@ def name_problem(path: str | os.PathLike[str]) -> str | None:
     raw = os.fsencode(str(path.absolute()))
     if len(raw) >= PATH_MAX:
         return f"the path is {len(raw)} bytes long; the limit is {PATH_MAX - 1}"
-    anchor = next((p for p in path.absolute().parents if p.exists()), Path("/"))
     try:
+        anchor = next((p for p in path.absolute().parents if p.exists()), Path("/"))
         limit = os.pathconf(anchor, "PC_NAME_MAX")
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # a parent's own name is too long to look up
         limit = NAME_MAX
     for part in path.parts:
         size = len(os.fsencode(part))
@@ -92,6 +92,8 @@ def check_output_file(path: str | os.PathLike[str], flag: str = "--out") -> Path
     special file, a name the file system takes, in a folder we can create files in
     (created if missing). UserError naming ``flag`` otherwise."""
     path = Path(path)
+    if problem := name_problem(path):
+        raise UserError(f"{flag} {_shown(path)}: {problem}.")
     if path.name in ("", ".", "..") or path.is_dir():
         raise UserError(f"{flag} {path} is a folder; give a file name such as {path / 'model.pt'}.")
     check_not_special(path, flag)
@@ -160,8 +162,11 @@ def temp_beside(path: str | os.PathLike[str]) -> Path:
 
 
 def check_folder(path: str | os.PathLike[str], flag: str) -> Path:
-    """UserError if ``path`` exists and is not a folder (symlinks followed)."""
+    """UserError if ``path`` exists and is not a folder (symlinks followed), or if its name
+    is too long for the file system."""
     path = Path(path)
+    if problem := name_problem(path):
+        raise UserError(f"{flag} {_shown(path)}: {problem}.")
     if path.exists() and not path.is_dir():
         try:
             kind = _kind(path.stat().st_mode)

@@ -34,6 +34,10 @@ MAX_ROUNDS = 64
 MAX_AGENTS = 64
 
 
+MAX_WEIGHT = 1e6
+"""Largest reward weight accepted (the penalty is at most a few units per episode)."""
+
+
 @dataclass
 class TeamOptions:
     """What defines the team, its reward and where its answers come from."""
@@ -106,9 +110,10 @@ class TeamOptions:
             raise UserError(f"--agents needs 1 to {MAX_AGENTS} roles, not {len(self.roles)}.")
         for name in ("token_weight", "accuracy_weight"):
             value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
+            # Bounded: a weight of 1e308 times a token penalty overflows the reward to inf.
+            if not (math.isfinite(value) and 0 <= value <= MAX_WEIGHT):
                 flag = "--" + name.replace("_", "-")
-                raise UserError(f"{flag} must be a finite number >= 0, not {value}.")
+                raise UserError(f"{flag} must be a number in [0, {MAX_WEIGHT:g}], not {value}.")
         budget = self.token_budget
         if budget is not None and not (math.isfinite(budget) and budget > 0):
             raise UserError(f"--token-budget must be a finite number > 0, not {budget}.")

@@ -359,6 +359,24 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
         "argument 2 is not valid UTF-8",
         PROC,
     ),
+    "out name 300 bytes": (lambda f: train_out("a" * 300 + ".pt"), "bytes long", INPROC),
+    "db name 300 bytes": (lambda f: ["runs", "--db", "a" * 300 + ".duckdb"], "bytes long", INPROC),
+    "parquet name 300 bytes": (
+        lambda f: ["export", "--run", "x", "--parquet", "a" * 300, "--db", str(f["db"])],
+        "bytes long",
+        INPROC,
+    ),
+    "compare --device cuda without CUDA": (
+        lambda f: ["compare", "--benchmark", "math", "--episodes", "1", "--device", "cuda"],
+        "no CUDA GPU",
+        INPROC,
+    ),
+    "token-weight 1e308": (lambda f: team("--token-weight", "1e308"), "--token-weight", INPROC),
+    "train --resume, no database": (
+        lambda f: ["train", "--resume", "train-x", "--db", str(f["dir"] / "none.duckdb")],
+        "No episode store",
+        INPROC,
+    ),
     "sweep hidden 1e8": (
         lambda f: sweep_flags(f) + ["--hidden", "100000000"],
         "--hidden",
