@@ -193,6 +193,16 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
     "timeout": TeamFlag(
         "timeout_s", Annotated[float, typer.Option(help="openai: per-attempt timeout, seconds.")]
     ),
+    "sandbox": TeamFlag(
+        "sandbox",
+        Annotated[
+            str,
+            typer.Option(
+                help="Where generated code runs: auto or bwrap (bubblewrap, else refuse to "
+                "run) or process (the weaker sandbox, warned about on every run)."
+            ),
+        ],
+    ),
     "max_attempts": TeamFlag(
         "max_attempts", Annotated[int, typer.Option(help="openai: attempts per call.")]
     ),
@@ -207,7 +217,7 @@ TEAM = (
     "preset",
     "embedding",
 )
-BACKEND = ("backend", "model", "base_url", "concurrency", "no_cache")
+BACKEND = ("backend", "model", "base_url", "concurrency", "no_cache", "sandbox")
 OPENAI_EXTRA = ("cache_counts_tokens", "cache_dir", "timeout", "max_attempts")
 
 
