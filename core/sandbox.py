@@ -525,9 +525,12 @@ def _remove_tree(root: Path) -> bool:
 # --- launching ----------------------------------------------------------------------
 
 
-def _bwrap_args(config: SandboxConfig, as_root: bool, files: dict[str, int]) -> list[str]:
-    """The ``bwrap`` command line up to the interpreter: namespaces, binds, work dir, and
-    ``files`` (name in the work dir -> open descriptor of its content)."""
+def _bwrap_args(
+    config: SandboxConfig, as_root: bool, files: dict[str, int], hide: tuple[str, ...] = ()
+) -> list[str]:
+    """The ``bwrap`` command line up to the interpreter: namespaces, binds, work dir,
+    ``files`` (name in the work dir -> open descriptor of its content), and the directories
+    in ``hide`` covered by an empty read-only tmpfs."""
     if as_root:
         # No user namespace: in one, root keeps root's rights on root's files. The
         # bootstrap switches to a fresh uid instead, which needs exactly these two caps.
@@ -552,6 +555,9 @@ def _bwrap_args(config: SandboxConfig, as_root: bool, files: dict[str, int]) -> 
         else:
             args += ["--ro-bind", path, path]
     args += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    for path in hide:
+        if os.path.isdir(path) and any(Path(path).is_relative_to(b) for b in binds):
+            args += ["--size", "4096", "--tmpfs", path, "--remount-ro", path]
     # /dev read-only: its tmpfs (and /dev/shm on it) has no size limit.
     args += ["--dev", "/dev", "--remount-ro", "/dev", "--proc", "/proc"]
     args += ["--perms", "1777", "--size", str(config.work_dir_mb << 20), "--tmpfs", _WORK_DIR]
@@ -664,10 +670,13 @@ def spawn(
     kind: str,
     pass_fds: tuple[int, ...] = (),
     args: tuple[str, ...] = (),
+    hide: tuple[str, ...] = (),
 ) -> Sandboxed:
     """Start ``files["main.py"]`` (with the other ``files`` beside it in the work dir) on
     back-end ``kind`` with ``config`` already validated; ``pass_fds`` stay open in it (pipes
-    to talk to the parent) and ``args`` follow the program's path in ``sys.argv``."""
+    to talk to the parent) and ``args`` follow the program's path in ``sys.argv``. Under
+    bwrap the directories in ``hide`` (inside the visible prefixes) appear empty: a
+    benchmark package's answers, say. The process back-end cannot hide them."""
     as_root = os.geteuid() == 0
     own_uid = as_root if kind == "bwrap" else _drops_privileges(config)
     uid = _fresh_uid() if own_uid else None
@@ -681,7 +690,7 @@ def spawn(
             for name, text in files.items():
                 (outer / name).write_text(text)
                 file_fds[name] = os.open(outer / name, os.O_RDONLY)
-            launcher = _bwrap_args(config, as_root, file_fds)
+            launcher = _bwrap_args(config, as_root, file_fds, hide)
             workdir, cwd = _WORK_DIR, outer
             # Counted per uid (root's) or per user namespace (a user's): either way only
             # this run's processes, plus, in a user's namespace, bwrap's init process.

