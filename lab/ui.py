@@ -108,11 +108,7 @@ def run_provenance(row: pd.Series) -> str:
     """``back-end sim · model sim/flash-lite · no generated code ran``: where a run's answers
     came from and where its generated code ran."""
     sandbox = row.get("sandbox")
-    where = (
-        SANDBOX_LABELS.get(sandbox, "sandbox not recorded")
-        if isinstance(sandbox, str)
-        else ("sandbox not recorded")
-    )
+    where = SANDBOX_LABELS.get(sandbox if isinstance(sandbox, str) else "", "sandbox not recorded")
     return f"back-end {row['backend']} · model {row['model']} · {where}"
 
 
