@@ -26,6 +26,7 @@ class BackendSettings(Protocol):
     timeout_s: float
     max_attempts: int
     deadline_s: float
+    sandbox: str
 
 
 def _sim(opts: BackendSettings) -> Backend:
@@ -48,12 +49,17 @@ def _openai(opts: BackendSettings) -> Backend:
             timeout_s=opts.timeout_s,
             max_attempts=opts.max_attempts,
             deadline_s=opts.deadline_s,
+            sandbox=opts.sandbox,
         )
     )
 
 
 BACKENDS: dict[str, Callable[[BackendSettings], Backend]] = {"sim": _sim, "openai": _openai}
 """Name -> factory. ``sim`` is the synthetic society (offline); ``openai`` any compatible endpoint."""
+
+LABEL_BACKENDS = frozenset({"sim"})
+"""Back-ends whose answers to code tasks are labels, not programs: no generated code runs.
+Every other back-end's code answers run in the sandbox (a new back-end is assumed to)."""
 
 
 def make_backend(opts: BackendSettings) -> Backend:

@@ -199,7 +199,7 @@ def start_plan(
     """The :class:`core.store.RunLogger` of a new evaluation run of ``plan``."""
     from core.store.writer import RunLogger
 
-    config = {"team": asdict(opts), "eval": plan.config(len(opts.roles)), **(extra_config or {})}
+    config = {**opts.run_config(), "eval": plan.config(len(opts.roles)), **(extra_config or {})}
     return RunLogger(
         db,
         kind,
@@ -353,7 +353,7 @@ def log_run(
     with RunLogger(
         db,
         kind,
-        {"team": asdict(opts), **(extra_config or {})},
+        {**opts.run_config(), **(extra_config or {})},
         backend=opts.backend,
         model=opts.model or opts.preset,
         policy=policy,

@@ -55,16 +55,16 @@ class Table:
 
 def runs(db: Db = None) -> Table:
     """Runs with headline figures: episodes (of ``planned``; ``incomplete`` when a run that
-    stopped logged fewer), accuracy, mean tokens, mean reward, status, and the reward's token
-    weight and penalty and the idle rule (``config["team"]``)."""
+    stopped logged fewer), accuracy, mean tokens, mean reward, status, the reward's token
+    weight and penalty and the idle rule (``config["team"]``), and the sandbox its generated
+    code ran in."""
     path = resolve_db(db)
     if not path.exists():
         raise UserError(f"No episode store at {path}; run train/eval first or pass --db.")
     df = list_runs(path)
     cols = ["id", "kind", "status", "incomplete", "policy", "benchmark", "backend", "episodes"]
-    cols += ["planned", "accuracy"]
-    cols += ["mean_tokens", "mean_reward", "token_weight", "token_penalty", "idle", "started_at"]
-    cols += ["checkpoint"]
+    cols += ["planned", "accuracy", "mean_tokens", "mean_reward", "token_weight"]
+    cols += ["token_penalty", "idle", "sandbox", "started_at", "checkpoint"]
     rows = [[_plain(v) for v in row] for row in df[cols].itertuples(index=False)]
     return Table(cols, rows)
 

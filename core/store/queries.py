@@ -281,7 +281,8 @@ SELECT r.id, r.kind, r.status, r.policy, r.benchmark, r.backend, r.model, r.seed
        CASE WHEN json_extract(r.config, '$.team') IS NULL THEN NULL
             ELSE coalesce(json_extract_string(r.config, '$.team.idle'), 'call') END AS idle,
        coalesce(TRY_CAST(json_extract_string(r.config, '$.eval.episodes') AS BIGINT),
-                TRY_CAST(json_extract_string(r.config, '$.train.episodes') AS BIGINT)) AS planned
+                TRY_CAST(json_extract_string(r.config, '$.train.episodes') AS BIGINT)) AS planned,
+       json_extract_string(r.config, '$.sandbox') AS sandbox
 FROM runs r LEFT JOIN episodes e ON e.run_id = r.id
 {where}
 GROUP BY ALL) ORDER BY started_at DESC
@@ -292,10 +293,12 @@ def list_runs(db: Db, *, kind: str | None = None, status: str | None = None) -> 
     """Runs with their headline figures (episodes, accuracy, mean tokens, mean reward) and
     the reward's token options from ``config["team"]`` (NULL for runs without them), and the
     idle rule (``call`` for a team run logged before the rule existed, as
-    :func:`core.team.options.options_from_dict` reads it). ``planned`` is the episodes the
-    run set out to play (``config["eval"]`` or ``config["train"]``), and ``incomplete``
-    says that a run that stopped (killed, interrupted, failed) logged fewer: an evaluation
-    continues with ``agentqmix eval --resume RUN_ID``, a training run with ``train --resume``."""
+    :func:`core.team.options.options_from_dict` reads it), and the sandbox its generated code
+    ran in (``bwrap``, ``process``, ``none``; NULL for runs logged before it was recorded).
+    ``planned`` is the episodes the run set out to play (``config["eval"]`` or
+    ``config["train"]``), and ``incomplete`` says that a run that stopped (killed,
+    interrupted, failed) logged fewer: an evaluation continues with ``agentqmix eval
+    --resume RUN_ID``, a training run with ``train --resume``."""
     parts, params = [], []
     if kind is not None:
         parts.append("r.kind = ?")
