@@ -83,7 +83,9 @@ class LocalServerConfig:
     n_ctx: int = 4096
     """Context window in tokens (prompt + completion); a longer request fails as a call."""
     n_threads: int | None = None
-    """CPU threads for decoding and prompt processing; ``None`` = every core."""
+    """CPU threads for decoding and prompt processing; ``None`` = every core but one.
+    llama.cpp's threads spin while they wait for each other: on a busy 2-core machine
+    (load 10) two threads took 11-45 s for a call that one thread answered in 1.1-1.3 s."""
     n_batch: int = 512
     """Prompt tokens processed per forward pass."""
     prompt_cache_mb: int = 0
@@ -108,7 +110,7 @@ class LocalServerConfig:
             raise ValueError(f"start_timeout_s must be > 0, got {self.start_timeout_s}")
 
     def threads(self) -> int:
-        return self.n_threads or os.cpu_count() or 1
+        return self.n_threads or max(1, (os.cpu_count() or 1) - 1)
 
 
 class LocalServerGone(UserError):

@@ -25,6 +25,8 @@ class BackendSettings(Protocol):
     cache_dir: str | None
     timeout_s: float
     max_attempts: int
+    model_file: str | None
+    max_tokens: int | None
 
 
 def _sim(opts: BackendSettings) -> Backend:
@@ -46,12 +48,42 @@ def _openai(opts: BackendSettings) -> Backend:
             cache_dir=opts.cache_dir,
             timeout_s=opts.timeout_s,
             max_attempts=opts.max_attempts,
+            max_tokens=opts.max_tokens,
         )
     )
 
 
-BACKENDS: dict[str, Callable[[BackendSettings], Backend]] = {"sim": _sim, "openai": _openai}
-"""Name -> factory. ``sim`` is the synthetic society (offline); ``openai`` any compatible endpoint."""
+def _local(opts: BackendSettings) -> Backend:
+    from core.backends.local_backend import LocalBackend
+    from core.backends.local_server import LocalServerConfig, serve
+    from core.backends.openai_backend import OpenAIBackendConfig
+
+    server = serve(LocalServerConfig(model_file=opts.model_file))
+    return LocalBackend(
+        server,
+        OpenAIBackendConfig(
+            model=server.model.name,
+            base_url=server.url,
+            # One llama.cpp instance decodes one request at a time.
+            concurrency=1,
+            cache_endpoint=server.model.cache_endpoint,
+            use_cache=opts.use_cache,
+            cache_counts_tokens=opts.cache_counts_tokens,
+            cache_dir=opts.cache_dir,
+            timeout_s=opts.timeout_s,
+            max_attempts=opts.max_attempts,
+            max_tokens=opts.max_tokens,
+        ),
+    )
+
+
+BACKENDS: dict[str, Callable[[BackendSettings], Backend]] = {
+    "sim": _sim,
+    "openai": _openai,
+    "local": _local,
+}
+"""Name -> factory. ``sim`` is the synthetic society (offline); ``openai`` any compatible
+endpoint; ``local`` a GGUF model served by llama.cpp on 127.0.0.1, started by the project."""
 
 
 def make_backend(opts: BackendSettings) -> Backend:
