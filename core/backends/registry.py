@@ -27,6 +27,7 @@ class BackendSettings(Protocol):
     max_attempts: int
     model_file: str | None
     max_tokens: int | None
+    sandbox: str
 
 
 def _sim(opts: BackendSettings) -> Backend:
@@ -49,6 +50,7 @@ def _openai(opts: BackendSettings) -> Backend:
             timeout_s=opts.timeout_s,
             max_attempts=opts.max_attempts,
             max_tokens=opts.max_tokens,
+            sandbox=opts.sandbox,
         )
     )
 
@@ -73,6 +75,7 @@ def _local(opts: BackendSettings) -> Backend:
             timeout_s=opts.timeout_s,
             max_attempts=opts.max_attempts,
             max_tokens=opts.max_tokens,
+            sandbox=opts.sandbox,
         ),
     )
 
@@ -84,6 +87,10 @@ BACKENDS: dict[str, Callable[[BackendSettings], Backend]] = {
 }
 """Name -> factory. ``sim`` is the synthetic society (offline); ``openai`` any compatible
 endpoint; ``local`` a GGUF model served by llama.cpp on 127.0.0.1, started by the project."""
+
+LABEL_BACKENDS = frozenset({"sim"})
+"""Back-ends whose answers to code tasks are labels, not programs: no generated code runs.
+Every other back-end's code answers run in the sandbox (a new back-end is assumed to)."""
 
 
 def make_backend(opts: BackendSettings) -> Backend:
