@@ -210,7 +210,13 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
         "cache_dir", Annotated[str | None, typer.Option(help="openai: response cache directory.")]
     ),
     "timeout": TeamFlag(
-        "timeout_s", Annotated[float, typer.Option(help="openai: per-attempt timeout, seconds.")]
+        "timeout_s",
+        Annotated[
+            float | None,
+            typer.Option(
+                help="openai/local: per-attempt timeout, seconds (default 60; local 600)."
+            ),
+        ],
     ),
     "sandbox": TeamFlag(
         "sandbox",

@@ -23,11 +23,18 @@ class BackendSettings(Protocol):
     use_cache: bool
     cache_counts_tokens: bool
     cache_dir: str | None
-    timeout_s: float
+    timeout_s: float | None
     max_attempts: int
     model_file: str | None
     max_tokens: int | None
     sandbox: str
+
+
+OPENAI_TIMEOUT_S = 60.0
+"""Per-attempt timeout of a remote endpoint, unless ``--timeout`` says otherwise."""
+LOCAL_TIMEOUT_S = 600.0
+"""Per-attempt timeout on the local server: its calls run one at a time, so a slow call is
+slow compute (a busy CPU took 60+ s for one), and cutting it only starts it over."""
 
 
 def _sim(opts: BackendSettings) -> Backend:
@@ -47,7 +54,7 @@ def _openai(opts: BackendSettings) -> Backend:
             use_cache=opts.use_cache,
             cache_counts_tokens=opts.cache_counts_tokens,
             cache_dir=opts.cache_dir,
-            timeout_s=opts.timeout_s,
+            timeout_s=opts.timeout_s or OPENAI_TIMEOUT_S,
             max_attempts=opts.max_attempts,
             max_tokens=opts.max_tokens,
             sandbox=opts.sandbox,
@@ -72,7 +79,7 @@ def _local(opts: BackendSettings) -> Backend:
             use_cache=opts.use_cache,
             cache_counts_tokens=opts.cache_counts_tokens,
             cache_dir=opts.cache_dir,
-            timeout_s=opts.timeout_s,
+            timeout_s=opts.timeout_s or LOCAL_TIMEOUT_S,
             max_attempts=opts.max_attempts,
             max_tokens=opts.max_tokens,
             sandbox=opts.sandbox,

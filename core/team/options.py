@@ -95,8 +95,10 @@ class TeamOptions:
     """openai: cache hits count against the token budget."""
     cache_dir: str | None = None
     """openai: response cache directory."""
-    timeout_s: float = 60.0
-    """openai: per-attempt timeout."""
+    timeout_s: float | None = None
+    """openai/local: per-attempt timeout, seconds; None = 60 (openai) or 600 (local: a
+    call on a busy CPU is slow, not lost, and cutting it only makes the server start it
+    over)."""
     max_attempts: int = 4
     """openai: attempts per call."""
     sandbox: str = "auto"
@@ -158,7 +160,8 @@ class TeamOptions:
                 "--base-url must be an http:// or https:// address such as "
                 f"http://127.0.0.1:8000/v1, not {self.base_url!r}."
             )
-        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= 3600):
+        timeout = self.timeout_s
+        if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= 3600):
             raise UserError(
                 f"--timeout must be a number of seconds in (0, 3600], not {self.timeout_s}."
             )
