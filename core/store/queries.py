@@ -562,12 +562,12 @@ def list_sweeps(db: Db) -> pd.DataFrame:
 def sweep_points(db: Db, sweep_id: str) -> pd.DataFrame:
     """Every held-out point of one sweep: one row per ``eval`` run of it (a trial's learned
     policy, or a fixed topology with ``token_weight`` and ``seed`` NULL), with ``run_id``,
-    ``policy``, ``token_weight``, ``seed``, ``episodes``, ``n_correct``, ``accuracy``,
+    ``policy``, ``backend``, ``model``, ``token_weight``, ``seed``, ``episodes``, ``n_correct``, ``accuracy``,
     ``mean_score``, ``mean_tokens``, ``std_tokens``, ``mean_reward``, ``std_reward`` (the
     columns :func:`lab.stats.with_intervals` reads), cheapest first."""
     with read_session(db) as cur:
         return cur.execute(
-            "SELECT r.id AS run_id, r.policy, "
+            "SELECT r.id AS run_id, r.policy, r.backend, r.model, "
             "TRY_CAST(json_extract_string(r.config, '$.sweep.token_weight') AS DOUBLE) "
             "AS token_weight, "
             "TRY_CAST(json_extract_string(r.config, '$.sweep.seed') AS BIGINT) AS seed, "
