@@ -502,8 +502,9 @@ _TEXT_PHRASE = re.compile(
 
 
 def _choice_by_text(text: str, choices: tuple[str, ...] | list[str]) -> str | None:
-    """The option whose text follows the last answer phrase, or is the whole reply or its
-    last line; the longest option text wins when one is the start of another."""
+    """The option whose text follows the last answer phrase, or begins the whole reply or
+    its last line; the longest option text wins when one is the start of another, and
+    "X or Y" names none."""
     keys = [_option_key(c) for c in choices]
     tails = [text[m.end() :] for m in _TEXT_PHRASE.finditer(text)][-1:]
     lines = [line for line in text.splitlines() if line.strip()]
@@ -517,8 +518,11 @@ def _choice_by_text(text: str, choices: tuple[str, ...] | list[str]) -> str | No
         ]
         if named:
             best = max(named, key=lambda i: len(keys[i]))
-            if sum(len(keys[i]) == len(keys[best]) for i in named) == 1:
-                return chr(ord("A") + best)
+            rest = head[len(keys[best]) :]
+            others = "|".join(re.escape(k) for k in keys if k and k != keys[best])
+            if others and re.match(rf"\s*(?:or|and|/|,)\s*(?:{others})(?![\w.])", rest):
+                return None  # "Boron or carbon" names two
+            return chr(ord("A") + best)
     return None
 
 
