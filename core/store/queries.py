@@ -271,7 +271,7 @@ def distinct_values(db: Db, column: str) -> list[Any]:
 
 
 _RUN_HEADLINES = """
-SELECT r.id, r.kind, r.status, r.policy, r.benchmark, r.backend, r.model, r.seed,
+SELECT r.id, r.kind, r.status, r.policy, r.benchmark, r.backend, r.model, r.seed, r.pid,
        r.started_at, r.ended_at, r.last_episode, r.checkpoint, r.checkpoint_episode,
        count(e.episode) AS episodes, avg(e.correct::DOUBLE) AS accuracy,
        avg(e.tokens) AS mean_tokens, avg(e.reward) AS mean_reward,
