@@ -801,6 +801,7 @@ BENCHMARKS: dict[str, str] = {
     "actions-by-difficulty": "what a trained policy does on easy and hard tasks",
     "headroom": "the oracle, a hand-written adaptive plan and the best fixed plan per task",
     "fuzz-checker": "the maths checker on random explosive expressions (time per check)",
+    "extraction": "our maths answer reading vs math-verify: recorded replies, hostile answers",
     "learning": "learned policy vs every fixed topology on held-out episodes, paired SEs",
     "rollouts": "rollout episodes/s of the learned policy on the simulator, per lockstep width",
     "scaling": "learner updates/s and rollout episodes/s against agents N and rounds T, memory",
