@@ -22,7 +22,7 @@ from core.backends.base import AgentTurn, DecisionTurn
 from core.records import AgentStep, Chat, Message
 from core.tasks.base import Task
 from core.tasks.checkers import read_answer
-from core.tasks.sandbox import extract_code
+from core.tasks.code_checker import extract_code
 
 PEER_TEXT_CHARS = 3000
 """A peer's reply is cut to this many characters in the reader's prompt (keeps prompts bounded)."""

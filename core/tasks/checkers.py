@@ -14,7 +14,7 @@
   its text), or ``None`` when the text names none or several.
 * :func:`read_answer` is the one reading of a maths or multiple-choice reply that the
   back-ends (``core.backends.prompts.parse_answer``) and :func:`check` share.
-* :func:`check` dispatches on ``task.domain``; code goes to ``core.tasks.sandbox.check_code``.
+* :func:`check` dispatches on ``task.domain``; code goes to :func:`core.tasks.code_checker.check_code`.
 """
 
 from __future__ import annotations
@@ -540,15 +540,17 @@ def read_answer(task: Task, text: str) -> str | None:
     raise ValueError(f"read_answer reads maths and multiple choice, not {task.domain!r}")
 
 
-def check(task: Task, response_text: str) -> float:
-    """Score in [0, 1] of a response for a task: 1.0 right, 0.0 wrong (code: tests passed)."""
+def check(task: Task, response_text: str, sandbox: str = "auto") -> float:
+    """Score in [0, 1] of a response for a task: 1.0 right, 0.0 wrong (code: tests passed,
+    the candidate run in ``sandbox``: ``auto``/``bwrap`` or ``process``)."""
     if task.domain == "math":
         return 1.0 if math_equal(read_answer(task, response_text), task.answer) else 0.0
     if task.domain == "mcq":
         return 1.0 if read_answer(task, response_text) == task.answer.strip().upper() else 0.0
     if task.domain == "code":
-        # The sandbox starts subprocesses; only code tasks need it.
-        from core.tasks.sandbox import check_code
+        # The checker starts subprocesses; only code tasks need it.
+        from core.sandbox import SandboxConfig
+        from core.tasks.code_checker import check_code
 
-        return float(check_code(task, response_text))
+        return float(check_code(task, response_text, SandboxConfig(backend=sandbox)))
     raise ValueError(f"unknown task domain {task.domain!r} for task {task.task_id}")

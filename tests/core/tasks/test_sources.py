@@ -134,7 +134,9 @@ def test_unknown_benchmark_lists_valid_names(spec):
     if spec == "math ":
         assert load_benchmark(spec).name == "math"  # surrounding spaces are forgiven
         return
-    with pytest.raises(UserError, match="valid benchmarks: math, code, mcq, mixed, gsm8k, humaneval, jsonl:PATH"):
+    with pytest.raises(
+        UserError, match="valid benchmarks: math, code, mcq, mixed, gsm8k, humaneval, jsonl:PATH"
+    ):
         load_benchmark(spec)
 
 
