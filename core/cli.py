@@ -121,6 +121,20 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
             str | None, typer.Option(help="OpenAI-compatible endpoint; default $OPENAI_BASE_URL.")
         ],
     ),
+    "model_file": TeamFlag(
+        "model_file",
+        Annotated[
+            str | None,
+            typer.Option(help="local: GGUF model file (default: SmolLM2-135M-Instruct Q4_1)."),
+        ],
+    ),
+    "max_tokens": TeamFlag(
+        "max_tokens",
+        Annotated[
+            int | None,
+            typer.Option(help="openai/local: completion cap per call (default: by task kind)."),
+        ],
+    ),
     "agents": TeamFlag(
         "roles",
         Annotated[str, typer.Option(help="Comma-separated roles, one per agent.")],
@@ -175,7 +189,12 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
     ),
     "concurrency": TeamFlag(
         "concurrency",
-        Annotated[int, typer.Option(help="Episodes in lockstep (and openai calls) at once.")],
+        Annotated[
+            int,
+            typer.Option(
+                help="Episodes in lockstep and openai calls in flight (local: always 1 call)."
+            ),
+        ],
     ),
     "no_cache": TeamFlag(
         "use_cache",
@@ -217,7 +236,16 @@ TEAM = (
     "preset",
     "embedding",
 )
-BACKEND = ("backend", "model", "base_url", "concurrency", "no_cache", "sandbox")
+BACKEND = (
+    "backend",
+    "model",
+    "base_url",
+    "model_file",
+    "max_tokens",
+    "concurrency",
+    "no_cache",
+    "sandbox",
+)
 OPENAI_EXTRA = ("cache_counts_tokens", "cache_dir", "timeout", "max_attempts")
 
 
@@ -513,7 +541,7 @@ def compare(
 
 
 @app.command()
-@team_flags(*TEAM, "concurrency")
+@team_flags(*TEAM, *BACKEND)
 def robustness(
     opts: TeamOptions,
     benchmark: Annotated[str, typer.Option(help=BENCHMARK_HELP)],

@@ -26,6 +26,8 @@ class BackendSettings(Protocol):
     timeout_s: float
     max_attempts: int
     sandbox: str
+    model_file: str | None
+    max_tokens: int | None
 
 
 def _sim(opts: BackendSettings) -> Backend:
@@ -48,12 +50,43 @@ def _openai(opts: BackendSettings) -> Backend:
             timeout_s=opts.timeout_s,
             max_attempts=opts.max_attempts,
             sandbox=opts.sandbox,
+            max_tokens=opts.max_tokens,
         )
     )
 
 
-BACKENDS: dict[str, Callable[[BackendSettings], Backend]] = {"sim": _sim, "openai": _openai}
-"""Name -> factory. ``sim`` is the synthetic society (offline); ``openai`` any compatible endpoint."""
+def _local(opts: BackendSettings) -> Backend:
+    from core.backends.local_backend import LocalBackend
+    from core.backends.local_server import LocalServerConfig, serve
+    from core.backends.openai_backend import OpenAIBackendConfig
+
+    server = serve(LocalServerConfig(model_file=opts.model_file))
+    return LocalBackend(
+        server,
+        OpenAIBackendConfig(
+            model=server.model.name,
+            base_url=server.url,
+            # One llama.cpp instance decodes one request at a time.
+            concurrency=1,
+            cache_endpoint=server.model.cache_endpoint,
+            use_cache=opts.use_cache,
+            cache_counts_tokens=opts.cache_counts_tokens,
+            cache_dir=opts.cache_dir,
+            timeout_s=opts.timeout_s,
+            max_attempts=opts.max_attempts,
+            sandbox=opts.sandbox,
+            max_tokens=opts.max_tokens,
+        ),
+    )
+
+
+BACKENDS: dict[str, Callable[[BackendSettings], Backend]] = {
+    "sim": _sim,
+    "openai": _openai,
+    "local": _local,
+}
+"""Name -> factory. ``sim`` is the synthetic society (offline); ``openai`` any compatible
+endpoint; ``local`` a GGUF model served by llama.cpp on 127.0.0.1, started by the project."""
 
 LABEL_BACKENDS = frozenset({"sim"})
 """Back-ends whose answers to code tasks are labels, not programs: no generated code runs.

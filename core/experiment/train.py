@@ -223,7 +223,7 @@ def train_team(
                 "train",
                 {**opts.run_config(), "train": asdict(config), "out": str(out.absolute())},
                 backend=opts.backend,
-                model=opts.model or opts.preset,
+                model=opts.model_name(),
                 policy="qmix",
                 benchmark=opts.benchmark,
                 seed=config.seed,

