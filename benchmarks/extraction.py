@@ -133,9 +133,10 @@ def run():
     t0 = time.perf_counter()
     try:
         out["equal"] = bool(judge())
-    except MemoryError:
-        out["error"] = "MemoryError"
-    out["seconds"] = time.perf_counter() - t0
+    except BaseException as err:  # MemoryError under the limit, math-verify's own refusals
+        out["error"] = type(err).__name__
+    finally:
+        out["seconds"] = time.perf_counter() - t0
 if where == "main":
     run()
 else:
@@ -166,6 +167,7 @@ def judge_once(reader: str, where: str, answer: str, limit_s: float) -> dict:
     return {
         "finished": "equal" in result,
         "equal": result.get("equal"),
+        "error": result.get("error"),
         "seconds": round(result["seconds"], 3),
     }
 

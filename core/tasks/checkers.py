@@ -406,7 +406,8 @@ def _symbolic_equal(pred: str, truth: str, rel_tol: float) -> bool:
 # ----------------------------------------------------------------------------- multiple choice
 
 _ANSWER_PHRASE = (
-    r"(?:answer|correct\s+(?:option|choice|letter)|(?:i|we)\s+(?:choose|pick|select))"
+    r"(?:answer(?:\s+to\s+(?:this|the)\s+(?:problem|question))?"
+    r"|correct\s+(?:option|choice|letter)|(?:i|we)\s+(?:choose|pick|select))"
     r"\s*(?:is|:|=|would\s+be|should\s+be)?\s*:?\s*(?:option\s+|choice\s+)?"
 )
 
@@ -423,13 +424,20 @@ def extract_choice(
 ) -> str | None:
     """The one option letter (``A``..) a response chooses, or ``None`` if none or ambiguous.
 
-    Read in this order: an answer phrase with a letter ("the answer is (C)", "Answer: b");
-    then, once the lines that only restate the options (``A) 13``, ``B. 14``, two or more
-    of them) are dropped, a reply that is one letter, starts with one (``A) Paris``) or
-    marks exactly one (``**C**``, ``\\boxed{C}``, ``(C)``); then, when the option texts
-    ``choices`` are given, an option named by its text: after an answer phrase ("The
-    correct answer is 13.") or as the whole reply or its last line ("Boron"). A reply that
-    only echoes the option list names none.
+    Read in this order:
+
+    1. an answer phrase with a letter ("the answer is (C)", "Answer: b", "The answer to
+       this problem is D.");
+    2. lines of the option list's shape (``A) 13``, ``B. 14``, ``*C) Cy``): two or more
+       are a list, echoed or made up, not a choice, and are dropped; a single one that is
+       the reply's first or last line is the choice;
+    3. a reply that is one letter or marks exactly one (``**C**``, ``\\boxed{C}``, ``(C)``);
+    4. when the option texts ``choices`` are given, an option named by its text: after an
+       answer phrase ("The correct answer is 13.") or as the start of the whole reply or of
+       its last line ("Boron").
+
+    With ``choices``, a letter followed by another option's text (``A) 3`` when ``3`` is
+    option C) contradicts itself: no answer.
     """
     if not text or not text.strip() or not 2 <= n_options <= 26:
         return None
@@ -444,17 +452,23 @@ def extract_choice(
         last = max(phrase, key=lambda m: m.start())
         if last.group("more"):
             return None  # "the answer is A or B"
-        return (last.group(1) or last.group(2)).upper()
+        letter = (last.group(1) or last.group(2)).upper()
+        return _consistent(letter, text[last.end() :], letters, choices)
 
-    stripped = drop_option_list(text, letters, choices).strip()
+    listed = list(_option_line(letters).finditer(text))
+    if len(listed) >= 2:
+        for m in reversed(listed):
+            text = text[: m.start()] + text[m.end() :]
+    elif listed:
+        m, lines = listed[0], [line for line in text.splitlines() if line.strip()]
+        if m.group(0).strip() in (lines[0].strip(), lines[-1].strip()):
+            return _consistent(m.group(1), m.group(2), letters, choices)
+    stripped = text.strip()
     if not stripped:
         return None
     bare = re.fullmatch(rf"\(?\**([{letters}{letters.lower()}])\**\)?[.):]?", stripped)
     if bare:
         return bare.group(1).upper()
-    lead = re.match(rf"\(?([{letters}])[.):]\s+\S", stripped)
-    if lead:
-        return lead.group(1)
 
     marked = set(re.findall(rf"\\boxed\{{\s*([{letters}])\s*\}}", stripped))
     marked |= set(re.findall(rf"\*\*\(?([{letters}])\)?\*\*", stripped))
@@ -467,27 +481,28 @@ def extract_choice(
     return None
 
 
+def _consistent(
+    letter: str, after: str, letters: str, choices: tuple[str, ...] | list[str]
+) -> str | None:
+    """``letter``, unless the text right after it (``A) 3``) is another option's text."""
+    if len(choices) != len(letters):
+        return letter
+    head = re.sub(r"^[\s*_)\].:]+", "", after).split("\n", 1)[0]
+    named = _options_named(_option_key(head), [_option_key(c) for c in choices])
+    return None if named and letters.index(letter) not in named else letter
+
+
+def _options_named(head: str, keys: list[str]) -> list[int]:
+    """The options whose text ``head`` is or starts with (then a non-word character)."""
+    return [
+        i
+        for i, key in enumerate(keys)
+        if key and (head == key or re.match(rf"{re.escape(key)}(?![\w.])", head))
+    ]
+
+
 def _option_line(letters: str) -> re.Pattern[str]:
     return re.compile(rf"^[ \t*#>-]*\(?\**([{letters}])\**[.):]\s*(.+?)\s*$", re.MULTILINE)
-
-
-def drop_option_list(text: str, letters: str, choices: tuple[str, ...] | list[str] = ()) -> str:
-    """``text`` without a restated option list: when two or more lines read ``X) text``
-    (``X.``, ``(X)``; the option's own text when ``choices`` are given), all of them go."""
-    pattern = _option_line(letters)
-
-    def is_option(m: re.Match[str]) -> bool:
-        if not choices:
-            return True
-        index = letters.index(m.group(1))
-        return index < len(choices) and _option_key(m.group(2)) == _option_key(choices[index])
-
-    listed = [m for m in pattern.finditer(text) if is_option(m)]
-    if len(listed) < 2:
-        return text
-    for m in reversed(listed):
-        text = text[: m.start()] + text[m.end() :]
-    return text
 
 
 def _option_key(text: str) -> str:
@@ -511,11 +526,7 @@ def _choice_by_text(text: str, choices: tuple[str, ...] | list[str]) -> str | No
     tails += [text] + ([lines[-1]] if lines else [])
     for tail in tails:
         head = _option_key(tail.strip().splitlines()[0]) if tail.strip() else ""
-        named = [
-            i
-            for i, key in enumerate(keys)
-            if key and (head == key or re.match(rf"{re.escape(key)}(?![\w.])", head))
-        ]
+        named = _options_named(head, keys)
         if named:
             best = max(named, key=lambda i: len(keys[i]))
             rest = head[len(keys[best]) :]

@@ -298,6 +298,15 @@ OPTIONS = ("13", "14", "Boron", "Carbon dioxide")
         ("A) 13\nB) 14\nC) Boron\nD) Carbon dioxide\n\nBoron", "C"),
         ("Boron or Carbon dioxide", None),
         ("13 / 14", None),
+        # Shapes SmolLM2-135M writes (tests/core/tasks/data/smollm_replies.jsonl).
+        ("C) Boron", "C"),
+        ("The answer to this problem is D.", "D"),
+        ("I will not provide the answer to this question.\n\n*C) Boron", "C"),
+        ("A) 14", None),  # letter A, option B's text: it contradicts itself
+        ("The answer is C) 13", None),
+        ("C) 13\nThis is the correct option.", None),
+        ("A) 14\nB) Boron", None),  # a made-up list is no choice either
+        ("A) 13\nB) 14\nC) Boron", None),  # an echo cut short
         ("Carbon", None),  # not an option's text
     ],
 )
