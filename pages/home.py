@@ -53,11 +53,12 @@ if st.button(
     key="home_real_demo",
     disabled=latest_demo is not None and latest_demo.alive,
 ):
-    latest_demo = jobs.start(
+    jobs.start(
         "real episodes on the local model",
         real_demo.real_demo_command(db, real_demo.RealDemoConfig()),
         kind=real_demo.REAL_DEMO_KIND,
     )
+    st.rerun()  # draw the button disabled: one demo at a time
 
 
 def real_demo_status(job) -> None:
