@@ -62,25 +62,41 @@ def extract_math_answer(text: str, question: str = "") -> str | None:
 
     Looked for in this order: the last ``\\boxed{}``; the text after the last ``####``;
     after "final answer is/:"; after the last "answer is/:" ("The answer is: 96"); the
-    last number in the text. ``Confidence: 80`` statements never count as an answer, and
-    for the last-number fallback the sentences that repeat ``question`` (small models
-    often restate the problem) are dropped first.
+    last number of the reply's last sentence. ``Confidence: 80`` statements and echoed
+    placeholders (``<final answer>``) never count as an answer, and for the last-sentence
+    fallback the sentences that repeat ``question`` (small models often restate the
+    problem) are dropped first.
     """
     if not text or not text.strip():
         return None
-    text = drop_confidence(text)
+    text = _PLACEHOLDER.sub(" ", drop_confidence(text))
     boxed = extract_boxed(text)
     if boxed is not None:
         return normalize_answer(boxed)
-    for marker in (r"####", r"final answer\s*(?:is|:|=)?\s*:?", r"\banswer\s*(?:is|:|=)\s*:?"):
+    for marker in (r"####", r"final answer\s*(?:is|:|=)?\s*:?", _ANSWER_IS):
         found_markers = list(re.finditer(marker, text, flags=re.IGNORECASE))
         if found_markers:
             found = _answer_from_tail(_first_line(text[found_markers[-1].end() :]))
             if found is not None:
                 return found
-    numbers = _NUMBER_RE.findall(drop_echo(text, question))
+    last = _last_sentence(drop_echo(text, question))
+    numbers = _NUMBER_RE.findall(last)
     return normalize_answer(numbers[-1]) if numbers else None
 
+
+def _last_sentence(text: str) -> str:
+    """The reply's last sentence or line: where a reply without an answer marker states
+    its result ("... so 12 in total."). A reply cut off mid-thought ends in a sentence
+    without a number, so its reasoning's numbers are not taken for an answer."""
+    pieces = [p for p in re.split(r"(?<=[.?!])\s+|\n+", text.strip()) if p.strip()]
+    return pieces[-1] if pieces else ""
+
+
+_ANSWER_IS = r"\banswer(?:\s+to\s+(?:this|the)\s+(?:problem|question))?\s*(?:is|:|=)\s*:?"
+"""'answer is', 'Answer:', 'answer =', 'The answer to this problem is'."""
+
+_PLACEHOLDER = re.compile(r"<[^<>\n]{1,40}>")
+"""``<final answer>``, ``<0-100>``: the answer format's placeholders, which a model echoes."""
 
 _CONFIDENCE_STATEMENT = re.compile(
     r"(?i)\**\bconfidence(?:\s+level)?\**\s*(?:is|:|=)?\s*\**\s*\d+(?:\.\d+)?\s*%?"
@@ -133,6 +149,8 @@ def _answer_from_tail(tail: str) -> str | None:
     numbers = _NUMBER_RE.findall(tail)
     if numbers:
         return normalize_answer(numbers[0])
+    if re.search(r"[A-Za-z]{2,}[\s`'\"*,]+[A-Za-z]{2,}", tail):
+        return None  # prose ("the final answer to a multi-round problem ..."), not an answer
     return norm or None
 
 
