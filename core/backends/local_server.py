@@ -174,6 +174,24 @@ def check_installed() -> None:
         )
 
 
+SETUP_STATE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentqmix"
+"""Where ``AGENTQMIX_LOCAL_SETUP=background bash scripts/setup.sh`` keeps its pid and log."""
+
+
+def install_status() -> tuple[str, str]:
+    """``(state, sentence)``: ``ready``, ``installing`` (the background set-up runs) or
+    ``missing``; what the lab shows beside the local model."""
+    pid_file, log = SETUP_STATE / "local-setup.pid", SETUP_STATE / "local-setup.log"
+    if not missing_server_modules() and importlib.util.find_spec(DEFAULT_MODEL_PACKAGE):
+        return "ready", "local model: ready (SmolLM2-135M-Instruct on llama.cpp)"
+    try:
+        pid = int(pid_file.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return "missing", f"local model: not installed; run `{SETUP_COMMAND}`"
+    return "installing", f"local model: installing… (llama.cpp builds once, ~5 min; log: {log})"
+
+
 def check_port_free(port: int) -> None:
     """:class:`UserError` if something already listens on 127.0.0.1:``port``."""
     with socket.socket() as s:

@@ -164,9 +164,9 @@ class OpenAIBackend:
         config.validate()
         self.config = config
         self.model = config.model
-        self.sandbox = config.sandbox
         self.serial = config.concurrency == 1
         """One call at a time: the team sends its calls one by one, in agent order."""
+        self.sandbox = config.sandbox
         self.base_url = config.base_url or os.environ.get("OPENAI_BASE_URL") or None
         key = config.api_key or os.environ.get(config.api_key_env) or ""
         self._key = key or NO_KEY

@@ -25,9 +25,9 @@ class BackendSettings(Protocol):
     cache_dir: str | None
     timeout_s: float
     max_attempts: int
-    sandbox: str
     model_file: str | None
     max_tokens: int | None
+    sandbox: str
 
 
 def _sim(opts: BackendSettings) -> Backend:
@@ -49,8 +49,8 @@ def _openai(opts: BackendSettings) -> Backend:
             cache_dir=opts.cache_dir,
             timeout_s=opts.timeout_s,
             max_attempts=opts.max_attempts,
-            sandbox=opts.sandbox,
             max_tokens=opts.max_tokens,
+            sandbox=opts.sandbox,
         )
     )
 
@@ -74,8 +74,8 @@ def _local(opts: BackendSettings) -> Backend:
             cache_dir=opts.cache_dir,
             timeout_s=opts.timeout_s,
             max_attempts=opts.max_attempts,
-            sandbox=opts.sandbox,
             max_tokens=opts.max_tokens,
+            sandbox=opts.sandbox,
         ),
     )
 

@@ -196,6 +196,15 @@ class TeamOptions:
             idle=self.idle,
         )
 
+    def model_name(self) -> str:
+        """What plays the agents, as runs record it: the preset (sim), the model name
+        (openai) or the GGUF file's name without ``.gguf`` (local)."""
+        if self.backend == "local":
+            from core.backends.local_server import DEFAULT_MODEL_FILE
+
+            return Path(self.model_file or DEFAULT_MODEL_FILE).name.removesuffix(".gguf")
+        return self.model or self.preset
+
     def code_sandbox(self) -> str:
         """The sandbox generated code runs in for these options: ``bwrap`` or ``process``, or
         ``none`` when no code runs (the back-end answers code tasks with labels, or the
@@ -218,15 +227,6 @@ class TeamOptions:
         """What a run of these options stores in its config: the options, and the sandbox
         its generated code ran in (:meth:`code_sandbox`)."""
         return {"team": asdict(self), "sandbox": self.code_sandbox()}
-
-    def model_name(self) -> str:
-        """What plays the agents, as runs record it: the preset (sim), the model name
-        (openai) or the GGUF file's name without ``.gguf`` (local)."""
-        if self.backend == "local":
-            from core.backends.local_server import DEFAULT_MODEL_FILE
-
-            return Path(self.model_file or DEFAULT_MODEL_FILE).name.removesuffix(".gguf")
-        return self.model or self.preset
 
     def make_backend(self) -> Any:
         """The back-end these options name (:mod:`core.backends.registry`)."""
