@@ -1,7 +1,7 @@
 """The first screen's real-model demo: a few episodes played by the local model, then Replay.
 
 One button on the home page starts ``agentqmix eval --backend local`` as a lab job
-(:mod:`lab.jobs`): a small team on held-out GSM8K problems under a fixed topology, logged
+(:mod:`lab.jobs`, which hands it the lab session's local model server): a small team on held-out GSM8K problems under a fixed topology, logged
 into the lab's database like any run. The page follows the job by the run it logs (the
 ``runs`` row whose ``pid`` is the job's process) and, when episodes land, links each to
 Replay, which shows the real prompts, replies, tokens and latencies.
@@ -38,15 +38,14 @@ class RealDemoConfig:
     def validate(self) -> None:
         if not 1 <= self.episodes <= 20:
             raise ValueError(f"episodes must be in 1..20, got {self.episodes}")
-        TeamSpec(self.benchmark, self.roles, self.rounds).validate()
+        TeamSpec(self.benchmark, self.roles, self.rounds, backend="local").validate()
 
 
 def real_demo_command(db: str | os.PathLike[str], config: RealDemoConfig) -> list[str]:
     """``agentqmix eval --backend local`` of the demo team, logged into ``db``."""
     config.validate()
-    team = TeamSpec(config.benchmark, config.roles, config.rounds)
-    argv = eval_command(db, team, policy=config.policy, episodes=config.episodes)
-    return [*argv, "--backend", "local"]
+    team = TeamSpec(config.benchmark, config.roles, config.rounds, backend="local")
+    return eval_command(db, team, policy=config.policy, episodes=config.episodes)
 
 
 def run_of(job: Job, runs: pd.DataFrame) -> pd.Series | None:

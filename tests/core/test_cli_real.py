@@ -14,7 +14,9 @@ from tests.core.test_cli_team import TINY, cli, ok_json
 TEAM = ["--benchmark", "gsm8k", "--agents", "solver,analyst", "--rounds", "1"]
 
 
-def test_a_simulator_policy_and_every_fixed_topology_play_gsm8k_on_the_local_model(tmp_path):
+def test_a_simulator_policy_and_every_fixed_topology_play_gsm8k_on_the_local_model(
+    tmp_path, local_env
+):
     db, ckpt = tmp_path / "real.duckdb", tmp_path / "sim.pt"
     trained = cli("train", *TEAM, "--episodes", "16", "--out", str(ckpt), "--no-log", *TINY)
     assert trained.returncode == 0, trained.stderr[-2000:]
@@ -22,7 +24,7 @@ def test_a_simulator_policy_and_every_fixed_topology_play_gsm8k_on_the_local_mod
         cli(
             "compare", *TEAM, "--backend", "local", "--checkpoint", str(ckpt),
             "--episodes", "1", "--max-tokens", "8", "--no-cache", "--db", str(db), "--json",
-            timeout=900,
+            env=local_env, timeout=900,
         )
     )  # fmt: skip
     assert {p["policy"] for p in table["policies"]} == {"qmix", *FIXED_TOPOLOGIES}

@@ -24,7 +24,7 @@ def _open(page: str | None = None, **query: str) -> AppTest:
     return at
 
 
-def test_the_button_starts_the_demo_on_the_local_model(own_db):
+def test_the_button_starts_the_demo_on_the_local_model(own_db, local_server):
     at = _open()
     at.button(key="home_real_demo").click().run()
     assert not at.exception, [e.message for e in at.exception]
@@ -32,16 +32,17 @@ def test_the_button_starts_the_demo_on_the_local_model(own_db):
     try:
         assert len(jobs) == 1
         assert jobs[0].argv == real_demo.real_demo_command(str(own_db), real_demo.RealDemoConfig())
-        argv = " ".join(jobs[0].argv)
-        assert "eval --benchmark gsm8k" in argv and argv.endswith("--backend local")
+        argv = jobs[0].argv
+        assert argv[argv.index("--benchmark") + 1] == "gsm8k"
+        assert argv[argv.index("--backend") + 1] == "local" and argv.count("--backend") == 1
         assert at.button(key="home_real_demo").disabled  # one demo at a time
     finally:
         for job in jobs:
             job.stop(grace_s=5)
 
 
-def test_real_episodes_show_progress_then_open_in_replay(own_db):
-    # The demo's job as the button starts it, made tiny: one episode, two agents, one round,
+def test_real_episodes_show_progress_then_open_in_replay(own_db, local_server):
+    # The demo's job as the button starts it (on the lab process's server), made tiny: one episode, two agents, one round,
     # 16 completion tokens a call, every call sent (no response cache from an earlier run).
     small = real_demo.RealDemoConfig(episodes=1, roles=("solver", "analyst"), rounds=1)
     argv = real_demo.real_demo_command(str(own_db), small) + ["--max-tokens", "16", "--no-cache"]
