@@ -271,7 +271,7 @@ def distinct_values(db: Db, column: str) -> list[Any]:
 
 
 _RUN_HEADLINES = """
-SELECT r.id, r.kind, r.status, r.policy, r.benchmark, r.backend, r.model, r.seed,
+SELECT r.id, r.kind, r.status, r.policy, r.benchmark, r.backend, r.model, r.seed, r.pid,
        r.started_at, r.ended_at, r.last_episode, r.checkpoint, r.checkpoint_episode,
        count(e.episode) AS episodes, avg(e.correct::DOUBLE) AS accuracy,
        avg(e.tokens) AS mean_tokens, avg(e.reward) AS mean_reward,
@@ -564,12 +564,12 @@ def list_sweeps(db: Db) -> pd.DataFrame:
 def sweep_points(db: Db, sweep_id: str) -> pd.DataFrame:
     """Every held-out point of one sweep: one row per ``eval`` run of it (a trial's learned
     policy, or a fixed topology with ``token_weight`` and ``seed`` NULL), with ``run_id``,
-    ``policy``, ``token_weight``, ``seed``, ``episodes``, ``n_correct``, ``accuracy``,
+    ``policy``, ``backend``, ``model``, ``token_weight``, ``seed``, ``episodes``, ``n_correct``, ``accuracy``,
     ``mean_score``, ``mean_tokens``, ``std_tokens``, ``mean_reward``, ``std_reward`` (the
     columns :func:`lab.stats.with_intervals` reads), cheapest first."""
     with read_session(db) as cur:
         return cur.execute(
-            "SELECT r.id AS run_id, r.policy, "
+            "SELECT r.id AS run_id, r.policy, r.backend, r.model, "
             "TRY_CAST(json_extract_string(r.config, '$.sweep.token_weight') AS DOUBLE) "
             "AS token_weight, "
             "TRY_CAST(json_extract_string(r.config, '$.sweep.seed') AS BIGINT) AS seed, "
