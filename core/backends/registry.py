@@ -17,6 +17,7 @@ class BackendSettings(Protocol):
 
     backend: str
     preset: str
+    society: str | None
     model: str | None
     base_url: str | None
     concurrency: int
@@ -28,9 +29,9 @@ class BackendSettings(Protocol):
 
 
 def _sim(opts: BackendSettings) -> Backend:
-    from core.backends.society import SimBackend, get_preset
+    from core.backends.society import SimBackend, get_preset, load_society
 
-    return SimBackend(get_preset(opts.preset))
+    return SimBackend(load_society(opts.society) if opts.society else get_preset(opts.preset))
 
 
 def _openai(opts: BackendSettings) -> Backend:

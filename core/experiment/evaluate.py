@@ -107,7 +107,7 @@ def log_run(
         kind,
         {"team": asdict(opts), **(extra_config or {})},
         backend=opts.backend,
-        model=opts.model or opts.preset,
+        model=opts.model_label(),
         policy=policy,
         benchmark=opts.benchmark,
         seed=seed,

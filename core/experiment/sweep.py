@@ -624,7 +624,7 @@ class _Driver:
                 "train",
                 config,
                 backend=spec.team.backend,
-                model=spec.team.model or spec.team.preset,
+                model=spec.team.model_label(),
                 policy="qmix",
                 benchmark=spec.team.benchmark,
                 seed=spec.seed,

@@ -14,7 +14,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from core.backends.registry import BACKENDS, make_backend
-from core.backends.society import DEFAULT_PRESET, PRESETS, get_preset
+from core.backends.society import (
+    DEFAULT_PRESET,
+    PRESETS,
+    SocietyConfig,
+    get_preset,
+    load_society,
+)
 from core.errors import UserError
 from core.team.embedding import EMBEDDERS
 from core.team.failures import FailureSpec, parse_failures
@@ -42,6 +48,8 @@ class TeamOptions:
     """A name of the back-end registry: ``sim`` (the synthetic society) or ``openai``."""
     preset: str = DEFAULT_PRESET
     """Synthetic-society preset; also sets the default token budget (its full-mesh mean)."""
+    society: str | None = None
+    """A society file (``agentqmix calibrate --out``) that replaces the preset, budget included."""
     model: str | None = None
     """Model name (openai only)."""
     base_url: str | None = None
@@ -96,6 +104,8 @@ class TeamOptions:
             )
         if self.preset not in PRESETS:
             raise UserError(f"--preset must be one of {', '.join(PRESETS)}, not {self.preset!r}.")
+        if self.society is not None:
+            load_society(self.society)  # a bad file is one sentence, before any work
         if not 1 <= self.rounds <= MAX_ROUNDS:
             raise UserError(f"--rounds must be between 1 and {MAX_ROUNDS}, not {self.rounds}.")
         if not 1 <= len(self.roles) <= MAX_AGENTS:
@@ -149,7 +159,17 @@ class TeamOptions:
         """The budget in force: the one given, else the preset's full-mesh mean."""
         if self.token_budget is not None:
             return float(self.token_budget)
-        return float(get_preset(self.preset).token_budget)
+        return float(self.society_config().token_budget)
+
+    def society_config(self) -> SocietyConfig:
+        """The synthetic society these options name: the society file's, else the preset's."""
+        return load_society(self.society) if self.society else get_preset(self.preset)
+
+    def model_label(self) -> str:
+        """What runs record as the model: the real model's name, else the society's."""
+        if self.model:
+            return self.model
+        return self.society_config().name if self.society else self.preset
 
     def runtime_config(self) -> RuntimeConfig:
         """How each episode is run and rewarded."""
