@@ -1,9 +1,9 @@
 """Record real episodes of SmolLM2-135M (llama.cpp, 127.0.0.1) for the calibration tests.
 
-    python -m tests.core.backends.data.record_smollm OUT.duckdb [EPISODES_PER_POLICY]
+    python -m tests.core.backends.data.record_smollm OUT.duckdb [EPISODES_PER_POLICY [FIRST_TASK]]
 
-Starts the shipped model's server, plays a 3-agent, 2-round team on held-out ``math``
-and ``mcq`` tasks with every policy below (the same tasks for each), one call at a time
+Starts the shipped model's server (the product's local server, ``--backend local``), plays a 3-agent, 2-round team on held-out ``math``
+and ``mcq`` tasks with every policy below (the same tasks for each: held-out tasks FIRST_TASK, FIRST_TASK+1, ...), one call at a time
 with completions capped at 48 tokens, and logs one ``eval`` run per (benchmark, policy)
 to OUT.duckdb. ``verify-aggregate`` (everyone execute_verify, then aggregate_refine) is
 there because no fixed topology verifies. The file the tests read is this store, gzipped
@@ -18,13 +18,13 @@ import time
 from dataclasses import replace
 
 from core.actions import Action
+from core.backends.local_server import LocalServerConfig, serve
 from core.backends.openai_backend import OpenAIBackend, OpenAIBackendConfig
 from core.experiment.evaluate import log_run
 from core.team.env import TeamEnv
 from core.team.options import TeamOptions
 from core.team.plan import RoundPlan
 from core.team.topologies import FixedTopology, make_policy
-from tests.core.llama_server import MODEL_NAME, llama_server
 
 ROLES = ("solver", "analyst", "verifier")
 ROUNDS = 2
@@ -40,26 +40,30 @@ class VerifyThenAggregate(FixedTopology):
         return RoundPlan(actions=[int(action)] * n)
 
 
-def main(out: str, episodes: int = 8) -> None:
+def main(out: str, episodes: int = 8, first: int = 0) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the server is stopped
-    with llama_server() as base_url:
+    # One thread: on a shared, busy machine two llama.cpp threads spin-wait on each other
+    # (measured: one 300-token call took 35 s with 2 threads, 0.6-1.4 s with 1).
+    server = serve(LocalServerConfig(n_ctx=2048, n_threads=1))
+    base_url, model = server.url, server.model.name
+    try:
         for benchmark in ("math", "mcq"):
             opts = TeamOptions(
-                benchmark=benchmark, backend="openai", model=MODEL_NAME, base_url=base_url,
+                benchmark=benchmark, backend="openai", model=model, base_url=base_url,
                 roles=ROLES, rounds=ROUNDS, concurrency=1, use_cache=False, seed=0,
             )  # fmt: skip
             for name in POLICIES:
                 policy = VerifyThenAggregate() if name == "verify-aggregate" else make_policy(name)
                 backend = OpenAIBackend(
                     OpenAIBackendConfig(
-                        model=MODEL_NAME, base_url=base_url, concurrency=1, use_cache=False,
+                        model=model, base_url=base_url, concurrency=1, use_cache=False,
                         max_tokens=MAX_TOKENS, seed=0, timeout_s=120,
                     )
                 )  # fmt: skip
                 env = TeamEnv(replace(opts), "eval", backend=backend)
                 t0 = time.monotonic()
                 try:
-                    records = env.run(policy, range(episodes), width=1)
+                    records = env.run(policy, range(first, first + episodes), width=1)
                 finally:
                     env.close()
                 run_id = log_run(
@@ -76,7 +80,9 @@ def main(out: str, episodes: int = 8) -> None:
                     f"{time.monotonic() - t0:.0f} s -> run {run_id}",
                     flush=True,
                 )
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 8)
+    main(sys.argv[1], *(int(a) for a in sys.argv[2:4]))
