@@ -981,6 +981,7 @@ BENCHMARKS: dict[str, str] = {
     "lab": "page render times and replay-slider latency on a large store",
     "openai-concurrency": "seconds per episode against a local server with fixed latency",
     "sim-calibration": "accuracy and tokens per fixed topology and difficulty (the simulator)",
+    "calibration-real": "simulated vs real per action and policy on held-out real episodes",
     "actions-by-difficulty": "what a trained policy does on easy and hard tasks",
     "headroom": "the oracle, a hand-written adaptive plan and the best fixed plan per task",
     "fuzz-checker": "the maths checker on random explosive expressions (time per check)",

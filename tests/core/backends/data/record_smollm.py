@@ -1,9 +1,10 @@
 """Record real episodes of SmolLM2-135M (llama.cpp, 127.0.0.1) for the calibration tests.
 
-    python -m tests.core.backends.data.record_smollm OUT.duckdb [EPISODES_PER_POLICY [FIRST_TASK]]
+    python -m tests.core.backends.data.record_smollm OUT.duckdb [--episodes N] [--first K]
+        [--benchmarks math mcq] [--policies single star ...]
 
 Starts the shipped model's server (the product's local server, ``--backend local``), plays a 3-agent, 2-round team on held-out ``math``
-and ``mcq`` tasks with every policy below (the same tasks for each: held-out tasks FIRST_TASK, FIRST_TASK+1, ...), one call at a time
+and ``mcq`` tasks with every policy below (the same tasks for each: held-out tasks K, K+1, ..., K+N-1), one call at a time
 with completions capped at 48 tokens, and logs one ``eval`` run per (benchmark, policy)
 to OUT.duckdb. ``verify-aggregate`` (everyone execute_verify, then aggregate_refine) is
 there because no fixed topology verifies. The file the tests read is this store, gzipped
@@ -12,6 +13,7 @@ there because no fixed topology verifies. The file the tests read is this store,
 
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 import time
@@ -40,19 +42,25 @@ class VerifyThenAggregate(FixedTopology):
         return RoundPlan(actions=[int(action)] * n)
 
 
-def main(out: str, episodes: int = 8, first: int = 0) -> None:
+def main(
+    out: str,
+    episodes: int = 8,
+    first: int = 0,
+    benchmarks: tuple[str, ...] = ("math", "mcq"),
+    policies: tuple[str, ...] = POLICIES,
+) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that the server is stopped
     # One thread: on a shared, busy machine two llama.cpp threads spin-wait on each other
     # (measured: one 300-token call took 35 s with 2 threads, 0.6-1.4 s with 1).
     server = serve(LocalServerConfig(n_ctx=2048, n_threads=1))
     base_url, model = server.url, server.model.name
     try:
-        for benchmark in ("math", "mcq"):
+        for benchmark in benchmarks:
             opts = TeamOptions(
                 benchmark=benchmark, backend="openai", model=model, base_url=base_url,
                 roles=ROLES, rounds=ROUNDS, concurrency=1, use_cache=False, seed=0,
             )  # fmt: skip
-            for name in POLICIES:
+            for name in policies:
                 policy = VerifyThenAggregate() if name == "verify-aggregate" else make_policy(name)
                 backend = OpenAIBackend(
                     OpenAIBackendConfig(
@@ -85,4 +93,11 @@ def main(out: str, episodes: int = 8, first: int = 0) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], *(int(a) for a in sys.argv[2:4]))
+    parser = argparse.ArgumentParser(description="Record real SmolLM2 episodes.")
+    parser.add_argument("out")
+    parser.add_argument("--episodes", type=int, default=8)
+    parser.add_argument("--first", type=int, default=0)
+    parser.add_argument("--benchmarks", nargs="+", default=["math", "mcq"])
+    parser.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
+    a = parser.parse_args()
+    main(a.out, a.episodes, a.first, tuple(a.benchmarks), tuple(a.policies))

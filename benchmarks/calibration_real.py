@@ -1,0 +1,105 @@
+"""How wrong the simulator is about a real model, per action and per fixed topology, on
+real episodes the fit never saw — for the stock preset and for the calibrated society.
+
+Calibrates on every team ``eval`` run of a store that was played by a real back-end
+(``agentqmix calibrate``'s split by task hash: the society is fitted on the fit tasks'
+episodes and each held-out episode is replayed ``--draws`` times), without touching the
+store, and prints per action (per call) and per policy: real and simulated accuracy and
+tokens with 95 % intervals (bootstrap over tasks), the calibrated society's error
+(simulated − real) and the stock preset's, and the mean absolute error over actions.
+
+    python -m tests.core.backends.data.record_smollm /tmp/real.duckdb 24
+    agentqmix bench calibration-real --db /tmp/real.duckdb --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common import Parser, float_in, int_in, run_main, user_errors
+from core.errors import UserError
+
+
+def real_runs(db: str) -> list[str]:
+    """Every team ``eval`` run of ``db`` played by a back-end other than the simulator."""
+    from core.store.db import read_session
+
+    with read_session(db) as cur:
+        rows = cur.execute(
+            "SELECT id FROM runs WHERE kind = 'eval' AND backend <> 'sim' ORDER BY id"
+        ).fetchall()
+    return [r for (r,) in rows]
+
+
+def _row(r: dict[str, Any]) -> dict[str, Any]:
+    keep = ("real_acc", "sim_acc", "err_acc", "stock_err_acc")
+    keep += ("real_tok", "sim_tok", "err_tok", "stock_err_tok")
+    out: dict[str, Any] = {"n": r["n"], "tasks": r["tasks"]}
+    for key in keep:
+        out[key] = [round(float(v), 4 if key.endswith("acc") else 1) for v in r[key]]
+    return out
+
+
+def _mae(rows: list[dict[str, Any]], key: str) -> float:
+    return round(float(np.mean([abs(r[key][0]) for r in rows])), 4)
+
+
+def measure(db: str, check_fraction: float, draws: int, seed: int) -> dict[str, Any]:
+    from core.experiment.calibrate import CalibrateOptions, calibrate
+
+    if not Path(db).is_file():
+        raise UserError(f"--db {db} does not exist.")
+    runs = real_runs(db)
+    if not runs:
+        raise UserError(f"--db {db} holds no eval run of a real back-end.")
+    with tempfile.TemporaryDirectory(prefix="agentqmix-calib-bench-") as tmp:
+        copy = str(Path(tmp) / "real.duckdb")
+        shutil.copyfile(db, copy)  # calibrate reads a store; this one is never changed
+        options = CalibrateOptions(
+            runs=tuple(runs), out=Path(tmp) / "society.json", check_fraction=check_fraction,
+            draws=draws, seed=seed,
+        )  # fmt: skip
+        result = calibrate(options, db=copy, log=False)
+    by_action = {r["group"]: _row(r) for r in result.by_action}
+    by_policy = {r["group"]: _row(r) for r in result.by_topology}
+    actions = list(by_action.values())
+    return {
+        "db": db,
+        "runs": len(runs),
+        "models": result.extra["models"],
+        "split": result.split,
+        "mean_abs_error_over_actions": {
+            "calibrated": {"acc": _mae(actions, "err_acc"), "tokens": _mae(actions, "err_tok")},
+            "stock": {
+                "acc": _mae(actions, "stock_err_acc"),
+                "tokens": _mae(actions, "stock_err_tok"),
+            },
+        },
+        "by_action": by_action,
+        "by_policy": by_policy,
+        "fitted": {p.name: round(p.value, 4) for p in result.fit.params},
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser: argparse.ArgumentParser = Parser(
+        prog="agentqmix bench calibration-real", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--db", required=True, help="store holding real eval runs")
+    parser.add_argument("--check-fraction", type=float_in(0.05, 0.95), default=0.3)
+    parser.add_argument("--draws", type=int_in(1, 1000), default=20)
+    parser.add_argument("--seed", type=int_in(0, 2**31), default=0)
+    parser.add_argument("--json", action="store_true", help="(always JSON; for symmetry)")
+    args = parser.parse_args(argv)
+    with user_errors():
+        run_main(measure(args.db, args.check_fraction, args.draws, args.seed))
+
+
+if __name__ == "__main__":
+    main()
