@@ -238,7 +238,7 @@ def train_team(
                 db,
                 "train",
                 {
-                    "team": asdict(opts),
+                    **opts.run_config(),
                     "train": asdict(config),
                     "out": str(out.absolute()),
                     **extra,
