@@ -607,16 +607,19 @@ def society_from_dict(data: object, where: str = "society") -> SocietyConfig:
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"{where} has unknown parameter {unknown[0]!r}")
+    # A field typed float may hold a whole-number default (880): a fitted 58.1 is still right.
+    real = {f.name for f in fields(stock) if "float" in str(f.type)}
     values = {}
     for name, value in data.items():
-        values[name] = _typed_like(getattr(stock, name), value, f"{where}.{name}")
+        values[name] = _typed_like(getattr(stock, name), value, f"{where}.{name}", name in real)
     config = replace(stock, **values)
     config.validate()
     return config
 
 
-def _typed_like(stock: object, value: object, where: str) -> object:
-    """``value`` coerced to the shape of the stock value ``stock`` (or ValueError)."""
+def _typed_like(stock: object, value: object, where: str, real: bool = False) -> object:
+    """``value`` coerced to the shape of the stock value ``stock`` (or ValueError); ``real``:
+    the numbers are floats whatever the stock value looks like."""
     if isinstance(stock, str):
         if not isinstance(value, str) or not value or not value.isprintable():
             raise ValueError(f"{where} must be a non-empty line of text")
@@ -626,6 +629,8 @@ def _typed_like(stock: object, value: object, where: str) -> object:
     if isinstance(stock, int | float):
         if not isinstance(value, int | float) or not math.isfinite(value):
             raise ValueError(f"{where} must be a finite number, not {value!r}")
+        if real:
+            return float(value)
         if isinstance(stock, int) and value != int(value):
             raise ValueError(f"{where} must be a whole number, not {value!r}")
         return type(stock)(value)
@@ -633,7 +638,7 @@ def _typed_like(stock: object, value: object, where: str) -> object:
         if not isinstance(value, list | tuple) or len(value) != len(stock):
             raise ValueError(f"{where} must be a list of {len(stock)} numbers")
         return tuple(
-            _typed_like(s, v, f"{where}[{k}]")
+            _typed_like(s, v, f"{where}[{k}]", real)
             for k, (s, v) in enumerate(zip(stock, value, strict=True))
         )
     if isinstance(stock, dict):
@@ -642,7 +647,7 @@ def _typed_like(stock: object, value: object, where: str) -> object:
         template = next(iter(stock.values()))
         out = {}
         for key, v in value.items():
-            out[key] = _typed_like(stock.get(key, template), v, f"{where}.{key}")
+            out[key] = _typed_like(stock.get(key, template), v, f"{where}.{key}", real)
         return out
     raise TypeError(f"no coercion for {type(stock).__name__}")
 

@@ -8,7 +8,9 @@ and ``mcq`` tasks with every policy below (the same tasks for each: held-out tas
 with completions capped at 48 tokens, and logs one ``eval`` run per (benchmark, policy)
 to OUT.duckdb. ``verify-aggregate`` (everyone execute_verify, then aggregate_refine) is
 there because no fixed topology verifies. The file the tests read is this store, gzipped
-(``smollm_real.duckdb.gz``); its runs and settings are listed in the tests.
+(``smollm_real.duckdb.gz``), recorded on 2026-11-25 with
+``--episodes 8 --benchmarks math --policies single star debate random verify-aggregate``
+(40 episodes, 8 tasks; ~50 min on the shared 2-core machine).
 """
 
 from __future__ import annotations
