@@ -134,6 +134,20 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
             str | None, typer.Option(help="OpenAI-compatible endpoint; default $OPENAI_BASE_URL.")
         ],
     ),
+    "model_file": TeamFlag(
+        "model_file",
+        Annotated[
+            str | None,
+            typer.Option(help="local: GGUF model file (default: SmolLM2-135M-Instruct Q4_1)."),
+        ],
+    ),
+    "max_tokens": TeamFlag(
+        "max_tokens",
+        Annotated[
+            int | None,
+            typer.Option(help="openai/local: completion cap per call (default: by task kind)."),
+        ],
+    ),
     "agents": TeamFlag(
         "roles",
         Annotated[str, typer.Option(help="Comma-separated roles, one per agent.")],
@@ -188,7 +202,12 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
     ),
     "concurrency": TeamFlag(
         "concurrency",
-        Annotated[int, typer.Option(help="Episodes in lockstep (and openai calls) at once.")],
+        Annotated[
+            int,
+            typer.Option(
+                help="Episodes in lockstep and openai calls in flight (local: always 1 call)."
+            ),
+        ],
     ),
     "no_cache": TeamFlag(
         "use_cache",
@@ -204,7 +223,13 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
         "cache_dir", Annotated[str | None, typer.Option(help="openai: response cache directory.")]
     ),
     "timeout": TeamFlag(
-        "timeout_s", Annotated[float, typer.Option(help="openai: per-attempt timeout, seconds.")]
+        "timeout_s",
+        Annotated[
+            float | None,
+            typer.Option(
+                help="openai/local: per-attempt timeout, seconds (default 60; local 600)."
+            ),
+        ],
     ),
     "sandbox": TeamFlag(
         "sandbox",
@@ -231,7 +256,16 @@ TEAM = (
     "society",
     "embedding",
 )
-BACKEND = ("backend", "model", "base_url", "concurrency", "no_cache", "sandbox")
+BACKEND = (
+    "backend",
+    "model",
+    "base_url",
+    "model_file",
+    "max_tokens",
+    "concurrency",
+    "no_cache",
+    "sandbox",
+)
 OPENAI_EXTRA = ("cache_counts_tokens", "cache_dir", "timeout", "max_attempts")
 
 
@@ -597,7 +631,7 @@ def compare(
 
 
 @app.command()
-@team_flags(*TEAM, "concurrency")
+@team_flags(*TEAM, *BACKEND)
 def robustness(
     opts: TeamOptions,
     benchmark: Annotated[str, typer.Option(help=BENCHMARK_HELP)],
@@ -999,6 +1033,7 @@ BENCHMARKS: dict[str, str] = {
     "learning": "learned policy vs every fixed topology on held-out episodes, paired SEs",
     "rollouts": "rollout episodes/s of the learned policy on the simulator, per lockstep width",
     "scaling": "learner updates/s and rollout episodes/s against agents N and rounds T, memory",
+    "real": "local model: seconds per episode by topology, tokens/s, runtime overhead",
 }
 """``agentqmix bench NAME``: the modules of ``benchmarks/`` (``benchmarks.<name>``), run as
 their own process so that the lab's benchmark never loads the lab into ``core``."""

@@ -46,6 +46,13 @@ ROLE_PROMPTS: dict[str, str] = {
         "look for the exact step where a mistake happens, and fix it."
     ),
 }
+TEAM_SYSTEM = (
+    "You are a member of a small team of AI agents who solve a problem together over a few "
+    "rounds. Each message tells you your role and what to do this round."
+)
+"""The system prompt every agent of a task shares (with the answer format after it): the
+agents' requests then begin with the same tokens — system prompt, then the problem — and
+a server that keeps the last request's prompt state (llama.cpp) reuses that prefix."""
 GENERIC_ROLE = (
     "You are the {role} of a small team of AI agents solving a problem together. "
     "Reason carefully and commit to one final answer."
@@ -150,15 +157,18 @@ def agent_chat(
     inbox: Sequence[Message],
     byzantine: bool = False,
 ) -> Chat:
-    """The chat for one agent's turn: role + format, then task, action, memory and inbox.
+    """The chat for one agent's turn: the team's shared system prompt + format, then the
+    task, the agent's role, action, memory and inbox — shared text first, so that the
+    agents' requests share their longest prefix (:data:`TEAM_SYSTEM`).
 
     ``previous``: the agent's own step of the round before (None in round 0); ``inbox``:
     the answers it read this round, in source order; ``byzantine``: injected to answer
     confidently wrong.
     """
-    system = f"{role_prompt(role)}\n\n{answer_format(task)}"
+    system = f"{TEAM_SYSTEM}\n\n{answer_format(task)}"
     user = (
         f"Problem:\n{question_text(task)}\n\n"
+        f"{role_prompt(role)}\n\n"
         f"Round {round_ + 1} of {n_rounds}. "
         f"{ACTION_INSTRUCTIONS[Action(action)]}\n\n"
         f"{_previous_block(previous)}"
@@ -228,11 +238,11 @@ def readable_finals(finals: Sequence[AgentStep]) -> list[AgentStep]:
 def decision_chat(task: Task, finals: Sequence[AgentStep], n_rounds: int) -> Chat:
     """The decision agent reads the agents' final answers (``finals``, already
     :func:`readable_finals`) and gives the team's answer."""
-    system = (
-        "You are the decision agent of a team of AI agents. After several rounds of "
-        "discussion you read the team members' final answers and decide the team's single "
-        "final answer. Weigh the reasoning, not only the vote or the stated confidence.\n\n"
-        + answer_format(task)
+    system = f"{TEAM_SYSTEM}\n\n{answer_format(task)}"
+    persona = (
+        "You are the decision agent of the team. After several rounds of discussion you "
+        "read the team members' final answers and decide the team's single final answer. "
+        "Weigh the reasoning, not only the vote or the stated confidence."
     )
     shown = "\n\n".join(
         f"Agent {s.agent} ({s.role}; answer: {s.answer!s}, confidence {s.confidence:.2f}):\n"
@@ -240,7 +250,7 @@ def decision_chat(task: Task, finals: Sequence[AgentStep], n_rounds: int) -> Cha
         for s in finals
     )
     user = (
-        f"Problem:\n{question_text(task)}\n\n"
+        f"Problem:\n{question_text(task)}\n\n{persona}\n\n"
         f"Final answers of the team after {n_rounds} rounds:\n\n{shown}\n\n"
         "Decide the team's answer. " + answer_format(task)
     )

