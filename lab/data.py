@@ -117,6 +117,13 @@ def runs(db: str, kind: str | None = None) -> pd.DataFrame:
     return df.assign(_fork=fork).sort_values("_fork", kind="stable").drop(columns="_fork")
 
 
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def calibration_report(db: str, run_id: str) -> dict[str, Any]:
+    """The report an ``agentqmix calibrate`` run logged ({} if it has none)."""
+    info = q.get_run(db, run_id)
+    return (info.config.get("calibration") or {}) if info is not None else {}
+
+
 def fork_run_ids(db: str) -> set[str]:
     """Runs the Failure lab logged (forks): one-episode pairs, no policy's evaluation."""
     df = runs(db)

@@ -7,7 +7,7 @@ in the URL (``/compare?benchmark=math&point=RUN_ID:POLICY&a=RUN&b=RUN``).
 
 import streamlit as st
 
-from lab import data, figures, ui
+from lab import calibration, data, figures, ui
 
 db = data.db_path()
 st.title("Compare policies and topologies")
@@ -258,6 +258,20 @@ for col, run_id, side in zip((s1, s2), pair, ("a", "b"), strict=True):
             mix = data.action_distribution(db, "round", (run_id,))
         st.markdown("##### actions by round")
         ui.chart(figures.action_mix_figure(mix, "round", height=260), key=f"compare_mix_{side}")
+
+calibrations = data.runs(db, "calibrate")
+if not calibrations.empty:
+    st.subheader("Simulated vs real")
+    cal_labels = {r["id"]: calibration.label(r) for _, r in calibrations.iterrows()}
+    cal = st.selectbox(
+        "Calibration (agentqmix calibrate)", list(cal_labels), format_func=cal_labels.get,
+        key="compare_calibration",
+    )  # fmt: skip
+    with ui.friendly():
+        report = data.calibration_report(db, cal)
+    st.caption(calibration.caption(report))
+    for which in ("by_topology", "by_action"):
+        st.dataframe(calibration.check_frame(report, which), hide_index=True)
 
 url.write(
     benchmark=benchmark, healthy=None if healthy else "false", training="true" if training else None,

@@ -17,6 +17,7 @@ class BackendSettings(Protocol):
 
     backend: str
     preset: str
+    society: str | None
     model: str | None
     base_url: str | None
     concurrency: int
@@ -38,9 +39,9 @@ slow compute (a busy CPU took 60+ s for one), and cutting it only starts it over
 
 
 def _sim(opts: BackendSettings) -> Backend:
-    from core.backends.society import SimBackend, get_preset
+    from core.backends.society import SimBackend, get_preset, load_society
 
-    return SimBackend(get_preset(opts.preset))
+    return SimBackend(load_society(opts.society) if opts.society else get_preset(opts.preset))
 
 
 def _openai(opts: BackendSettings) -> Backend:

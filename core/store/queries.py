@@ -342,6 +342,18 @@ def last_logged(db: Db, run_id: str) -> tuple[int | None, int | None]:
     return episode, step
 
 
+def run_spend(db: Db, run_id: str) -> tuple[int, int]:
+    """What a run's logged episodes cost: (tokens, calls not served from the cache)."""
+    with read_session(db) as cur:
+        tokens, calls = cur.execute(
+            "SELECT coalesce(sum(prompt_tokens + completion_tokens), 0), "
+            "coalesce(sum(CASE WHEN cache_hit THEN 0 ELSE 1 END), 0) "
+            "FROM llm_calls WHERE run_id = ?",
+            [run_id],
+        ).fetchone()
+    return int(tokens), int(calls)
+
+
 def runs_to_resume(db: Db) -> list[RunInfo]:
     """Training runs that stopped early (interrupted/failed) and have a checkpoint, newest first."""
     return _run_infos(

@@ -16,7 +16,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from core.backends.registry import BACKENDS, LABEL_BACKENDS, make_backend
-from core.backends.society import DEFAULT_PRESET, PRESETS, get_preset
+from core.backends.society import (
+    DEFAULT_PRESET,
+    PRESETS,
+    SocietyConfig,
+    get_preset,
+    load_society,
+)
 from core.errors import UserError
 from core.sandbox import BACKENDS as SANDBOX_BACKENDS
 from core.sandbox import SandboxConfig, sandbox_kind, weak_sandbox_warning
@@ -52,6 +58,8 @@ class TeamOptions:
     ``local`` (a GGUF model on a llama.cpp server the project starts)."""
     preset: str = DEFAULT_PRESET
     """Synthetic-society preset; also sets the default token budget (its full-mesh mean)."""
+    society: str | None = None
+    """A society file (``agentqmix calibrate --out``) that replaces the preset, budget included."""
     model: str | None = None
     """Model name (openai only)."""
     base_url: str | None = None
@@ -128,6 +136,8 @@ class TeamOptions:
             raise UserError(f"--max-tokens must be between 1 and 1000000, not {self.max_tokens}.")
         if self.preset not in PRESETS:
             raise UserError(f"--preset must be one of {', '.join(PRESETS)}, not {self.preset!r}.")
+        if self.society is not None:
+            load_society(self.society)  # a bad file is one sentence, before any work
         if not 1 <= self.rounds <= MAX_ROUNDS:
             raise UserError(f"--rounds must be between 1 and {MAX_ROUNDS}, not {self.rounds}.")
         if not 1 <= len(self.roles) <= MAX_AGENTS:
@@ -186,7 +196,11 @@ class TeamOptions:
         """The budget in force: the one given, else the preset's full-mesh mean."""
         if self.token_budget is not None:
             return float(self.token_budget)
-        return float(get_preset(self.preset).token_budget)
+        return float(self.society_config().token_budget)
+
+    def society_config(self) -> SocietyConfig:
+        """The synthetic society these options name: the society file's, else the preset's."""
+        return load_society(self.society) if self.society else get_preset(self.preset)
 
     def runtime_config(self) -> RuntimeConfig:
         """How each episode is run and rewarded."""
@@ -200,13 +214,15 @@ class TeamOptions:
         )
 
     def model_name(self) -> str:
-        """What plays the agents, as runs record it: the preset (sim), the model name
-        (openai) or the GGUF file's name without ``.gguf`` (local)."""
+        """What plays the agents, as runs record it: the preset or the society file's name
+        (sim), the model name (openai) or the GGUF file's name without ``.gguf`` (local)."""
         if self.backend == "local":
             from core.backends.local_server import DEFAULT_MODEL_FILE
 
             return Path(self.model_file or DEFAULT_MODEL_FILE).name.removesuffix(".gguf")
-        return self.model or self.preset
+        if self.model:
+            return self.model
+        return self.society_config().name if self.society else self.preset
 
     def code_sandbox(self) -> str:
         """The sandbox generated code runs in for these options: ``bwrap`` or ``process``, or
