@@ -56,6 +56,27 @@ NO_KEY = "not-needed"
 """Sent when no key is configured: local servers (vLLM, llama.cpp, Ollama) ignore it."""
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
+MAX_TOKENS: dict[tuple[str, str], int] = {
+    ("math", "agent"): 256,
+    ("math", "check"): 192,
+    ("math", "decision"): 128,
+    ("mcq", "agent"): 160,
+    ("mcq", "check"): 128,
+    ("mcq", "decision"): 96,
+    ("code", "agent"): 384,
+    ("code", "check"): 384,
+    ("code", "decision"): 384,
+}
+"""Default completion cap by (task kind, call kind) — ``agent``: an agent's turn; ``check``:
+execute_verify's follow-up; ``decision``: the decision agent (docs/openai.md). Enough for a
+short derivation and the answer lines; a code reply must hold a whole function."""
+DEFAULT_MAX_TOKENS = 256
+"""The cap for a task kind the table does not name."""
+
+
+def default_max_tokens(domain: str, kind: str) -> int:
+    return MAX_TOKENS.get((domain, kind), DEFAULT_MAX_TOKENS)
+
 
 @dataclass
 class OpenAIBackendConfig:
@@ -71,8 +92,9 @@ class OpenAIBackendConfig:
     """An explicit key (overrides the environment); never shown in repr, logs or records."""
     temperature: float = 0.7
     """Sampling temperature."""
-    max_tokens: int = 1024
-    """Completion length cap per call."""
+    max_tokens: int | None = None
+    """Completion length cap per call; ``None`` = :data:`MAX_TOKENS` by task kind and call
+    kind (small models ramble: one agent once wrote 643 tokens to answer a sum)."""
     timeout_s: float = 60.0
     """Per-attempt timeout, seconds."""
     max_attempts: int = 4
@@ -88,7 +110,12 @@ class OpenAIBackendConfig:
     backoff_max_s: float = 8.0
     """Longest delay between attempts (also caps a server's Retry-After)."""
     concurrency: int = 8
-    """Calls in flight at once, across all agents and episodes."""
+    """Calls in flight at once, across all agents and episodes. 1 = the server decodes one
+    call at a time (one llama.cpp instance): the team then sends its calls one by one in
+    a stable order, so each call reuses the prompt prefix the previous one left cached."""
+    cache_endpoint: str | None = None
+    """Names the endpoint in the response cache's keys; ``None`` = the base URL. The local
+    model passes its file's digest, since its port changes every run."""
     cache_dir: str | None = None
     """Response cache directory; ``None`` = ``$AGENTQMIX_CACHE`` or ``~/.cache/agentqmix/responses``."""
     use_cache: bool = True
@@ -107,7 +134,7 @@ class OpenAIBackendConfig:
             raise ValueError("model must be a non-empty model name")
         if not 0.0 <= self.temperature <= 2.0:
             raise ValueError(f"temperature must be in [0, 2], got {self.temperature}")
-        if self.max_tokens < 1:
+        if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
@@ -195,6 +222,8 @@ class OpenAIBackend:
         config.validate()
         self.config = config
         self.model = config.model
+        self.serial = config.concurrency == 1
+        """One call at a time: the team sends its calls one by one, in agent order."""
         self.sandbox = config.sandbox
         self.base_url = config.base_url or os.environ.get("OPENAI_BASE_URL") or None
         key = config.api_key or os.environ.get(config.api_key_env) or ""
@@ -248,19 +277,26 @@ class OpenAIBackend:
             self._sandbox_sem = asyncio.Semaphore(max(1, (os.cpu_count() or 2) - 1))
         return self._client, self._sem
 
+    def endpoint_down(self) -> str | None:
+        """Why the endpoint can no longer answer, when the back-end knows it for sure (the
+        local model's server exited); ``None`` = try the call."""
+        return None
+
     def scrub(self, text: str) -> str:
         """``text`` fit to store or show: cleaned, and the API key, the base URL's password
         and any URL's ``user:password@`` replaced by ``***``."""
         return scrub(clean_text(text), self._secrets)
 
-    def _request(self, messages: list[dict[str, str]], sample: list[int]) -> dict[str, Any]:
+    def _request(
+        self, messages: list[dict[str, str]], sample: list[int], max_tokens: int
+    ) -> dict[str, Any]:
         seed = None if self.config.seed is None else self.config.seed + sample[0]
         return {
-            "base_url": public_url(self.base_url),
+            "base_url": self.config.cache_endpoint or public_url(self.base_url),
             "model": self.model,
             "messages": messages,
             "temperature": self.config.temperature,
-            "max_tokens": self.config.max_tokens,
+            "max_tokens": max_tokens,
             "seed": seed,
             # Which draw this is (episode seed, agent): distinct agents and episodes get
             # distinct samples, and re-running the same evaluation hits the cache.
@@ -306,10 +342,18 @@ class OpenAIBackend:
             raise _Malformed("response has empty content")
         return text, usage_counts(getattr(resp, "usage", None))
 
+    def _max_tokens(self, task: Task, kind: str) -> int:
+        return self.config.max_tokens or default_max_tokens(task.domain, kind)
+
     async def _complete(
-        self, messages: list[dict[str, str]], agent: int, round_: int, sample: list[int]
+        self,
+        messages: list[dict[str, str]],
+        agent: int,
+        round_: int,
+        sample: list[int],
+        max_tokens: int,
     ) -> _Completion:
-        request = self._request(messages, sample)
+        request = self._request(messages, sample, max_tokens)
         key = request_key(request)
         sent = self._stored_prompt(messages)
         if self.cache is not None:
@@ -329,6 +373,10 @@ class OpenAIBackend:
             if left <= 0:
                 error = f"{error}; the call's {self.config.deadline_s:g} s deadline passed"
                 attempt -= 1  # this attempt was never made
+                break
+            down = self.endpoint_down()
+            if down is not None:
+                error = down  # retrying a server that is gone only wastes the back-off
                 break
             try:
                 timeout = self.config.timeout_s + 1.0
@@ -444,7 +492,13 @@ class OpenAIBackend:
 
     async def agent_turn(self, turn: AgentTurn) -> TurnResult:
         sample = [turn.episode_seed, turn.agent]
-        first = await self._complete(prompts.agent_messages(turn), turn.agent, turn.round, sample)
+        first = await self._complete(
+            prompts.agent_messages(turn),
+            turn.agent,
+            turn.round,
+            sample,
+            self._max_tokens(turn.task, "agent"),
+        )
         if first.call.error is not None:
             return _failed(first)
         answer, confidence = prompts.parse_reply(turn.task, first.text)
@@ -471,7 +525,9 @@ class OpenAIBackend:
             messages = prompts.code_feedback_messages(turn, first.text, report)
         else:
             messages = prompts.rederive_messages(turn, first.text, answer)
-        second = await self._complete(messages, turn.agent, turn.round, sample)
+        second = await self._complete(
+            messages, turn.agent, turn.round, sample, self._max_tokens(task, "check")
+        )
         call = _merge(first.call, second.call)
         if second.call.error is not None:
             # The check itself failed: keep the unverified first answer; the turn stands.
@@ -516,6 +572,7 @@ class OpenAIBackend:
             DECISION_AGENT,
             turn.n_rounds,
             [turn.episode_seed, DECISION_AGENT],
+            self._max_tokens(turn.task, "decision"),
         )
         if done.call.error is not None:
             return _failed(done)

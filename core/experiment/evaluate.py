@@ -355,7 +355,7 @@ def log_run(
         kind,
         {**opts.run_config(), **(extra_config or {})},
         backend=opts.backend,
-        model=opts.model or opts.preset,
+        model=opts.model_name(),
         policy=policy,
         benchmark=opts.benchmark,
         seed=seed,

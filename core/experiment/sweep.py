@@ -668,7 +668,7 @@ class _Driver:
                 "train",
                 config,
                 backend=spec.team.backend,
-                model=spec.team.model or spec.team.preset,
+                model=spec.team.model_name(),
                 policy="qmix",
                 benchmark=spec.team.benchmark,
                 seed=spec.seed,

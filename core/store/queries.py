@@ -272,7 +272,7 @@ def distinct_values(db: Db, column: str) -> list[Any]:
 
 _RUN_HEADLINES = """
 SELECT *, coalesce(status <> 'running' AND episodes < planned, false) AS incomplete FROM (
-SELECT r.id, r.kind, r.status, r.policy, r.benchmark, r.backend, r.model, r.seed,
+SELECT r.id, r.kind, r.status, r.policy, r.benchmark, r.backend, r.model, r.seed, r.pid,
        r.started_at, r.ended_at, r.last_episode, r.checkpoint, r.checkpoint_episode,
        count(e.episode) AS episodes, avg(e.correct::DOUBLE) AS accuracy,
        avg(e.tokens) AS mean_tokens, avg(e.reward) AS mean_reward,
@@ -347,6 +347,18 @@ def last_logged(db: Db, run_id: str) -> tuple[int | None, int | None]:
             "SELECT max(step) FROM train_metrics WHERE run_id = ?", [run_id]
         ).fetchone()
     return episode, step
+
+
+def run_spend(db: Db, run_id: str) -> tuple[int, int]:
+    """What a run's logged episodes cost: (tokens, calls not served from the cache)."""
+    with read_session(db) as cur:
+        tokens, calls = cur.execute(
+            "SELECT coalesce(sum(prompt_tokens + completion_tokens), 0), "
+            "coalesce(sum(CASE WHEN cache_hit THEN 0 ELSE 1 END), 0) "
+            "FROM llm_calls WHERE run_id = ?",
+            [run_id],
+        ).fetchone()
+    return int(tokens), int(calls)
 
 
 def runs_to_resume(db: Db) -> list[RunInfo]:
@@ -619,12 +631,12 @@ def list_sweeps(db: Db) -> pd.DataFrame:
 def sweep_points(db: Db, sweep_id: str) -> pd.DataFrame:
     """Every held-out point of one sweep: one row per ``eval`` run of it (a trial's learned
     policy, or a fixed topology with ``token_weight`` and ``seed`` NULL), with ``run_id``,
-    ``policy``, ``token_weight``, ``seed``, ``episodes``, ``n_correct``, ``accuracy``,
+    ``policy``, ``backend``, ``model``, ``token_weight``, ``seed``, ``episodes``, ``n_correct``, ``accuracy``,
     ``mean_score``, ``mean_tokens``, ``std_tokens``, ``mean_reward``, ``std_reward`` (the
     columns :func:`lab.stats.with_intervals` reads), cheapest first."""
     with read_session(db) as cur:
         return cur.execute(
-            "SELECT r.id AS run_id, r.policy, "
+            "SELECT r.id AS run_id, r.policy, r.backend, r.model, "
             "TRY_CAST(json_extract_string(r.config, '$.sweep.token_weight') AS DOUBLE) "
             "AS token_weight, "
             "TRY_CAST(json_extract_string(r.config, '$.sweep.seed') AS BIGINT) AS seed, "
