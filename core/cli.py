@@ -9,7 +9,7 @@ import functools
 import inspect
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -89,8 +89,27 @@ Db = Annotated[
 ]
 NoLog = Annotated[bool, typer.Option("--no-log", help="Do not log episodes to the database.")]
 Json = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-Device = Annotated[str, typer.Option(help="auto (CUDA when present), cpu or cuda.")]
+
+
+def _check_device(value: str) -> str:
+    """Every command's ``--device``, checked before any work (``cuda`` without a GPU too)."""
+    from core.qmix.seeding import resolve_device
+
+    resolve_device(value)
+    return value
+
+
+Device = Annotated[
+    str, typer.Option(help="auto (CUDA when present), cpu or cuda.", callback=_check_device)
+]
 Seed = Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seed of the episode stream.")]
+Resume = Annotated[
+    str | None,
+    typer.Option(
+        help="Continue evaluation run RUN_ID where it stopped: the episodes it has not "
+        "logged, under the same id (its own settings; other flags are ignored)."
+    ),
+]
 
 
 def _roles(text: str) -> tuple[str, ...]:
@@ -244,6 +263,16 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
     "max_attempts": TeamFlag(
         "max_attempts", Annotated[int, typer.Option(help="openai: attempts per call.")]
     ),
+    "deadline": TeamFlag(
+        "deadline_s",
+        Annotated[
+            float | None,
+            typer.Option(
+                help="openai/local: seconds one call may take, retries included "
+                "(default 120; local 1800)."
+            ),
+        ],
+    ),
 }
 TEAM = (
     "agents",
@@ -266,7 +295,7 @@ BACKEND = (
     "no_cache",
     "sandbox",
 )
-OPENAI_EXTRA = ("cache_counts_tokens", "cache_dir", "timeout", "max_attempts")
+OPENAI_EXTRA = ("cache_counts_tokens", "cache_dir", "timeout", "max_attempts", "deadline")
 
 
 def team_flags(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -509,6 +538,16 @@ def _report_training(outcome: Any, as_json: bool, meter: Any = None) -> None:
         )
 
 
+def _check_store_exists(db: str | None) -> None:
+    """``--resume`` continues a run of an existing store; it never creates one."""
+    from core.store.engine import resolve_db
+
+    if not resolve_db(db).exists():
+        raise UserError(
+            f"No episode store at {resolve_db(db)}; --resume needs the --db the run was logged to."
+        )
+
+
 def _resume_training(
     run_id: str,
     db: str | None,
@@ -520,6 +559,8 @@ def _resume_training(
 ) -> None:
     from core.experiment import options_from_dict, train_config_from_dict, train_team
     from core.store.queries import get_run
+
+    _check_store_exists(db)
 
     info = get_run(db, run_id)
     if info is None:
@@ -549,6 +590,26 @@ def _resume_training(
     _report_training(outcome, as_json, meter)
 
 
+def _resume_evaluation(
+    run_id: str, db: str | None, device: str, as_json: bool, command: str
+) -> None:
+    """``eval/compare/robustness --resume RUN_ID``: play what the run has not logged yet."""
+    from core.experiment.evaluate import compare_rows, resume_evaluation, robustness_rows
+
+    _check_store_exists(db)
+    plan, rows, benchmark = resume_evaluation(db, run_id, device, command)
+    if plan.command == "eval":
+        summary = {"policy": plan.policies[0], **rows[0], "run_id": run_id}
+        summary["mean_return"] = summary["mean_reward"]
+        _report_evaluation(summary, as_json)
+    elif plan.command == "compare":
+        rows = compare_rows(plan, rows, run_id)
+        _report_comparison(rows, benchmark, plan.episodes, plan.seed, as_json)
+    else:
+        rows = robustness_rows(plan, rows, run_id)
+        _report_robustness(rows, benchmark, plan.mode, plan.episodes, as_json)
+
+
 @app.command("eval")
 @team_flags(*TEAM, *BACKEND, *OPENAI_EXTRA, "fail")
 def evaluate(
@@ -565,9 +626,12 @@ def evaluate(
     device: Device = "auto",
     db: Db = None,
     no_log: NoLog = False,
+    resume: Resume = None,
     as_json: Json = False,
 ) -> None:
     """Run a policy greedily and decentralised (each agent on its own Q-values), held out."""
+    if resume:
+        return _resume_evaluation(resume, db, device, as_json, "eval")
     if (env is None) == (benchmark is None):
         raise UserError("eval needs exactly one of --env SPEC or --benchmark NAME.")
     if env is not None:
@@ -583,7 +647,13 @@ def evaluate(
     from core.experiment import evaluate_team, resolve_policy
 
     chosen = resolve_policy(policy, checkpoint, opts, device)
-    summary, _ = evaluate_team(opts, chosen, episodes, seed, db=db, log=not no_log, first=first)
+    summary, _ = evaluate_team(
+        opts, chosen, episodes, seed, db=db, log=not no_log, first=first, checkpoint=checkpoint
+    )
+    _report_evaluation(summary, as_json)
+
+
+def _report_evaluation(summary: dict[str, Any], as_json: bool) -> None:
     if summary["calls"] and summary["failed_calls"] == summary["calls"]:
         console.print(
             "[yellow]warning:[/yellow] every call to the back-end failed; check --model, "
@@ -604,7 +674,7 @@ def evaluate(
 @team_flags(*TEAM, *BACKEND, "fail")
 def compare(
     opts: TeamOptions,
-    benchmark: Annotated[str, typer.Option(help=BENCHMARK_HELP)],
+    benchmark: Annotated[str | None, typer.Option(help=BENCHMARK_HELP)] = None,
     checkpoint: Annotated[
         Path | None, typer.Option(help="Learned policy to compare (optional).")
     ] = None,
@@ -613,12 +683,23 @@ def compare(
     device: Device = "auto",
     db: Db = None,
     no_log: NoLog = False,
+    resume: Resume = None,
     as_json: Json = False,
 ) -> None:
     """The learned policy and every fixed topology on the same seeded held-out tasks."""
     from core.experiment import compare_team
 
+    if resume:
+        return _resume_evaluation(resume, db, device, as_json, "compare")
+    if benchmark is None:
+        raise UserError("compare needs --benchmark NAME (or --resume RUN_ID).")
     rows = compare_team(opts, checkpoint, episodes, seed, db=db, log=not no_log, device=device)
+    _report_comparison(rows, benchmark, episodes, seed, as_json)
+
+
+def _report_comparison(
+    rows: list[dict[str, Any]], benchmark: str, episodes: int, seed: int, as_json: bool
+) -> None:
     rows.sort(key=lambda r: -r["mean_reward"])
     if as_json:
         emit_json({"benchmark": benchmark, "episodes": episodes, "seed": seed, "policies": rows})
@@ -634,7 +715,7 @@ def compare(
 @team_flags(*TEAM, *BACKEND)
 def robustness(
     opts: TeamOptions,
-    benchmark: Annotated[str, typer.Option(help=BENCHMARK_HELP)],
+    benchmark: Annotated[str | None, typer.Option(help=BENCHMARK_HELP)] = None,
     checkpoint: Annotated[Path | None, typer.Option(help="Learned policy (optional).")] = None,
     episodes: Annotated[int, typer.Option(min=1, help="Held-out episodes per point.")] = 100,
     max_failed: Annotated[int, typer.Option(min=0, help="Largest number of failed agents.")] = 2,
@@ -643,16 +724,27 @@ def robustness(
     device: Device = "auto",
     db: Db = None,
     no_log: NoLog = False,
+    resume: Resume = None,
     as_json: Json = False,
 ) -> None:
     """Accuracy and reward vs number of failed agents: learned policy against fixed topologies."""
     from core.experiment import robustness_team
 
+    if resume:
+        return _resume_evaluation(resume, db, device, as_json, "robustness")
+    if benchmark is None:
+        raise UserError("robustness needs --benchmark NAME (or --resume RUN_ID).")
     if mode not in FAILURE_MODES:
         raise UserError(f"--mode must be one of {', '.join(FAILURE_MODES)}, not {mode!r}.")
     rows = robustness_team(
         opts, checkpoint, episodes, seed, max_failed, mode, db=db, log=not no_log, device=device
     )
+    _report_robustness(rows, benchmark, mode, episodes, as_json)
+
+
+def _report_robustness(
+    rows: list[dict[str, Any]], benchmark: str, mode: str, episodes: int, as_json: bool
+) -> None:
     if as_json:
         emit_json({"benchmark": benchmark, "mode": mode, "episodes": episodes, "points": rows})
     else:
@@ -690,9 +782,11 @@ def sweep(
     max_parallel: Annotated[
         int | None, typer.Option(min=1, help="Trials at once (default: the cluster's CPUs).")
     ] = None,
-    n_envs: Annotated[int, typer.Option(min=1, help="Episodes collected in lockstep.")] = 32,
+    n_envs: Annotated[
+        int, typer.Option(min=1, max=4096, help="Episodes collected in lockstep.")
+    ] = 32,
     hidden: Annotated[
-        int, typer.Option(min=1, help="Width of the GNN, GRU and Q-head layers.")
+        int, typer.Option(min=1, max=4096, help="Width of the GNN, GRU and Q-head layers.")
     ] = 128,
     db: Db = None,
     no_log: NoLog = False,
@@ -1030,6 +1124,7 @@ BENCHMARKS: dict[str, str] = {
     "headroom": "the oracle, a hand-written adaptive plan and the best fixed plan per task",
     "fuzz-checker": "the maths checker on random explosive expressions (time per check)",
     "humaneval-checker": "every HumanEval reference passes and an exit-0 forgery fails",
+    "extraction": "our maths answer reading vs math-verify: recorded replies, hostile answers",
     "learning": "learned policy vs every fixed topology on held-out episodes, paired SEs",
     "rollouts": "rollout episodes/s of the learned policy on the simulator, per lockstep width",
     "scaling": "learner updates/s and rollout episodes/s against agents N and rounds T, memory",
@@ -1050,6 +1145,7 @@ def bench(
     ctx: typer.Context,
     name: Annotated[str | None, typer.Argument(help="Which benchmark.")] = None,
 ) -> None:
+    import os
     import subprocess
 
     if name is None or name in ("--help", "-h"):
@@ -1060,7 +1156,11 @@ def bench(
     if name not in BENCHMARKS:
         raise UserError(f"no benchmark {name!r}; choose one of {', '.join(BENCHMARKS)}.")
     module = "benchmarks." + name.replace("-", "_")
-    raise typer.Exit(subprocess.call([sys.executable, "-m", module, *ctx.args]))
+    # The benchmarks of this checkout, not of whichever one is installed.
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    raise typer.Exit(subprocess.call([sys.executable, "-m", module, *ctx.args], env=env))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1076,11 +1176,11 @@ def main(argv: list[str] | None = None) -> int:
         result = app(args=args, standalone_mode=False)
         return_code = result if isinstance(result, int) else 0
     except (UserError, StoreBusy) as exc:
-        return_code = _error(str(exc))
+        return_code = _error(str(exc), args)
     except typer.TyperException as exc:  # click's usage errors (typer vendors click)
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         # An empty message: the help text was already printed (no command given).
-        return_code = _error(f"{message.rstrip('.')}. See --help.") if message.strip() else 2
+        return_code = _error(f"{message.rstrip('.')}. See --help.", args) if message.strip() else 2
     except typer.Abort:
         console.print("Aborted!")
         return_code = 1
@@ -1091,10 +1191,19 @@ def main(argv: list[str] | None = None) -> int:
     return return_code
 
 
-def _error(message: str) -> int:
-    """Print ``error: message`` as one line (never as rich markup) and return exit code 2."""
+def _error(message: str, args: Sequence[str] = ()) -> int:
+    """Print ``error: message`` as one line (never as rich markup) and return exit code 2.
+
+    Credentials are masked (:func:`core.sanitize.mask_message`): those of any URL in the
+    message, parsed or not, the secrets of the environment (``OPENAI_API_KEY``...) and
+    those of every URL among the command's arguments."""
     from rich.markup import escape
 
+    from core.sanitize import mask_message, secrets_in_environment, url_secrets
+
+    urls = [part for arg in args for part in (arg, arg.partition("=")[2])]
+    secrets = secrets_in_environment() + [s for url in urls for s in url_secrets(url)]
+    message = mask_message(message, secrets)
     line = " ".join(part.strip() for part in message.splitlines() if part.strip())
     console.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
     return 2

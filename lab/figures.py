@@ -802,69 +802,97 @@ def pareto_front(df: pd.DataFrame, x: str = "mean_tokens", y: str = "accuracy") 
     return rows.loc[keep]
 
 
+def engines(df: pd.DataFrame) -> list[str]:
+    """The back-end · model labels of ``df``'s points (its ``engine`` column), simulated first."""
+    if "engine" not in df or df.empty:
+        return []
+    return sorted(df["engine"].unique(), key=lambda e: (not e.startswith("simulated"), e))
+
+
+def fronts(df: pd.DataFrame) -> dict[str | None, pd.DataFrame]:
+    """The Pareto front of each back-end · model (``None``: ``df`` names none). Simulated
+    and real tokens and accuracies are not one trade-off: a front never mixes them."""
+    names = engines(df)
+    if not names:
+        return {None: pareto_front(df)}
+    return {name: pareto_front(df[df["engine"] == name]) for name in names}
+
+
+def _facets(df: pd.DataFrame) -> tuple[go.Figure, list[tuple[pd.DataFrame, int]]]:
+    """A figure with one panel per back-end · model of ``df`` (one panel when it names one
+    or none), and each panel's rows with its column number."""
+    names = engines(df)
+    if len(names) <= 1:
+        return go.Figure(), [(df, 1)]
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(
+        rows=1, cols=len(names), subplot_titles=names, shared_yaxes=True, horizontal_spacing=0.06
+    )
+    return fig, [(df[df["engine"] == name], k + 1) for k, name in enumerate(names)]
+
+
 def pareto_figure(df: pd.DataFrame, height: int = 440) -> go.Figure:
     """Accuracy vs mean tokens, one point per row (a policy in one run), with 95 % intervals
-    and the Pareto front.
+    and the Pareto front; one panel (with its own front) per back-end · model when ``df``
+    holds more than one (its ``engine`` column: simulated and real points never share a
+    front).
 
     ``df`` has ``label`` (the point's name), ``policy`` (its colour), ``run_id``,
-    ``policy_id``, ``episodes``, ``accuracy`` and ``mean_tokens``, and optionally the
-    interval columns of :func:`lab.stats.with_intervals`. Every point carries
+    ``policy_id``, ``episodes``, ``accuracy`` and ``mean_tokens``, optionally ``engine``
+    and the interval columns of :func:`lab.stats.with_intervals`. Every point carries
     ``customdata = [run_id, policy_id, episodes]`` (what a click selects).
     """
-    fig = go.Figure()
     colors = {
         p: POLICY_PALETTE[k % len(POLICY_PALETTE)]
         for k, p in enumerate(sorted(df["policy"].unique()))
     }
-    front = set(pareto_front(df).index)
-    has_ci = "accuracy_lo" in df
-    for policy, part in df.groupby("policy", sort=True):
-        err_y = err_x = None
-        if has_ci:
-            err_y = dict(
-                type="data", symmetric=False, thickness=1.2, width=3,
-                array=(part["accuracy_hi"] - part["accuracy"]).fillna(0).tolist(),
-                arrayminus=(part["accuracy"] - part["accuracy_lo"]).fillna(0).tolist(),
-            )  # fmt: skip
-            err_x = dict(
-                type="data", symmetric=False, thickness=1.2, width=3,
-                array=(part["tokens_hi"] - part["mean_tokens"]).fillna(0).tolist(),
-                arrayminus=(part["mean_tokens"] - part["tokens_lo"]).fillna(0).tolist(),
-            )  # fmt: skip
+    fig, panels = _facets(df)
+    shown: set[str] = set()
+    for panel, col in panels:
+        front = set(pareto_front(panel).index)
+        for policy, part in panel.groupby("policy", sort=True):
+            err_x, err_y = _error_bars(part)
+            fig.add_scatter(
+                x=part["mean_tokens"],
+                y=part["accuracy"],
+                mode="markers+text",
+                text=[
+                    lbl if i in front else ""
+                    for i, lbl in zip(part.index, part["label"], strict=True)
+                ],
+                textposition="top center",
+                name=str(policy),
+                legendgroup=str(policy),
+                showlegend=policy not in shown,
+                marker=dict(size=13, color=colors[policy], line=dict(color="white", width=1)),
+                error_x=err_x,
+                error_y=err_y,
+                customdata=part[["run_id", "policy_id", "episodes"]].to_numpy(),
+                hovertext=part["label"],
+                hovertemplate=(
+                    "<b>%{hovertext}</b><br>tokens %{x:,.0f}<br>accuracy %{y:.1%}"
+                    "<br>n = %{customdata[2]} episodes<extra></extra>"
+                ),
+                **({"row": 1, "col": col} if len(panels) > 1 else {}),
+            )
+            shown.add(policy)
+        line = pareto_front(panel)
         fig.add_scatter(
-            x=part["mean_tokens"],
-            y=part["accuracy"],
-            mode="markers+text",
-            text=[
-                lbl if i in front else "" for i, lbl in zip(part.index, part["label"], strict=True)
-            ],
-            textposition="top center",
-            name=str(policy),
-            marker=dict(size=13, color=colors[policy], line=dict(color="white", width=1)),
-            error_x=err_x,
-            error_y=err_y,
-            customdata=part[["run_id", "policy_id", "episodes"]].to_numpy(),
-            hovertext=part["label"],
-            hovertemplate=(
-                "<b>%{hovertext}</b><br>tokens %{x:,.0f}<br>accuracy %{y:.1%}"
-                "<br>n = %{customdata[2]} episodes<extra></extra>"
-            ),
+            x=line["mean_tokens"],
+            y=line["accuracy"],
+            mode="lines",
+            name="Pareto front",
+            legendgroup="front",
+            showlegend=col == 1,
+            line=dict(color="black", dash="dash", shape="hv"),
+            hoverinfo="skip",
+            **({"row": 1, "col": col} if len(panels) > 1 else {}),
         )
-    line = pareto_front(df)
-    fig.add_scatter(
-        x=line["mean_tokens"],
-        y=line["accuracy"],
-        mode="lines",
-        name="Pareto front",
-        line=dict(color="black", dash="dash", shape="hv"),
-        hoverinfo="skip",
-    )
-    fig.update_layout(
-        xaxis=dict(ticksuffix=" tok", rangemode="tozero"),  # mean tokens per episode
-        yaxis=dict(title="accuracy", tickformat=".0%"),
-        clickmode="event+select",
-        dragmode="zoom",
-    )
+    fig.update_xaxes(ticksuffix=" tok", rangemode="tozero")  # mean tokens per episode
+    fig.update_yaxes(tickformat=".0%")
+    fig.update_yaxes(title="accuracy", col=1 if len(panels) > 1 else None)
+    fig.update_layout(clickmode="event+select", dragmode="zoom")
     return _layout(fig, height)
 
 
@@ -937,49 +965,57 @@ def _error_bars(part: pd.DataFrame) -> tuple[dict | None, dict | None]:
 def sweep_figure(df: pd.DataFrame, height: int = 460) -> go.Figure:
     """A sweep's trade-off: accuracy vs mean tokens of every learned trial (one colour per
     token weight, each point labelled ``w=… · s…``) against the fixed topologies (grey
-    diamonds, labelled by name), with 95 % intervals and the front over all points.
+    diamonds, labelled by name), with 95 % intervals and the front over all points; one
+    panel (with its own front) per back-end · model when ``df`` holds more than one.
 
     ``df`` as :func:`lab.data.sweep_points` returns it: ``label``, ``policy``,
     ``token_weight`` and ``seed`` (NaN for a fixed topology), ``run_id``, ``episodes``,
-    ``accuracy``, ``mean_tokens`` and the interval columns. Points carry
-    ``customdata = [run_id, policy, episodes]``.
+    ``accuracy``, ``mean_tokens``, optionally ``engine``, and the interval columns. Points
+    carry ``customdata = [run_id, policy, episodes]``.
     """
-    fig = go.Figure()
-    learned = df[df["token_weight"].notna()]
-    fixed = df[df["token_weight"].isna()]
     hover = (
         "<b>%{hovertext}</b><br>tokens %{x:,.0f}<br>accuracy %{y:.1%}"
         "<br>n = %{customdata[2]} episodes<extra></extra>"
     )
-    for k, (w, part) in enumerate(learned.groupby("token_weight", sort=True)):
-        err_x, err_y = _error_bars(part)
+    weights = sorted(df["token_weight"].dropna().unique())
+    fig, panels = _facets(df)
+    for panel, col in panels:
+        where = {"row": 1, "col": col} if len(panels) > 1 else {}
+        learned = panel[panel["token_weight"].notna()]
+        fixed = panel[panel["token_weight"].isna()]
+        for w, part in learned.groupby("token_weight", sort=True):
+            k = weights.index(w)
+            err_x, err_y = _error_bars(part)
+            fig.add_scatter(
+                x=part["mean_tokens"], y=part["accuracy"], mode="markers+text",
+                text=[f"w={w:g} · s{int(s)}" for s in part["seed"]], textposition="top center",
+                name=f"learned, token weight {w:g}", legendgroup=f"w{w:g}", showlegend=col == 1,
+                marker=dict(size=12, color=POLICY_PALETTE[k % len(POLICY_PALETTE)],
+                            line=dict(color="white", width=1)),
+                error_x=err_x, error_y=err_y, hovertext=part["label"],
+                customdata=part[["run_id", "policy", "episodes"]].to_numpy(),
+                hovertemplate=hover, **where,
+            )  # fmt: skip
+        if not fixed.empty:
+            err_x, err_y = _error_bars(fixed)
+            fig.add_scatter(
+                x=fixed["mean_tokens"], y=fixed["accuracy"], mode="markers+text",
+                text=fixed["label"], textposition="bottom center", name="fixed topologies",
+                legendgroup="fixed", showlegend=col == 1,
+                marker=dict(size=11, symbol="diamond", color=NEUTRAL_COLOR),
+                error_x=err_x, error_y=err_y, hovertext=fixed["label"],
+                customdata=fixed[["run_id", "policy", "episodes"]].to_numpy(),
+                hovertemplate=hover, **where,
+            )  # fmt: skip
+        line = pareto_front(panel)
         fig.add_scatter(
-            x=part["mean_tokens"], y=part["accuracy"], mode="markers+text",
-            text=[f"w={w:g} · s{int(s)}" for s in part["seed"]], textposition="top center",
-            name=f"learned, token weight {w:g}",
-            marker=dict(size=12, color=POLICY_PALETTE[k % len(POLICY_PALETTE)],
-                        line=dict(color="white", width=1)),
-            error_x=err_x, error_y=err_y, hovertext=part["label"],
-            customdata=part[["run_id", "policy", "episodes"]].to_numpy(), hovertemplate=hover,
+            x=line["mean_tokens"], y=line["accuracy"], mode="lines", name="front",
+            legendgroup="front", showlegend=col == 1,
+            line=dict(color="black", dash="dash", shape="hv"), hoverinfo="skip", **where,
         )  # fmt: skip
-    if not fixed.empty:
-        err_x, err_y = _error_bars(fixed)
-        fig.add_scatter(
-            x=fixed["mean_tokens"], y=fixed["accuracy"], mode="markers+text",
-            text=fixed["label"], textposition="bottom center", name="fixed topologies",
-            marker=dict(size=11, symbol="diamond", color=NEUTRAL_COLOR),
-            error_x=err_x, error_y=err_y, hovertext=fixed["label"],
-            customdata=fixed[["run_id", "policy", "episodes"]].to_numpy(), hovertemplate=hover,
-        )  # fmt: skip
-    line = pareto_front(df)
-    fig.add_scatter(
-        x=line["mean_tokens"], y=line["accuracy"], mode="lines", name="front",
-        line=dict(color="black", dash="dash", shape="hv"), hoverinfo="skip",
-    )  # fmt: skip
-    fig.update_layout(
-        xaxis=dict(ticksuffix=" tok", rangemode="tozero"),
-        yaxis=dict(title="accuracy", tickformat=".0%"),
-    )
+    fig.update_xaxes(ticksuffix=" tok", rangemode="tozero")
+    fig.update_yaxes(tickformat=".0%")
+    fig.update_yaxes(title="accuracy", col=1 if len(panels) > 1 else None)
     return _layout(fig, height)
 
 

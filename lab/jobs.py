@@ -66,7 +66,7 @@ class TeamSpec:
     the part of :class:`TeamOptions` the lab lets a user choose."""
 
     benchmark: str = _TEAM.benchmark
-    """Benchmark (math, code, mcq, mixed)."""
+    """Benchmark (a name of core.tasks.registry.BENCHMARKS, or jsonl:PATH)."""
     roles: tuple[str, ...] = _TEAM.roles
     """One role per agent."""
     rounds: int = _TEAM.rounds

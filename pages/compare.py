@@ -35,7 +35,12 @@ training = c3.toggle(
 )
 with ui.friendly():
     agg = data.aggregate(
-        db, ("run_id", "policy"), None, benchmark, False if healthy else None, training
+        db,
+        ("run_id", "policy", "backend", "model"),
+        None,
+        benchmark,
+        False if healthy else None,
+        training,
     )
 if agg.empty:
     st.info("No episodes match; try another benchmark or include episodes with failures.")
@@ -62,14 +67,17 @@ def _picked(fig) -> None:
 st.subheader("Accuracy vs tokens")
 st.caption(
     "One point per policy in each run (two checkpoints never merge); bars: 95 % intervals "
-    "(Wilson for accuracy, normal SE for mean tokens). Click a point for its episodes."
+    "(Wilson for accuracy, normal SE for mean tokens). Click a point for its episodes. "
+    "Simulated and real-model runs are drawn in separate panels, each with its own front: "
+    "their tokens and accuracies are not one trade-off."
 )
 fig = figures.pareto_figure(agg)
 ui.chart(fig, key="compare_pareto", on_select=lambda: _picked(fig))
-front = figures.pareto_front(agg)["label"].tolist()
-st.caption(
-    f"On the Pareto front (nothing is both cheaper and more accurate): **{', '.join(front)}**."
-)
+for engine, front in figures.fronts(agg).items():
+    st.caption(
+        f"On the Pareto front{f' of {engine}' if engine else ''} (nothing is both cheaper and "
+        f"more accurate): **{', '.join(front['label'])}**."
+    )
 
 url.seed("compare_point", "point", choices=list(points))
 if st.session_state.get("compare_point") not in points:
@@ -123,12 +131,22 @@ table = agg.assign(
 ).sort_values("mean_reward", ascending=False)
 st.dataframe(
     table[
-        ["label", "episodes", "accuracy", "accuracy_ci", "mean_tokens", "mean_reward", "reward_ci"]
+        [
+            "label",
+            "engine",
+            "episodes",
+            "accuracy",
+            "accuracy_ci",
+            "mean_tokens",
+            "mean_reward",
+            "reward_ci",
+        ]
     ],  # fmt: skip
     hide_index=True,
     width="stretch",
     column_config={
         "label": st.column_config.TextColumn("policy · run", width="medium", pinned=True),
+        "engine": st.column_config.TextColumn("back-end · model"),
         "episodes": st.column_config.NumberColumn("n"),
         "accuracy": st.column_config.NumberColumn(format="percent"),
         "accuracy_ci": st.column_config.TextColumn("accuracy 95 % CI"),
@@ -167,9 +185,11 @@ else:
         st.info("This sweep has no held-out episodes yet (still running?).")
     else:
         st.caption(
+            f"Answered by **{', '.join(figures.engines(sweep_pts))}**. "
             "Each coloured point is one trial (token weight w, training seed s); grey diamonds "
             "are the fixed topologies on the same held-out tasks. Bars: 95 % intervals "
-            "(Wilson for accuracy, normal SE for mean tokens); dashed: the front."
+            "(Wilson for accuracy, normal SE for mean tokens); dashed: the front (one panel "
+            "and front per back-end · model when the sweep has several)."
         )
         ui.chart(figures.sweep_figure(sweep_pts), key="compare_sweep_chart")
         st.dataframe(
@@ -178,12 +198,15 @@ else:
                     f"{lo:.0%}–{hi:.0%}"
                     for lo, hi in zip(sweep_pts["accuracy_lo"], sweep_pts["accuracy_hi"], strict=True)
                 ],
-                on_front=sweep_pts.index.isin(figures.pareto_front(sweep_pts).index),
-            )[["label", "episodes", "accuracy", "accuracy_ci", "mean_tokens", "mean_reward",
-               "on_front"]],
+                on_front=sweep_pts.index.isin(
+                    [i for front in figures.fronts(sweep_pts).values() for i in front.index]
+                ),
+            )[["label", "engine", "episodes", "accuracy", "accuracy_ci", "mean_tokens",
+               "mean_reward", "on_front"]],
             hide_index=True, width="stretch", key="compare_sweep_table",
             column_config={
                 "label": st.column_config.TextColumn("point", pinned=True),
+                "engine": st.column_config.TextColumn("back-end · model"),
                 "episodes": st.column_config.NumberColumn("n"),
                 "accuracy": st.column_config.NumberColumn(format="percent"),
                 "accuracy_ci": st.column_config.TextColumn("accuracy 95 % CI"),

@@ -34,6 +34,11 @@ from typing import Any
 import openai
 from openai import AsyncOpenAI
 
+try:  # the HTTP library under the openai client: httpx2 from openai 3, httpx before
+    import httpx2 as httpx
+except ImportError:  # pragma: no cover - older openai
+    import httpx  # type: ignore[no-redef]
+
 from core.actions import Action
 from core.backends import prompts
 from core.backends.base import AgentTurn, DecisionTurn, TurnResult
@@ -94,6 +99,12 @@ class OpenAIBackendConfig:
     """Per-attempt timeout, seconds."""
     max_attempts: int = 4
     """Attempts per call (1 = no retries)."""
+    deadline_s: float = 120.0
+    """Wall-clock limit of one call, every attempt and back-off included: a server that
+    drips bytes, streams for ever or never ends its headers costs at most this."""
+    max_response_bytes: int = 8 * 1024 * 1024
+    """Largest response body read; a larger one is a failed attempt (a 1,024-token reply
+    is about 5 KB)."""
     backoff_base_s: float = 0.5
     """First retry delay; doubles per attempt, with jitter."""
     backoff_max_s: float = 8.0
@@ -129,6 +140,10 @@ class OpenAIBackendConfig:
             raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if not self.deadline_s > 0:
+            raise ValueError(f"deadline_s must be > 0, got {self.deadline_s}")
+        if self.max_response_bytes < 1024:
+            raise ValueError(f"max_response_bytes must be >= 1024, got {self.max_response_bytes}")
         if self.backoff_base_s < 0 or self.backoff_max_s < self.backoff_base_s:
             raise ValueError(
                 f"need 0 <= backoff_base_s <= backoff_max_s, got {self.backoff_base_s}, "
@@ -140,6 +155,49 @@ class OpenAIBackendConfig:
             raise ValueError(f"sandbox_timeout_s must be > 0, got {self.sandbox_timeout_s}")
         if self.sandbox not in SANDBOX_BACKENDS:
             raise ValueError(f"sandbox must be one of {SANDBOX_BACKENDS}, got {self.sandbox!r}")
+
+
+class _CappedBody(httpx.AsyncByteStream):
+    """A response body that fails once more than ``cap`` bytes have arrived."""
+
+    def __init__(self, inner: Any, cap: int) -> None:
+        self.inner, self.cap = inner, cap
+
+    async def __aiter__(self) -> Any:
+        seen = 0
+        async for chunk in self.inner:
+            seen += len(chunk)
+            if seen > self.cap:
+                raise httpx.ReadError(f"response larger than {self.cap} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _CappedTransport(httpx.AsyncBaseTransport):
+    """The usual transport, with every response body capped at ``cap`` bytes: a server
+    that streams for ever cannot grow the process's memory."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: Any) -> Any:
+        response = await self.inner.handle_async_request(request)
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.cap:
+            await response.aclose()
+            raise httpx.ReadError(f"response of {length} bytes; the limit is {self.cap}")
+        return httpx.Response(
+            status_code=response.status_code,
+            headers=response.headers,
+            stream=_CappedBody(response.stream, self.cap),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 @dataclass
@@ -211,6 +269,9 @@ class OpenAIBackend:
                 base_url=self.base_url,
                 max_retries=0,
                 timeout=self.config.timeout_s,
+                http_client=openai.DefaultAsyncHttpxClient(
+                    transport=_CappedTransport(self.config.max_response_bytes)
+                ),
             )
             self._sem = asyncio.Semaphore(self.config.concurrency)
             self._sandbox_sem = asyncio.Semaphore(max(1, (os.cpu_count() or 2) - 1))
@@ -249,7 +310,9 @@ class OpenAIBackend:
         delay = min(cap, self.config.backoff_base_s * 2**attempt)
         return delay * random.uniform(0.5, 1.0)
 
-    async def _once(self, request: dict[str, Any]) -> tuple[str, tuple[int, int] | None]:
+    async def _once(
+        self, request: dict[str, Any], timeout: float
+    ) -> tuple[str, tuple[int, int] | None]:
         """One attempt: the reply's scrubbed text and its checked ``(prompt, completion)``
         usage (``None`` = not reported). Everything taken from the response is checked
         here, inside the caller's retry ``try``: a malformed reply is a failed attempt."""
@@ -264,9 +327,9 @@ class OpenAIBackend:
             kwargs["seed"] = request["seed"]
         async with sem:
             self.stats["requests"] += 1
-            resp = await asyncio.wait_for(
-                client.chat.completions.create(**kwargs), timeout=self.config.timeout_s + 1.0
-            )
+            # A wall-clock bound: the client's own timeout is per read, which a server
+            # dripping one byte at a time never trips.
+            resp = await asyncio.wait_for(client.chat.completions.create(**kwargs), timeout)
         choices = getattr(resp, "choices", None)
         if not isinstance(choices, list) or not choices:
             raise _Malformed("response has no choices")
@@ -298,31 +361,45 @@ class OpenAIBackend:
             if hit is not None and isinstance(hit.get("text"), str) and hit["text"].strip():
                 return self._from_cache(hit, key, sent, agent, round_)
         t0 = time.monotonic()
+        deadline = t0 + self.config.deadline_s
         error: str | None = None
         attempt = 0
         for attempt in range(self.config.max_attempts):
             retry_after: float | None = None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                error = f"{error}; the call's {self.config.deadline_s:g} s deadline passed"
+                attempt -= 1  # this attempt was never made
+                break
             down = self.endpoint_down()
             if down is not None:
                 error = down  # retrying a server that is gone only wastes the back-off
                 break
             try:
-                text, usage = await self._once(request)
+                timeout = self.config.timeout_s + 1.0
+                text, usage = await self._once(request, min(timeout, left))
             except openai.APIStatusError as e:
                 error = f"HTTP {e.status_code}: {type(e).__name__}"
                 if e.status_code not in RETRY_STATUS:
                     break
                 retry_after = _retry_after(e)
-            except (TimeoutError, openai.APIConnectionError) as e:
-                # APITimeoutError is an APIConnectionError.
-                error = f"{type(e).__name__}: {e}"
+            except TimeoutError:
+                error = f"TimeoutError: no whole answer within {min(timeout, left):.3g} s"
+            except openai.APIConnectionError as e:
+                # APITimeoutError is an APIConnectionError; the cause says what broke.
+                cause = f" ({e.__cause__})" if e.__cause__ is not None else ""
+                error = f"{type(e).__name__}: {e}{cause}"
             except (openai.APIResponseValidationError, _Malformed, ValueError) as e:
                 error = f"malformed response: {type(e).__name__}: {e}"
+            except RecursionError:  # JSON nested deeper than the parser's stack
+                error = "malformed response: JSON nested too deeply"
             else:
                 return self._fresh(text, usage, request, key, sent, agent, round_, attempt, t0)
             if attempt + 1 < self.config.max_attempts:
                 self.stats["retries"] += 1
-                delay = self._backoff(attempt, retry_after)
+                delay = min(
+                    self._backoff(attempt, retry_after), max(deadline - time.monotonic(), 0)
+                )
                 log.warning(
                     "LLM call failed (attempt %d/%d, retrying in %.2fs): %s",
                     attempt + 1,

@@ -21,6 +21,7 @@ from core.actions import Action
 from core.backends.base import AgentTurn, DecisionTurn
 from core.records import AgentStep, Chat, Message
 from core.tasks.base import Task
+from core.tasks.checkers import read_answer
 from core.tasks.code_checker import extract_code
 
 PEER_TEXT_CHARS = 3000
@@ -262,52 +263,18 @@ def decision_messages(turn: DecisionTurn) -> Chat:
     return decision_chat(turn.task, turn.finals, turn.n_rounds)
 
 
-_ANSWER_LINE = re.compile(r"(?im)^[ \t*#>_]*(?:final\s+)?answer\s*[:：]\s*(.+?)\s*$")
 _CONFIDENCE = re.compile(r"(?i)confidence\s*[:：=]?\s*\**\s*(\d+(?:\.\d+)?)\s*(%?)")
 
 
-def _boxed(text: str) -> str | None:
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    i, depth = start + len("\\boxed{"), 1
-    for j in range(i, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[j], 0)
-        if depth == 0:
-            return text[i:j].strip()
-    return None
-
-
-def _clean_math(ans: str) -> str:
-    ans = ans.strip().strip("*").strip()
-    boxed = _boxed(ans)
-    if boxed is not None:
-        ans = boxed
-    return ans.rstrip(". ").strip("$* ").rstrip(".").strip()
-
-
 def parse_answer(task: Task, text: str) -> str | None:
-    """The final answer in a reply: the code (code), the option letter (MCQ), else the
-    text of the last ``Answer:`` line or ``\\boxed{}``; ``None`` when there is none."""
+    """The final answer in a reply: the code (code), else what the checker reads
+    (:func:`core.tasks.checkers.read_answer`: an option letter or a maths answer);
+    ``None`` when there is none."""
     if task.domain == "code":
         code = extract_code(text, task.meta.get("entry_point"))
         has_code = "```" in text or re.search(r"(?m)^\s*(def|return)\b", code)
         return code if has_code and code.strip() else None
-    lines = _ANSWER_LINE.findall(text)
-    if task.domain == "mcq":
-        for candidate in reversed(lines):
-            m = re.match(r"\(?\**([A-Pa-p])\b", candidate.strip())
-            if m:
-                return m.group(1).upper()
-        boxed = _boxed(text)
-        if boxed and re.fullmatch(r"\(?([A-Pa-p])\)?", boxed):
-            return boxed.strip("()").upper()
-        return None
-    if lines:
-        ans = _clean_math(lines[-1])
-        return ans or None
-    boxed = _boxed(text)
-    return _clean_math(boxed) if boxed else None
+    return read_answer(task, text)
 
 
 def parse_confidence(text: str) -> float:

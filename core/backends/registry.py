@@ -28,6 +28,7 @@ class BackendSettings(Protocol):
     max_attempts: int
     model_file: str | None
     max_tokens: int | None
+    deadline_s: float | None
     sandbox: str
 
 
@@ -36,6 +37,10 @@ OPENAI_TIMEOUT_S = 60.0
 LOCAL_TIMEOUT_S = 600.0
 """Per-attempt timeout on the local server: its calls run one at a time, so a slow call is
 slow compute (a busy CPU took 60+ s for one), and cutting it only starts it over."""
+OPENAI_DEADLINE_S = 120.0
+"""Wall-clock limit of one call to a remote endpoint, every attempt and back-off included."""
+LOCAL_DEADLINE_S = 1800.0
+"""The same on the local server: several of its slow attempts must fit."""
 
 
 def _sim(opts: BackendSettings) -> Backend:
@@ -58,6 +63,7 @@ def _openai(opts: BackendSettings) -> Backend:
             timeout_s=opts.timeout_s or OPENAI_TIMEOUT_S,
             max_attempts=opts.max_attempts,
             max_tokens=opts.max_tokens,
+            deadline_s=opts.deadline_s or OPENAI_DEADLINE_S,
             sandbox=opts.sandbox,
         )
     )
@@ -83,6 +89,7 @@ def _local(opts: BackendSettings) -> Backend:
             timeout_s=opts.timeout_s or LOCAL_TIMEOUT_S,
             max_attempts=opts.max_attempts,
             max_tokens=opts.max_tokens,
+            deadline_s=opts.deadline_s or LOCAL_DEADLINE_S,
             sandbox=opts.sandbox,
         ),
     )

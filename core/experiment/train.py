@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import UserError
+from core.errors import DiskFull, UserError
 from core.experiment.evaluate import EVAL_THREADS, run_policy
 from core.experiment.finetune import BudgetHooks, BudgetMeter, init_config, initial_state
 from core.experiment.options import TeamOptions, make_team_env
@@ -266,12 +266,15 @@ def train_team(
         hooks = BudgetHooks(hooks, meter, config.n_envs)
     status, message = "interrupted", None
     try:
-        state = train(team.vectorized, config, hooks=hooks, progress=progress, state=state)
-        if store_hooks:
-            store_hooks.flush()
-        save(state)
-        if logger:
-            logger.set_checkpoint(out, logger.next_episode - 1)
+        try:
+            state = train(team.vectorized, config, hooks=hooks, progress=progress, state=state)
+            if store_hooks:
+                store_hooks.flush()
+            save(state)
+            if logger:
+                logger.set_checkpoint(out, logger.next_episode - 1)
+        except DiskFull as err:
+            raise _stopped_for_space(err, logger, out) from err
         evaluation = {}
         # A budgeted run spends nothing past its budget: evaluate it with agentqmix eval.
         if eval_episodes > 0 and meter is None:
@@ -285,6 +288,20 @@ def train_team(
         team.close()
         if logger:
             logger.close(status, message)
+
+
+def _stopped_for_space(err: DiskFull, logger: Any, out: Path) -> DiskFull:
+    """One sentence for a run the full disk stopped: what is kept, how to go on."""
+    if logger is None:
+        return err
+    if logger.stalled:
+        return err  # the logger's own sentence says all of it
+    return DiskFull(
+        f"run {logger.run_id} stopped: cannot write its checkpoint {out} "
+        f"({getattr(err.__cause__, 'strerror', None) or 'the disk is full'}); its last "
+        f"checkpoint and its first {logger.next_episode} episodes are kept; free some space, "
+        f"then continue it with `agentqmix train --resume {logger.run_id}`."
+    )
 
 
 def resumed_state(

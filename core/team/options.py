@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from core.backends.society import (
     load_society,
 )
 from core.errors import UserError
+from core.paths import check_folder
 from core.sandbox import BACKENDS as SANDBOX_BACKENDS
 from core.sandbox import SandboxConfig, sandbox_kind, weak_sandbox_warning
 from core.tasks.registry import benchmark_domains
@@ -45,6 +47,10 @@ MAX_ROUNDS = 64
 MAX_AGENTS = 64
 _SANDBOX_IN_FORCE: dict[tuple[str, str, int, str], str] = {}
 """code_sandbox() per (back-end, benchmark, seed, choice): decided, and warned about, once."""
+
+
+MAX_WEIGHT = 1e6
+"""Largest reward weight accepted (the penalty is at most a few units per episode)."""
 
 
 @dataclass
@@ -109,6 +115,9 @@ class TeamOptions:
     over)."""
     max_attempts: int = 4
     """openai: attempts per call."""
+    deadline_s: float | None = None
+    """openai/local: wall-clock limit of one call, every attempt and back-off included;
+    None = 120 (openai) or 1800 (local)."""
     sandbox: str = "auto"
     """Where generated code runs: ``auto``/``bwrap`` (bubblewrap, or refuse to run code) or
     ``process`` (the weaker sandbox, by explicit choice only; warned about on every run)."""
@@ -144,9 +153,10 @@ class TeamOptions:
             raise UserError(f"--agents needs 1 to {MAX_AGENTS} roles, not {len(self.roles)}.")
         for name in ("token_weight", "accuracy_weight"):
             value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
+            # Bounded: a weight of 1e308 times a token penalty overflows the reward to inf.
+            if not (math.isfinite(value) and 0 <= value <= MAX_WEIGHT):
                 flag = "--" + name.replace("_", "-")
-                raise UserError(f"{flag} must be a finite number >= 0, not {value}.")
+                raise UserError(f"{flag} must be a number in [0, {MAX_WEIGHT:g}], not {value}.")
         budget = self.token_budget
         if budget is not None and not (math.isfinite(budget) and budget > 0):
             raise UserError(f"--token-budget must be a finite number > 0, not {budget}.")
@@ -170,10 +180,24 @@ class TeamOptions:
                 "--base-url must be an http:// or https:// address such as "
                 f"http://127.0.0.1:8000/v1, not {self.base_url!r}."
             )
+        env_url = os.environ.get("OPENAI_BASE_URL")
+        if self.backend == "openai" and self.base_url is None and env_url:
+            if not is_http_url(env_url):
+                raise UserError(
+                    "OPENAI_BASE_URL must be an http:// or https:// address such as "
+                    f"http://127.0.0.1:8000/v1, not {env_url!r}; fix it or pass --base-url."
+                )
         timeout = self.timeout_s
         if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= 3600):
             raise UserError(
                 f"--timeout must be a number of seconds in (0, 3600], not {self.timeout_s}."
+            )
+        if self.cache_dir is not None:
+            check_folder(self.cache_dir, "--cache-dir")
+        deadline = self.deadline_s
+        if deadline is not None and not (math.isfinite(deadline) and 0 < deadline <= 86400):
+            raise UserError(
+                f"--deadline must be a number of seconds in (0, 86400], not {self.deadline_s}."
             )
         if self.sandbox not in SANDBOX_BACKENDS:
             raise UserError(
