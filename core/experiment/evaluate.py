@@ -205,7 +205,7 @@ def start_plan(
         kind,
         config,
         backend=opts.backend,
-        model=opts.model or opts.preset,
+        model=opts.model_name(),
         policy=policy,
         benchmark=opts.benchmark,
         seed=plan.seed,
