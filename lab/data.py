@@ -174,10 +174,22 @@ def count(
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
-def episode_position(db: str, run_id: str, index: int) -> int:
-    """Where episode ``index`` stands in the run's episodes in index order (for paging)."""
-    total = q.count_episodes(db, _filters(run_id))
-    return total - q.count_episodes(db, _filters(run_id, from_episode=index))
+def episode_position(
+    db: str,
+    run_id: str,
+    index: int,
+    benchmark: str | None = None,
+    policy: str | None = None,
+    correct: bool | None = None,
+    with_failures: bool | None = None,
+    text: str | None = None,
+    order_by: str = "episode",
+    descending: bool = False,
+) -> int | None:
+    """Where episode ``index`` stands in the run's listing with these filters and this order
+    (for paging to it); None when it does not match them."""
+    flt = _filters(run_id, benchmark, policy, correct, with_failures, None, text)
+    return q.episode_rank(db, flt, index, order_by=order_by, descending=descending)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -272,6 +284,19 @@ def sweeps(db: str) -> pd.DataFrame:
     return q.list_sweeps(db)
 
 
+def sweep_label(row: pd.Series) -> str:
+    """``sweep-… · mixed · 6 trials (weights 0.1, 0.3) · 7 fixed`` — how a sweep is named
+    in pickers; a sweep whose runs are still being written may have no trial yet (its
+    weights are NULL, its benchmark too when no run has logged an episode)."""
+    weights = row.get("token_weights")
+    listed = [] if weights is None or not hasattr(weights, "__iter__") else list(weights)
+    bench = row.get("benchmark") if isinstance(row.get("benchmark"), str) else "?"
+    trials = f"{int(row['trials'])} trials" + (
+        f" (weights {', '.join(f'{w:g}' for w in listed)})" if listed else ""
+    )
+    return f"{row['sweep_id']} · {bench} · {trials} · {int(row['fixed'])} fixed"
+
+
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def sweep_points(db: str, sweep_id: str) -> pd.DataFrame:
     """One sweep's held-out points (a trial's learned policy or a fixed topology) with 95 %
@@ -300,6 +325,20 @@ def curves(db: str, run_id: str, window: int = 1) -> tuple[pd.DataFrame, pd.Data
         q.episode_curves(db, run_id, window, CURVE_POINTS),
         q.training_curves(db, run_id, CURVE_POINTS),
     )
+
+
+def run_of_job(db: str, pid: int, since: float) -> str | None:
+    """The training run a lab job logs (the run started since ``since``, a Unix time, by
+    process ``pid``), once the store has it; None before. Not cached: the Train page asks
+    until it shows."""
+    df = q.list_runs(db, kind="train")
+    if df.empty:
+        return None
+    for run_id in df.loc[df["started_at"] >= pd.Timestamp(since - 2, unit="s"), "id"]:
+        info = q.get_run(db, run_id)
+        if info is not None and info.pid == pid:
+            return str(run_id)
+    return None
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)

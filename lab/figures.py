@@ -114,6 +114,11 @@ def _layout(fig: go.Figure, height: int, legend: bool = True) -> go.Figure:
     return fig
 
 
+def round_name(index: int) -> str:
+    """``round 1`` for the record's round 0: people count rounds from 1 (so do the prompts)."""
+    return f"round {int(index) + 1}"
+
+
 def agent_labels(roles: Sequence[str]) -> list[str]:
     """``"0 solver"``, ``"1 coder"``...: how agents are named on every axis."""
     return [f"{i} {role}" for i, role in enumerate(roles)]
@@ -516,6 +521,10 @@ def credit_figure(
     if rnd.credit is None:
         return None
     labels = list(labels or [agent_name(i, roles) for i in range(len(rnd.credit))])
+    total = sum(rnd.credit)
+    # A rate, not a share: the credits need not add up to 1; the percentage is each one's
+    # part of their sum.
+    shares = [c / total if total > 0 else math.nan for c in rnd.credit]
     fig = go.Figure(
         go.Bar(
             x=list(rnd.credit),
@@ -523,9 +532,13 @@ def credit_figure(
             orientation="h",
             marker_color=NEUTRAL_COLOR,
             name="credit",
-            text=[f"{c:.3f}" for c in rnd.credit],
+            text=[
+                f"{c:.3f}" + ("" if math.isnan(p) else f" ({100 * p:.0f} %)")
+                for c, p in zip(rnd.credit, shares, strict=True)
+            ],
             textposition="auto",
-            hovertemplate="%{y}: %{x:.4f}<extra></extra>",
+            customdata=shares,
+            hovertemplate="%{y}: ∂Q_tot/∂Q_i = %{x:.4f} (%{customdata:.1%} of the sum)<extra></extra>",
         )
     )
     fig.update_yaxes(autorange="reversed")
@@ -568,7 +581,7 @@ def tokens_figure(record: EpisodeRecord, active_round: int | None = None, height
     """Tokens of the whole episode: per agent per round (stacked), the decision agent's call,
     and the running total (line). The bars add up to the episode's total; ``active_round``
     is drawn solid, the other rounds faded."""
-    x = [f"round {r.round}" for r in record.rounds]
+    x = [round_name(r.round) for r in record.rounds]
     if record.decision is not None:
         x.append(DECISION)
     n = len(record.rounds)
@@ -684,7 +697,7 @@ def sent_table(record: EpisodeRecord, agents: Sequence[int]) -> pd.DataFrame:
             if s.agent in wanted:
                 rows.append(
                     {
-                        "round": rnd.round,
+                        "round": rnd.round + 1,
                         "agent": f"{s.agent} {s.role}",
                         "what": "its answer" if s.alive else "nothing (silent)",
                         "fault": s.fault or "",
@@ -697,7 +710,7 @@ def sent_table(record: EpisodeRecord, agents: Sequence[int]) -> pd.DataFrame:
                 role = record.roles[m.src] if m.src < len(record.roles) else "?"
                 rows.append(
                     {
-                        "round": rnd.round,
+                        "round": rnd.round + 1,
                         "agent": f"{m.src} {role}",
                         "what": f"message to {m.dst}",
                         "fault": faults.get(m.src, ""),
@@ -784,7 +797,9 @@ def action_mix_figure(df: pd.DataFrame, by: str, height: int = 320) -> go.Figure
 
 def _group_label(by: str, value) -> str:
     # Episode blocks are numbers on a long axis; other groups name themselves.
-    return str(value) if by == "episode" else f"{by} {value}"
+    if by == "episode":
+        return str(value)
+    return round_name(value) if by == "round" else f"{by} {value}"
 
 
 def pareto_front(df: pd.DataFrame, x: str = "mean_tokens", y: str = "accuracy") -> pd.DataFrame:

@@ -3,7 +3,7 @@ progress and the sidebar status."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlencode
@@ -14,7 +14,7 @@ import streamlit as st
 
 from core.errors import UserError
 from core.store.engine import StoreBusy
-from lab import asked, data
+from lab import asked, data, params
 from lab.demo import DemoStatus, demo_enabled, spawn_demo
 
 PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d"]}
@@ -123,41 +123,79 @@ class UrlState:
     ``seed`` (before a widget is drawn) puts a ``?param=`` value the session has not seen
     yet into the widget's state; ``write`` (after the widgets) puts the view back into the
     address bar, so copying it reopens this exact view. What was written counts as seen,
-    so the page's own writes never re-seed a widget.
+    so the page's own writes never re-seed a widget. A value that does not parse (see
+    :mod:`lab.params`) is never clamped or dropped in silence: the page shows its default
+    and a warning names the parameter and the reason.
     """
 
     def __init__(self, page: str):
+        self.page = page
         self.seen: dict[str, str] = st.session_state.setdefault(f"_url_seen_{page}", {})
+        for name in st.query_params:
+            if name not in params.PAGE_PARAMS[page] and (raw := self.new(name)) is not None:
+                self.refuse(name, raw, "is not a parameter of this page", "the page without it")
+                del st.query_params[name]
 
-    def seed(
-        self,
-        key: str,
-        param: str,
-        parse: Callable[[str], Any] = str,
-        choices: Sequence[Any] | None = None,
-    ) -> bool:
-        """Seed widget ``key`` from ``?param=``; True when it did (a new value from a link).
-
-        A value that does not parse, or is not among ``choices``, is ignored with a warning.
-        """
+    def new(self, param: str) -> str | None:
+        """The link's raw ``?param=`` value if this session has not seen it yet, else None
+        (it is then marked seen)."""
         raw = st.query_params.get(param)
         if raw is None or self.seen.get(param) == raw:
-            return False
+            return None
         self.seen[param] = raw
+        return raw
+
+    def seed(self, key: str, param: str, parse: params.Parse = params.text) -> bool:
+        """Seed widget ``key`` from ``?param=``; True when it did (a new, valid value)."""
+        raw = self.new(param)
+        if raw is None:
+            return False
         try:
             value = parse(raw)
-        except (ValueError, TypeError):
-            st.warning(f"The link's {param}={raw!r} is not valid here; showing the default.")
-            return False
-        if choices is not None and value not in choices:
-            st.warning(f"The link's {param}={raw!r} is not in this database; showing the default.")
+        except params.BadParam as err:
+            self.refuse(param, raw, str(err))
             return False
         st.session_state[key] = value
         return True
 
-    def write(self, **params: Any) -> None:
+    def seed_run(
+        self, key: str, param: str, labels: dict[str, str], raw: str | None = None
+    ) -> bool:
+        """:meth:`seed` for a run picker: a run the database does not have is named, and
+        the runs it does have are offered as links (this page, that run). ``raw``: the
+        link's value when the page has read it already (:meth:`new`)."""
+        raw = raw if raw is not None else self.new(param)
+        if raw is None:
+            return False
+        if raw.strip() in labels:
+            st.session_state[key] = raw.strip()
+            return True
+        st.warning(
+            f"The link's `{param}={params.shown(raw)}` names a run that does not exist in "
+            "this database (deleted, or a link from another database); showing the first "
+            "run instead. The runs it has:",
+            icon=":material/link_off:",
+        )
+        listed = list(labels.items())[:RUNS_OFFERED]
+        more = len(labels) - len(listed)
+        st.markdown(
+            "\n".join(
+                f"- [{label}](/{self.page}?{urlencode({param: rid})})" for rid, label in listed
+            )
+            + (f"\n- … and {more:,} more in the picker below" if more > 0 else "")
+        )
+        return False
+
+    def refuse(self, param: str, raw: str, reason: str, instead: str = "the default") -> None:
+        """Say that the link's ``param=raw`` is not used, and why."""
+        st.warning(
+            f"The link's `{param}={params.shown(raw)}` {reason}; showing {instead}.",
+            icon=":material/link_off:",
+        )
+
+    def write(self, **values: Any) -> None:
         """Put these values into the URL (``None``, ``""`` or ``[]`` removes the parameter)."""
-        for name, value in params.items():
+        for name, value in values.items():
             if value is None or value == "" or (isinstance(value, list | tuple) and not value):
                 if name in st.query_params:
                     del st.query_params[name]
@@ -169,24 +207,18 @@ class UrlState:
             self.seen[name] = text
 
 
-def bool_param(raw: str) -> bool:
-    if raw.lower() in ("1", "true", "yes", "on"):
-        return True
-    if raw.lower() in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(raw)
-
-
-def optional_bool_param(raw: str) -> bool | None:
-    return None if raw.lower() in ("", "any") else bool_param(raw)
+RUNS_OFFERED = 8
+"""Runs listed as links under a warning about a link's missing run."""
 
 
 def replay_link(run_id: str, episode: int, round_index: int | None = None) -> str:
-    """``/replay?run=…&episode=…`` (and ``&round=…``): opens that episode at that round."""
-    params: dict[str, Any] = {"run": run_id, "episode": int(episode)}
+    """``/replay?run=…&episode=…`` (and ``&round=…``): opens that episode at that round.
+
+    ``round_index`` counts from 0 as the store does; the link, read by people, from 1."""
+    query: dict[str, Any] = {"run": run_id, "episode": int(episode)}
     if round_index is not None:
-        params["round"] = int(round_index)
-    return "/replay?" + urlencode(params)
+        query["round"] = int(round_index) + 1
+    return "/replay?" + urlencode(query)
 
 
 # ---------------------------------------------------------------- the first-start demo

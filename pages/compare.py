@@ -7,7 +7,7 @@ in the URL (``/compare?benchmark=math&point=RUN_ID:POLICY&a=RUN&b=RUN``).
 
 import streamlit as st
 
-from lab import data, figures, ui
+from lab import data, figures, params, ui
 
 db = data.db_path()
 st.title("Compare policies and topologies")
@@ -16,9 +16,9 @@ url = ui.UrlState("compare")
 with ui.friendly():
     benchmarks = data.distinct(db, "benchmark")
 
-url.seed("compare_benchmark", "benchmark", choices=benchmarks)
-url.seed("compare_healthy", "healthy", ui.bool_param)
-url.seed("compare_training", "training", ui.bool_param)
+url.seed("compare_benchmark", "benchmark", params.one_of(benchmarks, "benchmark in this database"))
+url.seed("compare_healthy", "healthy", params.flag)
+url.seed("compare_training", "training", params.flag)
 c1, c2, c3 = st.columns([2, 3, 3])
 benchmark = c1.selectbox(
     "Benchmark", [None, *benchmarks], format_func=lambda v: v or "all", key="compare_benchmark"
@@ -71,7 +71,7 @@ st.caption(
     f"On the Pareto front (nothing is both cheaper and more accurate): **{', '.join(front)}**."
 )
 
-url.seed("compare_point", "point", choices=list(points))
+url.seed("compare_point", "point", params.one_of(list(points), "point of this chart"))
 if st.session_state.get("compare_point") not in points:
     st.session_state.pop("compare_point", None)
 point = st.selectbox(
@@ -143,6 +143,8 @@ st.subheader("Sweeps: the learned trade-off against the fixed topologies")
 with ui.friendly():
     sweeps = data.sweeps(db)
 sweep = None
+sweep_ids = sweeps["sweep_id"].tolist() if not sweeps.empty else []
+url.seed("compare_sweep", "sweep", params.one_of(sweep_ids, "sweep in this database"))
 if sweeps.empty:
     st.caption(
         "No sweep yet. `agentqmix sweep --benchmark mixed --token-weights 0.1,0.3,1.0 "
@@ -150,12 +152,7 @@ if sweeps.empty:
         "plays them and every fixed topology on the same held-out tasks (docs/sweep.md)."
     )
 else:
-    sweep_labels = {
-        r["sweep_id"]: f"{r['sweep_id']} · {r['benchmark']} · {r['trials']} trials "
-        f"(weights {', '.join(f'{w:g}' for w in r['token_weights'])}) · {r['fixed']} fixed"
-        for _, r in sweeps.iterrows()
-    }
-    url.seed("compare_sweep", "sweep", choices=list(sweep_labels))
+    sweep_labels = {r["sweep_id"]: data.sweep_label(r) for _, r in sweeps.iterrows()}
     if st.session_state.get("compare_sweep") not in sweep_labels:
         st.session_state["compare_sweep"] = next(iter(sweep_labels))
     sweep = st.selectbox(
@@ -195,7 +192,7 @@ else:
 
 st.subheader("Which actions, when")
 policies = sorted(agg["policy_id"].unique())
-url.seed("compare_policy", "policy", choices=policies)
+url.seed("compare_policy", "policy", params.one_of(policies, "policy here"))
 if st.session_state.get("compare_policy") not in policies:
     st.session_state["compare_policy"] = "qmix" if "qmix" in policies else policies[0]
 policy = st.selectbox("Policy", policies, format_func=data.policy_label, key="compare_policy")
@@ -214,8 +211,8 @@ st.subheader("Two runs side by side")
 done = runs[runs["episodes"] > 0]
 labels = {r["id"]: ui.run_label(r) for _, r in done.iterrows()}
 ids = list(labels)
-url.seed("compare_run_a", "a", choices=ids)
-url.seed("compare_run_b", "b", choices=ids)
+url.seed_run("compare_run_a", "a", labels)
+url.seed_run("compare_run_b", "b", labels)
 for key, default in (("compare_run_a", 0), ("compare_run_b", min(1, len(ids) - 1))):
     if st.session_state.get(key) not in labels:
         st.session_state[key] = ids[default]

@@ -6,6 +6,7 @@ from lab import data, ui
 
 db = data.db_path()
 st.title("Agent Q-Mix Lab")
+ui.UrlState("home")  # no parameters: a link's stray ones are named
 st.markdown(
     "A team of LLM agents picks, every round, one of six **communication actions**; the "
     "actions decide who reads whom. A QMIX learner trains the agents together and lets each "

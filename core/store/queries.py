@@ -252,6 +252,31 @@ def list_episodes(
         ).df()
 
 
+def episode_rank(
+    db: Db,
+    filters: EpisodeFilter,
+    episode: int,
+    *,
+    order_by: str = "episode",
+    descending: bool = False,
+) -> int | None:
+    """Where episode ``episode`` stands (0 = first) in :func:`list_episodes` of one run with
+    these filters and this order; None when it does not match them (or does not exist)."""
+    if order_by not in EPISODE_ORDERS:
+        raise ValueError(f"order_by must be one of {EPISODE_ORDERS}, got {order_by!r}")
+    if filters.run_ids is None or len(filters.run_ids) != 1:
+        raise ValueError("episode_rank ranks the episodes of exactly one run")
+    where, params = filters.where()
+    order = f"e.{order_by} {'DESC' if descending else 'ASC'}, e.episode"
+    with read_session(db) as cur:
+        row = cur.execute(
+            f"SELECT pos FROM (SELECT e.episode, row_number() OVER (ORDER BY {order}) - 1 AS pos "
+            f"FROM episodes e {where}) WHERE episode = ?",
+            [*params, episode],
+        ).fetchone()
+    return None if row is None else int(row[0])
+
+
 def count_episodes(db: Db, filters: EpisodeFilter | None = None) -> int:
     where, params = (filters or EpisodeFilter()).where()
     with read_session(db) as cur:
