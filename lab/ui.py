@@ -14,10 +14,15 @@ import streamlit as st
 
 from core.errors import UserError
 from core.store.engine import StoreBusy
-from lab import asked, data, params
+from lab import asked, data, figures, params
 from lab.demo import DemoStatus, demo_enabled, spawn_demo
 
-PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d"]}
+PLOTLY_CONFIG = {
+    "displaylogo": False,
+    "modeBarButtonsToRemove": ["lasso2d"],
+    # The toolbar's camera saves the chart as it is shown, at twice the pixels (slides).
+    "toImageButtonOptions": {"format": "png", "scale": 2},
+}
 
 
 @contextmanager
@@ -42,21 +47,25 @@ def chart(
     empty: str = "Nothing to draw.",
     on_select: str | Callable[[], None] = "ignore",
 ) -> Any:
-    """Render a Plotly figure at full width (or an info line when there is none); with
-    ``on_select``, returns the chart's selection state."""
+    """Render a Plotly figure at full width (or an info line when there is none) with a
+    button under it that downloads the data behind it as CSV (the toolbar's camera saves the
+    picture); with ``on_select``, returns the chart's selection state."""
     if fig is None:
         st.info(empty)
         return None
-    if on_select == "ignore":
-        return st.plotly_chart(fig, width="stretch", config=PLOTLY_CONFIG, key=key)
-    return st.plotly_chart(
-        fig,
-        width="stretch",
-        config=PLOTLY_CONFIG,
-        key=key,
-        on_select=on_select,
-        selection_mode="points",
+    extra = {} if on_select == "ignore" else dict(on_select=on_select, selection_mode="points")
+    state = st.plotly_chart(fig, width="stretch", config=PLOTLY_CONFIG, key=key, **extra)
+    st.download_button(
+        "Data (CSV)",
+        figures.figure_table(fig).to_csv(index=False),
+        file_name=f"{key}.csv",
+        mime="text/csv",
+        icon=":material/download:",
+        key=f"{key}_csv",
+        on_click="ignore",
+        type="tertiary",
     )
+    return state
 
 
 def show_asked(a: asked.Asked) -> None:

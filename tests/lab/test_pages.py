@@ -199,7 +199,7 @@ def test_train_page_watches_overlays_and_shows_the_configuration(lab_env):
     status = _table(at, "status", "episodes", "mean_reward")
     assert status["status"].tolist() == ["finished"] and status["episodes"].tolist() == [12]
     loss = _chart(at, "train_curve_loss")
-    smooth = _values([t for t in loss["data"] if not t["name"].endswith("(raw)")][0]["y"])
+    smooth = _values([t for t in loss["data"] if "smoothed" in t["name"]][0]["y"])
     assert smooth[0] == pytest.approx(1.0)  # debiased EMA starts at the first value
     assert smooth[-1] > 1 / 12  # and lags behind the falling raw loss
     assert at.json, "each watched run shows its full configuration"
