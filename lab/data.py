@@ -200,6 +200,14 @@ def run_values(db: str, run_id: str, column: str) -> list:
     return sorted(df[column].dropna().tolist())
 
 
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def task_outcomes(db: str, run_id: str, policy: str, healthy: bool = True) -> pd.DataFrame:
+    """One side of a run diff: per task, how one policy of one run did (healthy episodes
+    only, unless ``healthy`` is False)."""
+    flt = _filters(run_id, None, policy, None, False if healthy else None)
+    return q.task_outcomes(db, flt)
+
+
 @st.cache_data(ttl=600, show_spinner=False, max_entries=256)
 def episode(db: str, run_id: str, index: int) -> EpisodeRecord | None:
     """One logged episode (immutable once logged, so cached for long)."""

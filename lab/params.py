@@ -26,7 +26,7 @@ PAGE_PARAMS: dict[str, tuple[str, ...]] = {
     "failure_lab": ("run", "episode", "policy", "agents", "mode", "from", "fork", "rbench",
                     "rrun"),
     "compare": ("benchmark", "healthy", "training", "point", "policy", "a", "b", "sweep"),
-    "diff": ("a", "b", "pa", "pb", "show", "benchmark"),
+    "diff": ("a", "pa", "b", "pb", "healthy", "regressed"),
     "ctde": ("state", "mixer"),
     "runs": ("kind", "status", "run"),
 }  # fmt: skip

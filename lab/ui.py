@@ -140,7 +140,7 @@ class UrlState:
     def __init__(self, page: str):
         self.page = page
         self.seen: dict[str, str] = st.session_state.setdefault(f"_url_seen_{page}", {})
-        for name in st.query_params:
+        for name in list(st.query_params):
             if name not in params.PAGE_PARAMS[page] and (raw := self.new(name)) is not None:
                 self.refuse(name, raw, "is not a parameter of this page", "the page without it")
                 del st.query_params[name]

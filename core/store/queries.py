@@ -415,6 +415,25 @@ def aggregate(
         ).df()
 
 
+def task_outcomes(db: Db, filters: EpisodeFilter | None = None) -> pd.DataFrame:
+    """Per task of the filtered episodes: how often it was answered right, mean tokens and
+    reward, the first episode that played it (for a link) and its first team answer — one
+    side of a run diff. Columns: ``task_id, benchmark, question, ground_truth, episodes,
+    n_correct, accuracy, mean_tokens, mean_reward, episode, team_answer``."""
+    where, params = (filters or EpisodeFilter()).where()
+    with read_session(db) as cur:
+        return cur.execute(
+            "SELECT e.task_id, any_value(e.benchmark) AS benchmark, "
+            "any_value(e.question) AS question, any_value(e.ground_truth) AS ground_truth, "
+            "count(*) AS episodes, sum(e.correct::INTEGER) AS n_correct, "
+            "avg(e.correct::DOUBLE) AS accuracy, avg(e.tokens) AS mean_tokens, "
+            "avg(e.reward) AS mean_reward, min(e.episode) AS episode, "
+            "arg_min(e.team_answer, e.episode) AS team_answer "
+            f"FROM episodes e {where} GROUP BY e.task_id ORDER BY e.task_id",
+            params,
+        ).df()
+
+
 def robustness(db: Db, filters: EpisodeFilter | None = None) -> pd.DataFrame:
     """Accuracy, reward and tokens by policy and number of failed agents."""
     return aggregate(db, ("policy", "n_failed"), filters)

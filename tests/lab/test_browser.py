@@ -30,7 +30,7 @@ from tests.lab.conftest import ROOT
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts" / "lab"
-PAGES = ("", "replay", "train", "failure_lab", "compare", "ctde", "runs")
+PAGES = ("", "replay", "train", "failure_lab", "compare", "diff", "ctde", "runs")
 
 pytestmark = [
     pytest.mark.browser,
