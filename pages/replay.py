@@ -11,7 +11,7 @@ import streamlit as st
 
 from core.actions import ACTION_NAMES
 from core.records import DECISION_AGENT
-from lab import data, figures, params, ui
+from lab import data, episode_export, figures, params, ui
 
 # Episodes offered in the picker at a time (a long run is paged).
 PAGE = 200
@@ -211,6 +211,21 @@ with st.container(border=True):
                 for f in record.failures
             )
         )
+
+    d1, d2, _ = right.columns([1, 1, 1])
+    stem = f"{run_id}-episode-{int(index)}"
+    d1.download_button(
+        "JSON", lambda: episode_export.episode_json(record, run_id, int(index)),
+        file_name=f"{stem}.json", mime="application/json", icon=":material/download:",
+        key="replay_export_json", on_click="ignore", type="tertiary",
+        help="Rounds, actions, graphs, Q-values, messages, what each agent was asked, tokens.",
+    )  # fmt: skip
+    d2.download_button(
+        "HTML animation", lambda: episode_export.episode_html(record, run_id, int(index)),
+        file_name=f"{stem}.html", mime="text/html", icon=":material/slideshow:",
+        key="replay_export_html", on_click="ignore", type="tertiary",
+        help="One file that steps through the rounds in any browser, with no server.",
+    )  # fmt: skip
 
 # ---------------------------------------------------------------- the one round control
 # Rounds count from 1 here, in the URL and in the prompts; the records count from 0.
