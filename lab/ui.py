@@ -15,7 +15,7 @@ import streamlit as st
 from core.errors import UserError
 from core.store.engine import StoreBusy
 from lab import asked, data, figures, params
-from lab.demo import DemoStatus, demo_enabled, spawn_demo
+from lab.demo import DemoStatus, cancel_demo, demo_enabled, spawn_demo
 
 PLOTLY_CONFIG = {
     "displaylogo": False,
@@ -247,16 +247,32 @@ def ensure_demo(db: str) -> None:
         return
     guard["checked"] = True
     status = data.demo_status(db)
-    if status is not None and status.live:
-        return
+    if status is not None and (status.live or status.cancelled):
+        return  # running, or the user stopped it: never start it behind their back
     if data.runs(db).empty:
         spawn_demo(db, new_session=False)
 
 
-def demo_progress(status: DemoStatus, compact: bool = False) -> None:
-    """The demo's bar, what it is doing, and the steps done (no emoji: Material icons)."""
+def restart_demo(db: str) -> None:
+    """Start the demo again after the user cancelled it (a new status: not cancelled)."""
+    spawn_demo(db, new_session=False)
+    data.clear()
+
+
+def demo_progress(status: DemoStatus, db: str, compact: bool = False) -> None:
+    """The demo's bar, what it is doing, a button that cancels it, and the steps done (no
+    emoji: Material icons)."""
     text = status.phase + (f" · {status.detail}" if status.detail else "")
     st.progress(min(max(status.fraction, 0.0), 1.0), text=f"Demo {status.fraction:.0%}: {text}")
+    if st.button(
+        "Cancel the demo", key="sidebar_demo_cancel" if compact else "home_demo_cancel",
+        icon=":material/cancel:", type="tertiary",
+        help="Stops it now; what it logged so far stays. The Overview page can start it again.",
+    ):  # fmt: skip
+        with st.spinner("Stopping the demo…"):
+            cancel_demo(db)
+        data.clear()
+        st.rerun(scope="app")
     if compact:
         return
     labels = ("train a QMIX team", "evaluate the learned policy", "learned vs fixed topologies")
@@ -276,7 +292,7 @@ def sidebar_status(db: str) -> None:
     def status() -> None:
         demo = data.demo_status(db)
         if demo is not None and demo.live:
-            demo_progress(demo, compact=True)
+            demo_progress(demo, db, compact=True)
         elif demo is not None and (demo.state == "failed" or demo.lost):
             st.error(f"The demo stopped: {(demo.error or 'its process ended').splitlines()[0]}")
         for job in data.jobs(db).running():
