@@ -13,6 +13,7 @@ import json
 import tempfile
 import threading
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ import streamlit as st
 from core.records import DECISION_AGENT, EpisodeRecord
 from core.store import queries as q
 from core.store.commands import export_run
-from core.store.engine import resolve_db
+from core.store.engine import resolve_db, sweep_status_dir
 from core.team.options import options_from_dict
 from lab import asked, figures, forks
 from lab import jobs as jobs_module
@@ -290,6 +291,57 @@ def robustness_runs(db: str) -> pd.DataFrame:
 def sweeps(db: str) -> pd.DataFrame:
     """Sweeps in the store (:func:`core.store.queries.list_sweeps`), newest first."""
     return q.list_sweeps(db)
+
+
+@dataclass(frozen=True)
+class LiveSweep:
+    """How far a sweep is, as its driver last said (``<db>.sweeps/SWEEP_ID.json``)."""
+
+    sweep_id: str
+    benchmark: str
+    total: int
+    done: int
+    running: int
+    failed: int
+    state: str
+    """``running``, ``finished``, ``interrupted``, ``failed`` — or ``stopped``: it said it
+    was running, but its process is gone."""
+    started_at: float
+    error: str = ""
+
+    @property
+    def live(self) -> bool:
+        return self.state == "running"
+
+    def line(self) -> str:
+        """``4 of 6 trials done · 2 running · 1 failed`` (and how it ended)."""
+        parts = [f"{self.done} of {self.total} trials done"]
+        parts += [f"{self.running} running"] if self.running and self.live else []
+        parts += [f"{self.failed} failed"] if self.failed else []
+        parts += [] if self.live or self.state == "finished" else [self.state]
+        return " · ".join(parts)
+
+
+def live_sweeps(db: str) -> dict[str, LiveSweep]:
+    """Every sweep that logs into ``db`` and said how far it is, newest first (not cached:
+    a few small files, read every refresh while one runs)."""
+    found = []
+    for path in sweep_status_dir(db).glob("*.json"):
+        try:
+            d = json.loads(path.read_text())
+            state = d["state"]
+            if state == "running" and not jobs_module.process_alive(int(d["pid"]), None):
+                state = "stopped"
+            found.append(
+                LiveSweep(
+                    d["sweep_id"], str(d.get("benchmark") or "?"), int(d["total"]),
+                    int(d["done"]), int(d["running"]), int(d["failed"]), state,
+                    float(d.get("started_at") or 0.0), str(d.get("error") or ""),
+                )
+            )  # fmt: skip
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # being replaced, or not a sweep's: the next refresh reads it
+    return {s.sweep_id: s for s in sorted(found, key=lambda s: -s.started_at)}
 
 
 def sweep_label(row: pd.Series) -> str:

@@ -297,6 +297,12 @@ def sidebar_status(db: str) -> None:
             st.error(f"The demo stopped: {(demo.error or 'its process ended').splitlines()[0]}")
         for job in data.jobs(db).running():
             st.caption(f":material/hourglass_top: {job.label}")
+        for sweep in data.live_sweeps(db).values():
+            if sweep.live:
+                st.progress(
+                    (sweep.done + sweep.failed) / max(sweep.total, 1),
+                    text=f"[{sweep.sweep_id}](/compare?sweep={sweep.sweep_id}): {sweep.line()}",
+                )
 
     with st.sidebar:
         st.caption(f"Database: `{db}`")

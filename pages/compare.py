@@ -142,31 +142,50 @@ st.dataframe(
 st.subheader("Sweeps: the learned trade-off against the fixed topologies")
 with ui.friendly():
     sweeps = data.sweeps(db)
+live = data.live_sweeps(db)
+sweep_labels = {r["sweep_id"]: data.sweep_label(r) for _, r in sweeps.iterrows()}
+for sid, progress in live.items():  # started, maybe with no trial in the store yet
+    sweep_labels.setdefault(sid, f"{sid} · {progress.benchmark} · {progress.line()}")
+sweep_labels = dict(
+    sorted(sweep_labels.items(), key=lambda kv: kv[0] not in live or not live[kv[0]].live)
+)  # running sweeps first
+url.seed("compare_sweep", "sweep", params.one_of(list(sweep_labels), "sweep in this database"))
 sweep = None
-sweep_ids = sweeps["sweep_id"].tolist() if not sweeps.empty else []
-url.seed("compare_sweep", "sweep", params.one_of(sweep_ids, "sweep in this database"))
-if sweeps.empty:
+if not sweep_labels:
     st.caption(
         "No sweep yet. `agentqmix sweep --benchmark mixed --token-weights 0.1,0.3,1.0 "
         "--seeds 0,1 ...` with the same `--db` trains one policy per token weight and seed and "
-        "plays them and every fixed topology on the same held-out tasks (docs/sweep.md)."
+        "plays them and every fixed topology on the same held-out tasks (docs/sweep.md); "
+        "it shows here live while it runs."
     )
 else:
-    sweep_labels = {r["sweep_id"]: data.sweep_label(r) for _, r in sweeps.iterrows()}
     if st.session_state.get("compare_sweep") not in sweep_labels:
         st.session_state["compare_sweep"] = next(iter(sweep_labels))
     sweep = st.selectbox(
         "Sweep", list(sweep_labels), format_func=sweep_labels.get, key="compare_sweep"
     )
-    with ui.friendly():
-        sweep_pts = data.sweep_points(db, sweep)
-    if sweep_pts.empty:
-        st.info("This sweep has no held-out episodes yet (still running?).")
-    else:
+    running = sweep in live and live[sweep].live
+
+    @st.fragment(run_every=3.0 if running else None)
+    def sweep_view() -> None:
+        # While the sweep runs, its trials land in the store one by one: redraw every 3 s.
+        progress = data.live_sweeps(db).get(sweep)
+        if progress is not None and progress.state != "finished":
+            st.progress(
+                (progress.done + progress.failed) / max(progress.total, 1),
+                text=f"{'Running' if progress.live else 'Ended'}: {progress.line()}"
+                + (f" — {progress.error}" if progress.error else ""),
+            )
+        with ui.friendly():
+            sweep_pts = data.sweep_points(db, sweep)
+        if sweep_pts.empty:
+            st.info("No held-out episodes of this sweep yet: its first trial is still training.")
+            return
         st.caption(
-            "Each coloured point is one trial (token weight w, training seed s); grey diamonds "
-            "are the fixed topologies on the same held-out tasks. Bars: 95 % intervals "
-            "(Wilson for accuracy, normal SE for mean tokens); dashed: the front."
+            "Learned trials in the learned policy's colour, darker for a larger token weight, "
+            "one marker per training seed; diamonds: the fixed topologies on the same held-out "
+            "tasks, each in its own colour. Bars: 95 % intervals (Wilson for accuracy, normal SE "
+            "for mean tokens); dashed: the front so far, its points named (hover for the rest)."
         )
         ui.chart(figures.sweep_figure(sweep_pts), key="compare_sweep_chart")
         st.dataframe(
@@ -189,6 +208,8 @@ else:
                 "on_front": st.column_config.CheckboxColumn("on the front"),
             },
         )  # fmt: skip
+
+    sweep_view()
 
 st.subheader("Which actions, when")
 policies = sorted(agg["policy_id"].unique())
