@@ -76,6 +76,8 @@ def _layout(fig: go.Figure, height: int, legend: bool = True) -> go.Figure:
         height=height,
         margin=dict(l=10, r=10, t=30, b=10),
         showlegend=legend,
+        xaxis=dict(automargin=True),
+        yaxis=dict(automargin=True),
         legend=dict(
             orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0
         ),
@@ -455,11 +457,9 @@ def q_values_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 330) -
         fig.add_bar(x=[None], y=[None], name=name, marker_color=ACTION_COLORS[a], legendgroup=name)
     fig.update_layout(barmode="group", yaxis=dict(title="Q(o, a)"), bargap=0.25)
     fig.update_xaxes(
+        tickangle=0,
         tickvals=labels,
-        ticktext=[
-            f"{lbl}<br><i>{ACTION_NAMES[s.action]} · {choice(s)}</i>"
-            for lbl, s in zip(labels, steps, strict=True)
-        ],
+        ticktext=[f"{lbl}<br><i>{choice(s)}</i>" for lbl, s in zip(labels, steps, strict=True)],
     )
     return _layout(fig, height)
 
@@ -499,13 +499,16 @@ def credit_figure(
                 f"{c:.3f}" + ("" if math.isnan(p) else f" ({100 * p:.0f} %)")
                 for c, p in zip(rnd.credit, shares, strict=True)
             ],
-            textposition="auto",
+            textposition="outside",
+            cliponaxis=False,
             customdata=shares,
             hovertemplate="%{y}: ∂Q_tot/∂Q_i = %{x:.4f} (%{customdata:.1%} of the sum)<extra></extra>",
         )
     )
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="∂Q_tot/∂Q_i")
+    # Room right of the longest bar for its label (outside the bar, never over the next).
+    top = max([*rnd.credit, 0.0])
+    fig.update_xaxes(title_text="∂Q_tot/∂Q_i", range=[0, top * 1.9 or 1.0])
     return _layout(fig, height, legend=False)
 
 
@@ -828,11 +831,15 @@ def _trade_off_axes(fig: go.Figure, df: pd.DataFrame, height: int) -> None:
     plot_px = height - 150  # the figure less its margins and a two-row legend
     # Room above the highest label: each front point may sit a line above the one before.
     headroom = (22 + 18 * len(front)) / plot_px * (y_range[1] - y_range[0])
-    y_range = [y_range[0], min(y_range[1] + headroom, max(1.05, y_range[1]))]
+    y_range = [y_range[0], min(y_range[1] + headroom, max(1.08, y_range[1]))]
     _label_front(fig, front, y_range, plot_px)
+    # The headroom may reach past 100 %: no tick there (no accuracy is 105 %).
+    span = y_range[1] - y_range[0]
+    step = 0.05 if span <= 0.4 else 0.1 if span <= 0.8 else 0.2
+    ticks = np.arange(math.ceil(y_range[0] / step) * step, min(y_range[1], 1.0) + 1e-9, step)
     fig.update_layout(
         xaxis=dict(ticksuffix=" tok", rangemode="tozero", title="mean tokens per episode"),
-        yaxis=dict(title="accuracy", tickformat=".0%", range=y_range),
+        yaxis=dict(title="accuracy", tickformat=".0%", range=y_range, tickvals=ticks.round(4)),
     )
 
 

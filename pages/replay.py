@@ -302,11 +302,9 @@ def panels() -> None:
             st.caption(figures.q_values_caption(rnd))
         if figs["credit"] is not None:
             st.markdown("##### The mixer: credit ∂Q_tot/∂Q_i and weights |W₁|")
-            c1, c2 = st.columns(2)
-            with c1:
-                ui.chart(figs["credit"], key="replay_credit")
-            with c2:
-                ui.chart(figs["weights"], key="replay_weights")
+            # One above the other: side by side in this column, each is too narrow to read.
+            ui.chart(figs["credit"], key="replay_credit")
+            ui.chart(figs["weights"], key="replay_weights")
 
     st.markdown("##### Agents this round")
     st.dataframe(

@@ -217,14 +217,14 @@ def test_first_start_demo_pages_and_a_deep_link(lab, browser):
     # 3. A deep link opens that episode at that round.
     runs = list_runs(db, kind="eval")
     run_id = runs.iloc[0]["id"]
-    page.goto(f"{url}/replay?run={run_id}&episode=5&round=2")
+    page.goto(f"{url}/replay?run={run_id}&episode=5&round=3")
     wait_idle(page)
-    page.get_by_text("Round 2 of 2").wait_for(timeout=20_000)
+    page.get_by_text("Round 3 of 3").wait_for(timeout=20_000)
     assert page.get_by_role("combobox", name="Run").input_value().startswith(run_id)
     episode = page.locator('input[role="combobox"][aria-label^="Episode ("]')
     assert episode.input_value().startswith("#5 · ")
     slider = page.locator('[data-testid="stSlider"] input[type="range"]').first
-    assert slider.input_value() == "2"
+    assert slider.input_value() == "3"
     page.screenshot(path=str(ARTIFACTS / "replay-deep-link.png"), full_page=True)
 
     # What an agent was asked: the society has no real prompt, so the openai back-end's
@@ -262,12 +262,99 @@ def test_first_start_demo_pages_and_a_deep_link(lab, browser):
     # 5. One control: the graph has no Play button or slider of its own; Play moves every panel.
     assert page.locator(".js-plotly-plot .updatemenu-container").count() == 0
     assert page.locator(".js-plotly-plot .slider-container").count() == 0
-    page.goto(f"{url}/replay?run={run_id}&episode=5&round=0")
+    page.goto(f"{url}/replay?run={run_id}&episode=5&round=1")
     wait_idle(page)
-    page.get_by_text("Round 0 of 2").wait_for(timeout=20_000)
+    page.get_by_text("Round 1 of 3").wait_for(timeout=20_000)
     page.get_by_role("button", name="Play rounds").click()
-    page.get_by_text("Round 2 of 2").wait_for(timeout=20_000)
-    assert "round=2" in page.url, "the URL follows the round"
+    page.get_by_text("Round 3 of 3").wait_for(timeout=20_000)
+    assert "round=3" in page.url, "the URL follows the round"
     _no_exception(page, "replay playing")
     page.screenshot(path=str(ARTIFACTS / "replay-played.png"), full_page=True)
     page.close()
+
+
+# ---------------------------------------------------------------- hostile links, readable charts
+
+HOSTILE = {
+    "garbage": "garbage",
+    "nan": "NaN",
+    "negative": "-1",
+    "huge": "9" * 30,
+    "missing": "",
+}
+"""Values every query parameter of every page is tried with (``missing``: ``?name=``)."""
+
+FREE_TEXT = {("replay", "q")}
+"""Parameters any text is a valid value of (a search): no message expected."""
+
+_CHART_TEXT = """
+(plot) => {
+  const svg = plot.querySelector('.main-svg').getBoundingClientRect();
+  const kinds = {annotation: '.annotation .annotation-text-g', xtick: '.xtick text',
+                 ytick: '.ytick text', legend: '.legendtext', label: '.textpoint text, .bartext',
+                 title: '.g-xtitle text, .g-ytitle text'};
+  const out = [];
+  for (const [kind, sel] of Object.entries(kinds)) {
+    plot.querySelectorAll(sel).forEach(el => {
+      const r = el.getBoundingClientRect();
+      const t = (el.textContent || '').trim();
+      if (r.width > 0 && r.height > 0 && t)
+        out.push({kind, text: t, x: r.x, y: r.y, width: r.width, height: r.height});
+    });
+  }
+  return {svg: {x: svg.x, y: svg.y, width: svg.width, height: svg.height}, boxes: out};
+}
+"""
+
+
+def chart_text_problems(page, where: str) -> list[str]:
+    """Text Plotly drew that is clipped by its chart's edge, or that overlaps other text of
+    the same chart (annotations, point and bar labels, tick labels, legend entries)."""
+    problems = []
+    for k in range(page.locator(".js-plotly-plot").count()):
+        plot = page.locator(".js-plotly-plot").nth(k)
+        if not plot.is_visible():
+            continue
+        got = plot.evaluate(_CHART_TEXT)
+        svg, boxes = got["svg"], got["boxes"]
+        for b in boxes:
+            inside = (
+                b["x"] >= svg["x"] - 1 and b["y"] >= svg["y"] - 1
+                and b["x"] + b["width"] <= svg["x"] + svg["width"] + 1
+                and b["y"] + b["height"] <= svg["y"] + svg["height"] + 1
+            )  # fmt: skip
+            if not inside:
+                problems.append(f"{where} chart {k}: {b['kind']} {b['text']!r} is clipped")
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1 :]:
+                if a["kind"] == b["kind"] == "title":
+                    continue
+                if _boxes_overlap(a, b):
+                    problems.append(
+                        f"{where} chart {k}: {a['kind']} {a['text']!r} overlaps "
+                        f"{b['kind']} {b['text']!r}"
+                    )
+    return problems
+
+
+def hostile_link_problems(page, url: str, pages: dict[str, tuple[str, ...]]) -> list[str]:
+    """Open every page with each :data:`HOSTILE` value in all of its query parameters at
+    once, plus one it does not have: no exception, and each bad parameter named on the page."""
+    problems = []
+    for name, names in pages.items():
+        for kind, value in HOSTILE.items():
+            query = "&".join(f"{p}={value}" for p in (*names, "bogus"))
+            page.goto(f"{url}/{name}?{query}")
+            wait_idle(page)
+            where = f"/{name}?… ({kind})"
+            errors = page.locator('[data-testid="stException"]')
+            if errors.count():
+                problems.append(f"{where}: {errors.first.inner_text()[:200]}")
+                continue
+            said = " ".join(page.locator('[data-testid="stAlert"]').all_inner_texts())
+            for p in (*names, "bogus"):
+                if (name, p) in FREE_TEXT:
+                    continue
+                if f"{p}={value}"[:30] not in said and f"{p}=" not in said:
+                    problems.append(f"{where}: nothing says `{p}={value}` was not used")
+    return problems
