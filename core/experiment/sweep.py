@@ -662,7 +662,7 @@ class _Driver:
         held_out = [EpisodeRecord.from_dict(d) for d in result.evaluation]
         train_run = eval_run = None
         if self.log:
-            config = {"team": asdict(spec.team), "train": asdict(spec.train), "sweep": spec.key}
+            config = {**spec.team.run_config(), "train": asdict(spec.train), "sweep": spec.key}
             with RunLogger(
                 self.db,
                 "train",
