@@ -65,6 +65,14 @@ def short_run(run_id: str) -> str:
     return f"{parts[0]}-{parts[-1]}" if len(parts) > 2 else str(run_id)
 
 
+def engine_label(backend: str | None, model: str | None) -> str:
+    """What answered a run's questions, as charts name it: ``simulated`` for the synthetic
+    society, else ``back-end · model`` (``openai · SmolLM2-135M-Instruct``)."""
+    if backend in (None, "", "sim"):
+        return "simulated"
+    return f"{backend} · {model}" if model else str(backend)
+
+
 def _label_policies(df: pd.DataFrame, include_training: bool) -> pd.DataFrame:
     """Keep the stored name as ``policy_id``, show ``policy`` as :func:`policy_label`;
     without ``include_training``, drop the training episodes."""
@@ -108,6 +116,13 @@ def runs(db: str, kind: str | None = None) -> pd.DataFrame:
     df = df.merge(q.run_tags(db), on="id", how="left")
     fork = (df["kind"] == forks.FORK_KIND).astype(int)
     return df.assign(_fork=fork).sort_values("_fork", kind="stable").drop(columns="_fork")
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def calibration_report(db: str, run_id: str) -> dict[str, Any]:
+    """The report an ``agentqmix calibrate`` run logged ({} if it has none)."""
+    info = q.get_run(db, run_id)
+    return (info.config.get("calibration") or {}) if info is not None else {}
 
 
 def fork_run_ids(db: str) -> set[str]:
@@ -241,6 +256,8 @@ def aggregate(
         # A fork is two episodes of one task: a point of n = 1 that says nothing of a policy.
         df = df[~df["run_id"].isin(fork_run_ids(db))]
     df = _label_policies(df, include_training)
+    if "backend" in df:
+        df["engine"] = [engine_label(b, m) for b, m in zip(df["backend"], df["model"], strict=True)]
     if "run_id" in df and "policy" in df:
         df["label"] = [
             f"{p} · {short_run(r)}" for p, r in zip(df["policy"], df["run_id"], strict=True)
@@ -370,6 +387,7 @@ def sweep_points(db: str, sweep_id: str) -> pd.DataFrame:
         for p, w, s in zip(df["policy"], df["token_weight"], df["seed"], strict=True)
     ]
     df["learned"] = df["token_weight"].notna()
+    df["engine"] = [engine_label(b, m) for b, m in zip(df["backend"], df["model"], strict=True)]
     return with_intervals(df)
 
 

@@ -787,6 +787,41 @@ def pareto_front(df: pd.DataFrame, x: str = "mean_tokens", y: str = "accuracy") 
     return rows.loc[keep]
 
 
+def engines(df: pd.DataFrame) -> list[str]:
+    """The back-end · model labels of ``df``'s points (its ``engine`` column), simulated first."""
+    if "engine" not in df or df.empty:
+        return []
+    return sorted(df["engine"].unique(), key=lambda e: (not e.startswith("simulated"), e))
+
+
+def fronts(df: pd.DataFrame) -> dict[str | None, pd.DataFrame]:
+    """The Pareto front of each back-end · model (``None``: ``df`` names none). Simulated
+    and real tokens and accuracies are not one trade-off: a front never mixes them."""
+    names = engines(df)
+    if not names:
+        return {None: pareto_front(df)}
+    return {name: pareto_front(df[df["engine"] == name]) for name in names}
+
+
+def _facets(df: pd.DataFrame) -> tuple[go.Figure, list[tuple[pd.DataFrame, int]]]:
+    """A figure with one panel per back-end · model of ``df`` (one panel when it names one
+    or none), and each panel's rows with its column number."""
+    names = engines(df)
+    if len(names) <= 1:
+        return go.Figure(), [(df, 1)]
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(
+        rows=1, cols=len(names), subplot_titles=names, shared_yaxes=True, horizontal_spacing=0.06
+    )
+    return fig, [(df[df["engine"] == name], k + 1) for k, name in enumerate(names)]
+
+
+def _in_panel(panels: list[tuple[pd.DataFrame, int]], col: int) -> dict[str, int]:
+    """The ``row``/``col`` keywords of a trace in panel ``col`` (none for a single panel)."""
+    return {"row": 1, "col": col} if len(panels) > 1 else {}
+
+
 def _data_range(lo: pd.Series, hi: pd.Series, pad: float = 0.08) -> list[float]:
     """[low, high] of the values with ``pad`` of their span either side."""
     low, high = float(lo.min()), float(hi.max())
@@ -794,8 +829,11 @@ def _data_range(lo: pd.Series, hi: pd.Series, pad: float = 0.08) -> list[float]:
     return [low - pad * span, high + pad * span]
 
 
-def _label_front(fig: go.Figure, front: pd.DataFrame, y_range: list[float], plot_px: int):
-    """Name the points of the front with annotations stacked so no two overlap.
+def _label_front(
+    fig: go.Figure, front: pd.DataFrame, y_range: list[float], plot_px: int, col: int = 1
+) -> None:
+    """Name the points of the front (of panel ``col``) with annotations stacked so no two
+    overlap.
 
     The front rises to the right, so above-left of each point nothing dominates it: labels
     sit above their point with a short leader, and each one at least a line (18 px) above
@@ -804,7 +842,8 @@ def _label_front(fig: go.Figure, front: pd.DataFrame, y_range: list[float], plot
     """
     pts = front.sort_values("accuracy")
     span = y_range[1] - y_range[0] or 1.0
-    x_max = max(float(front["mean_tokens"].max()), 1.0)
+    x_max = max(float(front["mean_tokens"].max()), 1.0) if not front.empty else 1.0
+    axis = "" if col == 1 else str(col)
     prev_top = -math.inf
     for x, y, text in zip(pts["mean_tokens"], pts["accuracy"], pts["label"], strict=True):
         py = (y - y_range[0]) / span * plot_px
@@ -812,82 +851,96 @@ def _label_front(fig: go.Figure, front: pd.DataFrame, y_range: list[float], plot
         prev_top = py + rise
         right_half = x > 0.5 * x_max
         fig.add_annotation(
-            x=x, y=y, text=str(text), showarrow=True, arrowhead=0, arrowwidth=1,
-            arrowcolor="#999999", ax=-12 if right_half else 12, ay=-rise,
-            xanchor="right" if right_half else "left", yanchor="bottom",
+            x=x, y=y, xref=f"x{axis}", yref=f"y{axis}", text=str(text), showarrow=True,
+            arrowhead=0, arrowwidth=1, arrowcolor="#999999", ax=-12 if right_half else 12,
+            ay=-rise, xanchor="right" if right_half else "left", yanchor="bottom",
             font=dict(size=12, color="#333333"), bgcolor="rgba(255,255,255,0.8)",
         )  # fmt: skip
 
 
-def _trade_off_axes(fig: go.Figure, df: pd.DataFrame, height: int) -> None:
+def _trade_off_axes(
+    fig: go.Figure, df: pd.DataFrame, height: int, panels: list[tuple[pd.DataFrame, int]]
+) -> None:
     """Axes of an accuracy-vs-tokens chart: tokens from 0, accuracy over its intervals plus
-    room above for the front's labels."""
+    room above for the fronts' labels (one shared accuracy axis over every panel)."""
     has_ci = "accuracy_lo" in df
     y_range = _data_range(
         df["accuracy_lo"].fillna(df["accuracy"]) if has_ci else df["accuracy"],
         df["accuracy_hi"].fillna(df["accuracy"]) if has_ci else df["accuracy"],
     )
-    front = pareto_front(df)
+    panel_fronts = [(pareto_front(panel), col) for panel, col in panels if not panel.empty]
     plot_px = height - 150  # the figure less its margins and a two-row legend
     # Room above the highest label: each front point may sit a line above the one before.
-    headroom = (22 + 18 * len(front)) / plot_px * (y_range[1] - y_range[0])
+    most = max((len(front) for front, _ in panel_fronts), default=0)
+    headroom = (22 + 18 * most) / plot_px * (y_range[1] - y_range[0])
     y_range = [y_range[0], min(y_range[1] + headroom, max(1.08, y_range[1]))]
-    _label_front(fig, front, y_range, plot_px)
+    for front, col in panel_fronts:
+        _label_front(fig, front, y_range, plot_px, col)
     # The headroom may reach past 100 %: no tick there (no accuracy is 105 %).
     span = y_range[1] - y_range[0]
     step = 0.05 if span <= 0.4 else 0.1 if span <= 0.8 else 0.2
     ticks = np.arange(math.ceil(y_range[0] / step) * step, min(y_range[1], 1.0) + 1e-9, step)
-    fig.update_layout(
-        xaxis=dict(ticksuffix=" tok", rangemode="tozero", title="mean tokens per episode"),
-        yaxis=dict(title="accuracy", tickformat=".0%", range=y_range, tickvals=ticks.round(4)),
-    )
+    fig.update_xaxes(ticksuffix=" tok", rangemode="tozero", title="mean tokens per episode")
+    fig.update_yaxes(tickformat=".0%", range=y_range, tickvals=ticks.round(4))
+    fig.update_yaxes(title="accuracy", col=1 if len(panels) > 1 else None)
 
 
 def pareto_figure(df: pd.DataFrame, height: int = 480) -> go.Figure:
     """Accuracy vs mean tokens, one point per row (a policy in one run), with 95 % intervals
-    and the Pareto front, whose points are named (the others in their hover).
+    and the Pareto front, whose points are named (the others in their hover); one panel
+    (with its own front) per back-end · model when ``df`` holds more than one (its
+    ``engine`` column: simulated and real points never share a front).
 
     ``df`` has ``label`` (the point's name), ``policy`` (its colour: :func:`policy_color`),
-    ``run_id``, ``policy_id``, ``episodes``, ``accuracy`` and ``mean_tokens``, and
-    optionally the interval columns of :func:`lab.stats.with_intervals`. Points of one
+    ``run_id``, ``policy_id``, ``episodes``, ``accuracy`` and ``mean_tokens``, optionally
+    ``engine`` and the interval columns of :func:`lab.stats.with_intervals`. Points of one
     policy from several runs differ by marker. Every point carries
     ``customdata = [run_id, policy_id, episodes]`` (what a click selects).
     """
-    fig = go.Figure()
-    for policy, part in df.groupby("policy", sort=True):
-        err_x, err_y = _error_bars(part)
-        symbols = variant_symbols(part["run_id"])
+    fig, panels = _facets(df)
+    shown: set[str] = set()
+    for panel, col in panels:
+        for policy, part in panel.groupby("policy", sort=True):
+            err_x, err_y = _error_bars(part)
+            symbols = variant_symbols(part["run_id"])
+            fig.add_scatter(
+                x=part["mean_tokens"],
+                y=part["accuracy"],
+                mode="markers",
+                name=str(policy),
+                legendgroup=str(policy),
+                showlegend=policy not in shown,
+                marker=dict(
+                    size=13,
+                    color=policy_color(str(policy)),
+                    symbol=[symbols[r] for r in part["run_id"]],
+                    line=dict(color="white", width=1),
+                ),
+                error_x=err_x,
+                error_y=err_y,
+                customdata=part[["run_id", "policy_id", "episodes"]].to_numpy(),
+                hovertext=part["label"],
+                hovertemplate=(
+                    "<b>%{hovertext}</b><br>tokens %{x:,.0f}<br>accuracy %{y:.1%}"
+                    "<br>n = %{customdata[2]} episodes<extra></extra>"
+                ),
+                **_in_panel(panels, col),
+            )
+            shown.add(policy)
+        line = pareto_front(panel)
         fig.add_scatter(
-            x=part["mean_tokens"],
-            y=part["accuracy"],
-            mode="markers",
-            name=str(policy),
-            marker=dict(
-                size=13,
-                color=policy_color(str(policy)),
-                symbol=[symbols[r] for r in part["run_id"]],
-                line=dict(color="white", width=1),
-            ),
-            error_x=err_x,
-            error_y=err_y,
-            customdata=part[["run_id", "policy_id", "episodes"]].to_numpy(),
-            hovertext=part["label"],
-            hovertemplate=(
-                "<b>%{hovertext}</b><br>tokens %{x:,.0f}<br>accuracy %{y:.1%}"
-                "<br>n = %{customdata[2]} episodes<extra></extra>"
-            ),
+            x=line["mean_tokens"],
+            y=line["accuracy"],
+            mode="lines",
+            name="Pareto front",
+            legendgroup="front",
+            showlegend=col == 1,
+            line=dict(color="black", dash="dash", shape="hv"),
+            hoverinfo="skip",
+            **_in_panel(panels, col),
         )
-    line = pareto_front(df)
-    fig.add_scatter(
-        x=line["mean_tokens"],
-        y=line["accuracy"],
-        mode="lines",
-        name="Pareto front",
-        line=dict(color="black", dash="dash", shape="hv"),
-        hoverinfo="skip",
-    )
     if not df.empty:
-        _trade_off_axes(fig, df, height)
+        _trade_off_axes(fig, df, height, panels)
     fig.update_layout(clickmode="event+select", dragmode="zoom")
     return _layout(fig, height)
 
@@ -968,49 +1021,62 @@ def sweep_figure(df: pd.DataFrame, height: int = 500) -> go.Figure:
     policy's colour, one shade per token weight — darker costs tokens more — and one marker
     per training seed) against the fixed topologies (diamonds in their own colours), with
     95 % intervals and the front over all points; the front's points are named, the others
-    in their hover.
+    in their hover; one panel (with its own front) per back-end · model when ``df`` holds
+    more than one.
 
     ``df`` as :func:`lab.data.sweep_points` returns it: ``label``, ``policy``,
     ``token_weight`` and ``seed`` (NaN for a fixed topology), ``run_id``, ``episodes``,
-    ``accuracy``, ``mean_tokens`` and the interval columns. Points carry
-    ``customdata = [run_id, policy, episodes]``.
+    ``accuracy``, ``mean_tokens``, optionally ``engine``, and the interval columns. Points
+    carry ``customdata = [run_id, policy, episodes]``.
     """
-    fig = go.Figure()
-    learned = df[df["token_weight"].notna()]
-    fixed = df[df["token_weight"].isna()]
     hover = (
         "<b>%{hovertext}</b><br>tokens %{x:,.0f}<br>accuracy %{y:.1%}"
         "<br>n = %{customdata[2]} episodes<extra></extra>"
     )
-    weights = sorted(learned["token_weight"].unique())
-    symbols = variant_symbols(learned["seed"].astype(int))
-    for k, (w, part) in enumerate(learned.groupby("token_weight", sort=True)):
-        err_x, err_y = _error_bars(part)
+    learned_all = df[df["token_weight"].notna()]
+    weights = sorted(learned_all["token_weight"].unique())
+    symbols = variant_symbols(learned_all["seed"].astype(int))
+    fig, panels = _facets(df)
+    shown: set[str] = set()
+    for panel, col in panels:
+        where = _in_panel(panels, col)
+        learned = panel[panel["token_weight"].notna()]
+        fixed = panel[panel["token_weight"].isna()]
+        for w, part in learned.groupby("token_weight", sort=True):
+            k = weights.index(w)
+            name = f"learned, token weight {w:g}"
+            err_x, err_y = _error_bars(part)
+            fig.add_scatter(
+                x=part["mean_tokens"], y=part["accuracy"], mode="markers", name=name,
+                legendgroup=name, showlegend=name not in shown,
+                marker=dict(size=12, color=shade(policy_color("qmix"), k, len(weights)),
+                            symbol=[symbols[int(s)] for s in part["seed"]],
+                            line=dict(color="white", width=1)),
+                error_x=err_x, error_y=err_y, hovertext=part["label"],
+                customdata=part[["run_id", "policy", "episodes"]].to_numpy(),
+                hovertemplate=hover, **where,
+            )  # fmt: skip
+            shown.add(name)
+        for policy, part in fixed.groupby("policy", sort=True):
+            err_x, err_y = _error_bars(part)
+            fig.add_scatter(
+                x=part["mean_tokens"], y=part["accuracy"], mode="markers", name=str(policy),
+                legendgroup=str(policy), showlegend=str(policy) not in shown,
+                marker=dict(size=11, symbol="diamond", color=policy_color(str(policy)),
+                            line=dict(color="white", width=1)),
+                error_x=err_x, error_y=err_y, hovertext=part["label"],
+                customdata=part[["run_id", "policy", "episodes"]].to_numpy(),
+                hovertemplate=hover, **where,
+            )  # fmt: skip
+            shown.add(str(policy))
+        line = pareto_front(panel)
         fig.add_scatter(
-            x=part["mean_tokens"], y=part["accuracy"], mode="markers",
-            name=f"learned, token weight {w:g}",
-            marker=dict(size=12, color=shade(policy_color("qmix"), k, len(weights)),
-                        symbol=[symbols[int(s)] for s in part["seed"]],
-                        line=dict(color="white", width=1)),
-            error_x=err_x, error_y=err_y, hovertext=part["label"],
-            customdata=part[["run_id", "policy", "episodes"]].to_numpy(), hovertemplate=hover,
+            x=line["mean_tokens"], y=line["accuracy"], mode="lines", name="front",
+            legendgroup="front", showlegend=col == 1,
+            line=dict(color="black", dash="dash", shape="hv"), hoverinfo="skip", **where,
         )  # fmt: skip
-    for policy, part in fixed.groupby("policy", sort=True):
-        err_x, err_y = _error_bars(part)
-        fig.add_scatter(
-            x=part["mean_tokens"], y=part["accuracy"], mode="markers", name=str(policy),
-            marker=dict(size=11, symbol="diamond", color=policy_color(str(policy)),
-                        line=dict(color="white", width=1)),
-            error_x=err_x, error_y=err_y, hovertext=part["label"],
-            customdata=part[["run_id", "policy", "episodes"]].to_numpy(), hovertemplate=hover,
-        )  # fmt: skip
-    line = pareto_front(df)
-    fig.add_scatter(
-        x=line["mean_tokens"], y=line["accuracy"], mode="lines", name="front",
-        line=dict(color="black", dash="dash", shape="hv"), hoverinfo="skip",
-    )  # fmt: skip
     if not df.empty:
-        _trade_off_axes(fig, df, height)
+        _trade_off_axes(fig, df, height, panels)
     return _layout(fig, height)
 
 

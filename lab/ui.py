@@ -122,7 +122,8 @@ def run_provenance(row: pd.Series) -> str:
 
 
 def run_label(row: pd.Series) -> str:
-    """``train-… · qmix · mixed · 200 ep`` — how a run is named in pickers; a Failure-lab
+    """``train-… · qmix · mixed · 200 ep`` — how a run is named in pickers (a real model's
+    run also names its back-end and model: ``eval-… · star · gsm8k · local · SmolLM2… · 3 ep``); a Failure-lab
     fork says what it forked (``lab · fork of eval-… #3 · fixed · full · 1 coder crash…``),
     a sweep's run its sweep, weight and seed."""
     status = "" if row["status"] == "finished" else f" · {row['status']}"
@@ -135,7 +136,9 @@ def run_label(row: pd.Series) -> str:
         policy = data.policy_label(row["policy"]) if row["policy"] else row["kind"]
         return f"{row['id']} · {policy} · {sweep} · {part} · {row['episodes']} ep{status}"
     policy = data.policy_label(row["policy"]) if row["policy"] else row["kind"]
-    return f"{row['id']} · {policy} · {row['benchmark']} · {row['episodes']} ep{status}"
+    real = row.get("backend") not in (None, "", "sim")
+    engine = f" · {data.engine_label(row['backend'], row.get('model'))}" if real else ""
+    return f"{row['id']} · {policy} · {row['benchmark']}{engine} · {row['episodes']} ep{status}"
 
 
 # ---------------------------------------------------------------- links

@@ -7,7 +7,7 @@ in the URL (``/compare?benchmark=math&point=RUN_ID:POLICY&a=RUN&b=RUN``).
 
 import streamlit as st
 
-from lab import data, figures, params, ui
+from lab import calibration, data, figures, params, ui
 
 db = data.db_path()
 st.title("Compare policies and topologies")
@@ -35,7 +35,12 @@ training = c3.toggle(
 )
 with ui.friendly():
     agg = data.aggregate(
-        db, ("run_id", "policy"), None, benchmark, False if healthy else None, training
+        db,
+        ("run_id", "policy", "backend", "model"),
+        None,
+        benchmark,
+        False if healthy else None,
+        training,
     )
 if agg.empty:
     st.info("No episodes match; try another benchmark or include episodes with failures.")
@@ -62,14 +67,17 @@ def _picked(fig) -> None:
 st.subheader("Accuracy vs tokens")
 st.caption(
     "One point per policy in each run (two checkpoints never merge); bars: 95 % intervals "
-    "(Wilson for accuracy, normal SE for mean tokens). Click a point for its episodes."
+    "(Wilson for accuracy, normal SE for mean tokens). Click a point for its episodes. "
+    "Simulated and real-model runs are drawn in separate panels, each with its own front: "
+    "their tokens and accuracies are not one trade-off."
 )
 fig = figures.pareto_figure(agg)
 ui.chart(fig, key="compare_pareto", on_select=lambda: _picked(fig))
-front = figures.pareto_front(agg)["label"].tolist()
-st.caption(
-    f"On the Pareto front (nothing is both cheaper and more accurate): **{', '.join(front)}**."
-)
+for engine, front in figures.fronts(agg).items():
+    st.caption(
+        f"On the Pareto front{f' of {engine}' if engine else ''} (nothing is both cheaper and "
+        f"more accurate): **{', '.join(front['label'])}**."
+    )
 
 url.seed("compare_point", "point", params.one_of(list(points), "point of this chart"))
 if st.session_state.get("compare_point") not in points:
@@ -123,12 +131,22 @@ table = agg.assign(
 ).sort_values("mean_reward", ascending=False)
 st.dataframe(
     table[
-        ["label", "episodes", "accuracy", "accuracy_ci", "mean_tokens", "mean_reward", "reward_ci"]
+        [
+            "label",
+            "engine",
+            "episodes",
+            "accuracy",
+            "accuracy_ci",
+            "mean_tokens",
+            "mean_reward",
+            "reward_ci",
+        ]
     ],  # fmt: skip
     hide_index=True,
     width="stretch",
     column_config={
         "label": st.column_config.TextColumn("policy · run", width="medium", pinned=True),
+        "engine": st.column_config.TextColumn("back-end · model"),
         "episodes": st.column_config.NumberColumn("n"),
         "accuracy": st.column_config.NumberColumn(format="percent"),
         "accuracy_ci": st.column_config.TextColumn("accuracy 95 % CI"),
@@ -182,10 +200,11 @@ else:
             st.info("No held-out episodes of this sweep yet: its first trial is still training.")
             return
         st.caption(
+            f"Answered by **{', '.join(figures.engines(sweep_pts))}**. "
             "Learned trials in the learned policy's colour, darker for a larger token weight, "
             "one marker per training seed; diamonds: the fixed topologies on the same held-out "
             "tasks, each in its own colour. Bars: 95 % intervals (Wilson for accuracy, normal SE "
-            "for mean tokens); dashed: the front so far, its points named (hover for the rest)."
+            "for mean tokens); dashed: the front so far, its points named (hover for the rest). One panel and front per back-end · model when the sweep has several."
         )
         ui.chart(figures.sweep_figure(sweep_pts), key="compare_sweep_chart")
         st.dataframe(
@@ -194,12 +213,15 @@ else:
                     f"{lo:.0%}–{hi:.0%}"
                     for lo, hi in zip(sweep_pts["accuracy_lo"], sweep_pts["accuracy_hi"], strict=True)
                 ],
-                on_front=sweep_pts.index.isin(figures.pareto_front(sweep_pts).index),
-            )[["label", "episodes", "accuracy", "accuracy_ci", "mean_tokens", "mean_reward",
-               "on_front"]],
+                on_front=sweep_pts.index.isin(
+                    [i for front in figures.fronts(sweep_pts).values() for i in front.index]
+                ),
+            )[["label", "engine", "episodes", "accuracy", "accuracy_ci", "mean_tokens",
+               "mean_reward", "on_front"]],
             hide_index=True, width="stretch", key="compare_sweep_table",
             column_config={
                 "label": st.column_config.TextColumn("point", pinned=True),
+                "engine": st.column_config.TextColumn("back-end · model"),
                 "episodes": st.column_config.NumberColumn("n"),
                 "accuracy": st.column_config.NumberColumn(format="percent"),
                 "accuracy_ci": st.column_config.TextColumn("accuracy 95 % CI"),
@@ -253,6 +275,20 @@ for col, run_id, side in zip((s1, s2), pair, ("a", "b"), strict=True):
             mix = data.action_distribution(db, "round", (run_id,))
         st.markdown("##### actions by round")
         ui.chart(figures.action_mix_figure(mix, "round", height=260), key=f"compare_mix_{side}")
+
+calibrations = data.runs(db, "calibrate")
+if not calibrations.empty:
+    st.subheader("Simulated vs real")
+    cal_labels = {r["id"]: calibration.label(r) for _, r in calibrations.iterrows()}
+    cal = st.selectbox(
+        "Calibration (agentqmix calibrate)", list(cal_labels), format_func=cal_labels.get,
+        key="compare_calibration",
+    )  # fmt: skip
+    with ui.friendly():
+        report = data.calibration_report(db, cal)
+    st.caption(calibration.caption(report))
+    for which in ("by_topology", "by_action"):
+        st.dataframe(calibration.check_frame(report, which), hide_index=True)
 
 url.write(
     benchmark=benchmark, healthy=None if healthy else "false", training="true" if training else None,

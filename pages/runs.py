@@ -36,10 +36,12 @@ st.dataframe(
             "id",
             "kind",
             "status",
+            "incomplete",
             "policy",
             "benchmark",
             "backend",
             "episodes",
+            "planned",
             "accuracy",
             "mean_tokens",
             "mean_reward",
@@ -55,6 +57,11 @@ st.dataframe(
     width="stretch",
     column_config={
         "id": st.column_config.TextColumn("run", width="medium", pinned=True),
+        "incomplete": st.column_config.CheckboxColumn(
+            help="Stopped before all its episodes: resume it with `agentqmix eval --resume "
+            "RUN_ID` (compare, robustness, train likewise)."
+        ),
+        "planned": st.column_config.NumberColumn("of", help="Episodes the run set out to play."),
         "accuracy": st.column_config.NumberColumn(format="percent"),
         "mean_tokens": st.column_config.NumberColumn("mean tokens", format="%.0f"),
         "mean_reward": st.column_config.NumberColumn("mean reward", format="%.3f"),

@@ -11,9 +11,18 @@ from pathlib import Path
 
 import streamlit as st
 
+from core.backends.local_server import install_status
 from core.tasks.registry import BENCHMARKS
 from lab import data, figures, params, ui
-from lab.jobs import ROLE_POOL, TeamSpec, TrainParams, resume_command, team_roles, train_command
+from lab.jobs import (
+    LAB_BACKENDS,
+    ROLE_POOL,
+    TeamSpec,
+    TrainParams,
+    resume_command,
+    team_roles,
+    train_command,
+)
 
 # The training curves' default smoothing (EMA weight on the past).
 SMOOTHING = 0.6
@@ -35,14 +44,20 @@ with st.form("train_form", border=True):
     agents = c2.number_input("Agents", 1, len(ROLE_POOL), 4, key="train_agents")
     rounds = c3.number_input("Rounds", 1, 10, 3, key="train_rounds")
     episodes = c4.number_input("Episodes", 1, 100_000, 300, step=50, key="train_episodes")
-    c5, c6, c7 = st.columns(3)
+    c5, c6, c7, c8 = st.columns(4)
     token_weight = c5.slider("Token weight w_tok", 0.0, 1.0, 0.1, 0.05, key="train_token_weight")
     fail_prob = c6.slider("Failure probability", 0.0, 0.9, 0.0, 0.05, key="train_fail_prob")
     seed = c7.number_input("Seed", 0, 2**31 - 1, 0, key="train_seed")
+    local_state, local_note = install_status()
+    backends = [b for b in LAB_BACKENDS if b != "local" or local_state == "ready"]
+    backend = c8.selectbox("Agents played by", backends, key="train_backend", help=local_note)
+    st.caption(local_note)
     submitted = st.form_submit_button("Start training", type="primary")
 
 if submitted:
-    team = TeamSpec(benchmark, team_roles(int(agents)), int(rounds), float(token_weight))
+    team = TeamSpec(
+        benchmark, team_roles(int(agents)), int(rounds), float(token_weight), backend=backend
+    )
     train = TrainParams(team, int(episodes), float(fail_prob), int(seed))
     checkpoint = data.workdir(db) / "checkpoints" / f"train-{time.strftime('%Y%m%d-%H%M%S')}.pt"
     job = manager.start(

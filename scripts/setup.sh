@@ -4,6 +4,11 @@
 # build from PyPI on a Linux machine with a GPU (device=auto then uses it).
 # bubblewrap (Debian's package) is the sandbox for generated code; without it, commands
 # that would run generated code refuse (core/sandbox.py) unless --sandbox process is given.
+#
+# The local model (llama.cpp, built from source: ~5 minutes once) comes last:
+# AGENTQMIX_LOCAL_SETUP=now (default) installs it here with progress lines;
+# =background starts that install in the background and returns at once (the lab does
+# this: its first page must not wait; it shows "local model: installing..." until done).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"
@@ -30,4 +35,20 @@ if ! command -v bwrap >/dev/null 2>&1; then
       "weaker sandbox with --sandbox process" >&2
   fi
 fi
+case "${AGENTQMIX_LOCAL_SETUP:-now}" in
+  now) bash scripts/setup_local.sh ;;
+  background)
+    state="${XDG_CACHE_HOME:-$HOME/.cache}/agentqmix"
+    mkdir -p "$state"
+    pidfile="$state/local-setup.pid"
+    if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+      echo "local model: still installing in the background (log: $state/local-setup.log)"
+    else
+      nohup bash scripts/setup_local.sh >"$state/local-setup.log" 2>&1 </dev/null &
+      echo $! >"$pidfile"
+      echo "local model: installing in the background (log: $state/local-setup.log)"
+    fi
+    ;;
+  *) echo "AGENTQMIX_LOCAL_SETUP must be now or background" >&2; exit 2 ;;
+esac
 say "done"

@@ -2,7 +2,8 @@
 
 The runtime decides *who* talks to *whom*; a back-end decides *what* an agent says.
 Two back-ends implement it: the synthetic society (``sim``) and any
-OpenAI-compatible endpoint (``openai``).
+OpenAI-compatible endpoint (``openai``; ``local`` is the same back-end on a llama.cpp
+server the project starts, :mod:`core.backends.local_server`).
 """
 
 from __future__ import annotations
@@ -74,6 +75,11 @@ class Backend(Protocol):
     """True when its coroutines never wait (the synthetic society computes each answer on the
     spot): the team then plays its episodes without an event loop, call after call in a fixed
     order (:func:`core.team.runtime.run_sync`). A back-end without the attribute is waited on."""
+    serial: bool
+    """True when its server answers one call at a time (one llama.cpp instance): the team
+    then awaits its calls one by one in agent order, and plays its episodes one after the
+    other, so consecutive calls share the longest prompt prefix (the server reuses the
+    prefix its last request left cached). A back-end without the attribute is not serial."""
 
     async def agent_turn(self, turn: AgentTurn) -> TurnResult: ...
 

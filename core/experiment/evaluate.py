@@ -7,7 +7,7 @@ Every episode is played by the same rollout path as training (:meth:`TeamEnv.run
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +70,244 @@ def run_policy(
         env.close()
 
 
+# --------------------------------------------------------------------------- logged plans
+
+
+@dataclass(frozen=True)
+class EvalPart:
+    """A stretch of an evaluation run: one policy on held-out episodes ``indices``."""
+
+    policy: int
+    """Index of the policy in the run's policy list."""
+    indices: range
+    """Held-out episodes of the stream, in the order they are played and logged."""
+    failures: tuple[FailureSpec, ...] | None = None
+    """Failures that replace each episode's own (robustness); None = the episodes' own."""
+    group: int = 0
+    """Which summary row the episodes count towards."""
+
+
+@dataclass
+class EvalPlan:
+    """What an evaluation run (``eval``, ``compare``, ``robustness``) plays, in the order it
+    logs it. Stored as the run's ``config["eval"]``, so that ``--resume`` rebuilds the same
+    plan and plays exactly the episodes the run has not logged yet."""
+
+    command: str
+    """``eval``, ``compare`` or ``robustness``."""
+    policies: tuple[str, ...]
+    """Policy names in playing order (``qmix`` = the learned policy of ``checkpoint``)."""
+    episodes: int
+    """Held-out episodes per policy (per policy and failure level for robustness)."""
+    seed: int
+    """The held-out stream."""
+    first: int = 0
+    """Index of the first held-out episode."""
+    checkpoint: str | None = None
+    """The learned policy's checkpoint (absolute), if one plays."""
+    max_failed: int = 0
+    """robustness: up to this many failed agents."""
+    mode: str = "crash"
+    """robustness: how they fail."""
+
+    def parts(self, n_agents: int) -> list[EvalPart]:
+        """The parts in order. robustness: with ``k`` failed agents, episode ``i`` fails
+        agents ``i, i+1, …, i+k-1`` (mod N), the same agents for every policy."""
+        span = range(self.first, self.first + self.episodes)
+        if self.command != "robustness":
+            return [EvalPart(p, span, group=p) for p in range(len(self.policies))]
+        out, group = [], 0
+        for k in range(self.max_failed + 1):
+            for p in range(len(self.policies)):
+                for offset in range(min(n_agents, self.episodes) if k else 1):
+                    indices = span[offset::n_agents] if k else span
+                    fails = tuple(
+                        FailureSpec((offset + j) % n_agents, self.mode, 0) for j in range(k)
+                    )
+                    out.append(EvalPart(p, indices, fails, group))
+                group += 1
+        return out
+
+    def groups(self, n_agents: int) -> list[tuple[int, int]]:
+        """Each summary row's range of run episode indices ``(lo, hi)``."""
+        bounds: dict[int, list[int]] = {}
+        at = 0
+        for part in self.parts(n_agents):
+            lo_hi = bounds.setdefault(part.group, [at, at])
+            at += len(part.indices)
+            lo_hi[1] = at
+        return [tuple(bounds[g]) for g in sorted(bounds)]  # type: ignore[misc]
+
+    def total(self, n_agents: int) -> int:
+        return sum(len(p.indices) for p in self.parts(n_agents))
+
+    def config(self, n_agents: int) -> dict[str, Any]:
+        """``config["eval"]``: the plan, and ``episodes`` = how many the run will log."""
+        return {**asdict(self), "per_policy": self.episodes, "episodes": self.total(n_agents)}
+
+    @classmethod
+    def from_config(cls, d: dict[str, Any]) -> EvalPlan:
+        known = {f: d[f] for f in cls.__dataclass_fields__ if f in d and f != "episodes"}
+        return cls(**{**known, "policies": tuple(d["policies"]), "episodes": d["per_policy"]})
+
+
+def play_plan(
+    opts: TeamOptions,
+    plan: EvalPlan,
+    policies: Sequence[Any],
+    logger: Any = None,
+    skip: int = 0,
+) -> list[EpisodeRecord]:
+    """Play ``plan`` after its first ``skip`` episodes, logging each batch of episodes as
+    soon as it is played (``logger``: a :class:`core.store.RunLogger` or None); returns
+    the records played here. A kill loses at most the batch in flight, and the run's
+    logged episodes are always the plan's first ones, in order."""
+    from core.experiment.options import make_team_env
+
+    env = make_team_env(replace(opts, seed=plan.seed), "eval")
+    width = opts.concurrency
+    played: list[EpisodeRecord] = []
+    try:
+        with torch_threads(EVAL_THREADS):
+            for part in plan.parts(len(opts.roles)):
+                if skip >= len(part.indices):
+                    skip -= len(part.indices)
+                    continue
+                indices, skip = part.indices[skip:], 0
+                for start in range(0, len(indices), width):
+                    records = env.run(
+                        policies[part.policy],
+                        indices[start : start + width],
+                        failures=part.failures,
+                    )
+                    if logger is not None:
+                        logger.log_episodes(records)
+                    played += records
+    finally:
+        env.close()
+    return played
+
+
+def start_plan(
+    db: str | None,
+    kind: str,
+    opts: TeamOptions,
+    plan: EvalPlan,
+    policy: str,
+    extra_config: dict[str, Any] | None = None,
+) -> Any:
+    """The :class:`core.store.RunLogger` of a new evaluation run of ``plan``."""
+    from core.store.writer import RunLogger
+
+    config = {**opts.run_config(), "eval": plan.config(len(opts.roles)), **(extra_config or {})}
+    return RunLogger(
+        db,
+        kind,
+        config,
+        backend=opts.backend,
+        model=opts.model or opts.preset,
+        policy=policy,
+        benchmark=opts.benchmark,
+        seed=plan.seed,
+    )
+
+
+def summaries(
+    plan: EvalPlan,
+    opts: TeamOptions,
+    records: Sequence[EpisodeRecord],
+    db: str | None = None,
+    run_id: str | None = None,
+) -> list[dict[str, Any]]:
+    """One summary per row of the plan (:func:`core.team.summary.summarize_records`): from
+    ``records`` when they are the whole run, else from the store (a resumed run)."""
+    ranges = plan.groups(len(opts.roles))
+    if run_id is None:
+        return [summarize_records(records[lo:hi]) for lo, hi in ranges]
+    from core.store.queries import summarize_ranges
+
+    return summarize_ranges(db, run_id, ranges)
+
+
+def _run_plan(
+    opts: TeamOptions,
+    plan: EvalPlan,
+    policies: Sequence[Any],
+    db: str | None,
+    log: bool,
+    kind: str,
+    policy_label: str,
+    extra_config: dict[str, Any] | None = None,
+) -> tuple[list[dict[str, Any]], list[EpisodeRecord], str | None]:
+    """Play and log a new run of ``plan``: its summary rows, the records, the run id."""
+    if not log:
+        records = play_plan(opts, plan, policies)
+        return summaries(plan, opts, records), records, None
+    with start_plan(db, kind, opts, plan, policy_label, extra_config) as logger:
+        records = play_plan(opts, plan, policies, logger)
+    return summaries(plan, opts, records), records, logger.run_id
+
+
+def resume_evaluation(
+    db: str | None, run_id: str, device: str = "auto", command: str | None = None
+) -> tuple[EvalPlan, list[dict[str, Any]], str]:
+    """Continue a stopped evaluation run (``eval/compare/robustness --resume RUN_ID``): play
+    the episodes of its plan it has not logged, under the same run id, and return its plan,
+    its summary rows over every episode it logged, and its benchmark. ``command``: the
+    command asked to resume it, which must be the one that started it."""
+    from core.experiment.options import options_from_dict
+    from core.store.queries import get_run, last_episode
+    from core.store.writer import RunLogger
+
+    info = get_run(db, run_id)
+    if info is None:
+        raise UserError(f"no run {run_id!r} in the database.")
+    if "eval" not in info.config or "team" not in info.config:
+        raise UserError(
+            f"run {run_id} is not an evaluation run that can be resumed (only runs of eval, "
+            "compare and robustness logged by this version can)."
+        )
+    plan = EvalPlan.from_config(info.config["eval"])
+    if command is not None and plan.command != command:
+        raise UserError(
+            f"run {run_id} is a {plan.command} run; continue it with "
+            f"`agentqmix {plan.command} --resume {run_id}`."
+        )
+    opts = options_from_dict(info.config["team"])
+    total = plan.total(len(opts.roles))
+    last = last_episode(db, run_id)
+    done = 0 if last is None else last + 1
+    if done >= total and info.status == "finished":
+        raise UserError(
+            f"run {run_id} is complete ({done} of {total} episodes); nothing to resume."
+        )
+    policies = _plan_policies(plan, opts, device)
+    with RunLogger.resume(db, run_id) as logger:
+        if done < total:
+            play_plan(opts, plan, policies, logger, skip=done)
+    return plan, summaries(plan, opts, [], db, run_id), info.benchmark
+
+
+def _plan_policies(plan: EvalPlan, opts: TeamOptions, device: str) -> list[Any]:
+    out = []
+    for name in plan.policies:
+        if name == "qmix":
+            if not plan.checkpoint:
+                raise UserError(
+                    "this run's learned policy has no recorded checkpoint to resume from."
+                )
+            path = Path(plan.checkpoint)
+            if not path.is_file():
+                raise UserError(f"the run's checkpoint {path} is missing; put it back to resume.")
+            out.append(learned_policy(path, opts, device))
+        else:
+            out.append(make_policy(name))
+    return out
+
+
+# --------------------------------------------------------------------------- the commands
+
+
 def evaluate_team(
     opts: TeamOptions,
     policy: TeamPolicy | QMixPolicy,
@@ -80,14 +318,24 @@ def evaluate_team(
     kind: str = "eval",
     extra_config: dict[str, Any] | None = None,
     first: int = 0,
+    checkpoint: Path | None = None,
 ) -> tuple[dict[str, Any], list[EpisodeRecord]]:
-    """Evaluate one policy on held-out episodes ``first..first+episodes-1``; log them as one run."""
-    records = run_policy(opts, policy, episodes, seed, first=first)
-    summary = {"policy": policy.name, **summarize_records(records)}
+    """Evaluate one policy on held-out episodes ``first..first+episodes-1``, logged as one
+    run as they are played (``checkpoint``: where the learned policy came from, so that
+    ``eval --resume`` can load it again)."""
+    plan = EvalPlan("eval", (policy.name,), episodes, seed, first, _absolute(checkpoint))
+    rows, records, run_id = _run_plan(
+        opts, plan, [policy], db, log, kind, policy.name, extra_config
+    )
+    summary = {"policy": policy.name, **rows[0]}
     summary["mean_return"] = summary["mean_reward"]
-    if log:
-        summary["run_id"] = log_run(db, kind, opts, policy.name, seed, records, extra_config)
+    if run_id is not None:
+        summary["run_id"] = run_id
     return summary, records
+
+
+def _absolute(path: Path | None) -> str | None:
+    return None if path is None else str(Path(path).absolute())
 
 
 def log_run(
@@ -107,7 +355,7 @@ def log_run(
         kind,
         {**opts.run_config(), **(extra_config or {})},
         backend=opts.backend,
-        model=opts.model or opts.preset,
+        model=opts.model_name(),
         policy=policy,
         benchmark=opts.benchmark,
         seed=seed,
@@ -137,16 +385,22 @@ def compare_team(
     topologies: Sequence[str] = tuple(FIXED_TOPOLOGIES),
 ) -> list[dict[str, Any]]:
     """The learned policy and every fixed topology on the same held-out episodes."""
-    rows, all_records = [], []
-    for policy in _policies(opts, checkpoint, device, topologies):
-        records = run_policy(opts, policy, episodes, seed)
-        all_records += records
-        rows.append({"policy": policy.name, **summarize_records(records)})
-    if log:
-        run_id = log_run(db, "compare", opts, "compare", seed, all_records)
-        for row in rows:
+    policies = _policies(opts, checkpoint, device, topologies)
+    names = tuple(p.name for p in policies)
+    plan = EvalPlan("compare", names, episodes, seed, checkpoint=_absolute(checkpoint))
+    rows, _, run_id = _run_plan(opts, plan, policies, db, log, "compare", "compare")
+    return compare_rows(plan, rows, run_id)
+
+
+def compare_rows(
+    plan: EvalPlan, rows: Sequence[dict[str, Any]], run_id: str | None
+) -> list[dict[str, Any]]:
+    """``compare``'s table: one row per policy (with the run id when logged)."""
+    out = [{"policy": name, **row} for name, row in zip(plan.policies, rows, strict=True)]
+    if run_id is not None:
+        for row in out:
             row["run_id"] = run_id
-    return rows
+    return out
 
 
 def robustness_team(
@@ -171,43 +425,32 @@ def robustness_team(
     loaded policy, such as the lab, need not load it again); ``extra_config`` joins the
     logged run's config.
     """
-    from core.experiment.options import make_team_env
-
     n = len(opts.roles)
     if not 0 <= max_failed < n:
         raise UserError(f"--max-failed must be between 0 and {n - 1} for a team of {n}.")
     if policies is None:
         policies = _policies(opts, checkpoint, device, topologies)
-    rows, all_records = [], []
-    env = make_team_env(replace(opts, seed=seed), "eval")
-    try:
-        with torch_threads(EVAL_THREADS):
-            for k in range(max_failed + 1):
-                for policy in policies:
-                    records: list[EpisodeRecord] = []
-                    for offset in range(min(n, episodes) if k else 1):
-                        indices = range(offset, episodes, n) if k else range(episodes)
-                        fails = [FailureSpec((offset + j) % n, mode, 0) for j in range(k)]
-                        records += env.run(policy, indices, failures=fails)
-                    all_records += records
-                    rows.append(
-                        {
-                            "policy": policy.name,
-                            "failed_agents": k,
-                            "mode": mode,
-                            **summarize_records(records),
-                        }
-                    )
-    finally:
-        env.close()
-    if log:
-        run_id = log_run(
-            db, "compare", opts, "robustness", seed, all_records,
-            {"robustness": {"mode": mode}, **(extra_config or {})},
-        )  # fmt: skip
-        for row in rows:
-            row["run_id"] = run_id
-    return rows
+    names = tuple(p.name for p in policies)
+    plan = EvalPlan(
+        "robustness", names, episodes, seed, checkpoint=_absolute(checkpoint),
+        max_failed=max_failed, mode=mode,
+    )  # fmt: skip
+    extra = {"robustness": {"mode": mode}, **(extra_config or {})}
+    rows, _, run_id = _run_plan(opts, plan, policies, db, log, "compare", "robustness", extra)
+    return robustness_rows(plan, rows, run_id)
+
+
+def robustness_rows(
+    plan: EvalPlan, rows: Sequence[dict[str, Any]], run_id: str | None
+) -> list[dict[str, Any]]:
+    """``robustness``'s table: one row per failure level and policy."""
+    out = []
+    for g, row in enumerate(rows):
+        k, p = divmod(g, len(plan.policies))
+        out.append({"policy": plan.policies[p], "failed_agents": k, "mode": plan.mode, **row})
+        if run_id is not None:
+            out[-1]["run_id"] = run_id
+    return out
 
 
 def evaluate_env(

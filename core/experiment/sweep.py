@@ -50,6 +50,7 @@ from core.errors import UserError
 from core.experiment.evaluate import log_run, run_policy
 from core.experiment.options import make_team_env
 from core.experiment.train import StoreHooks, save_training_checkpoint
+from core.paths import check_folder, check_not_special, check_output_dir, write_file
 from core.qmix.policy import QMixPolicy
 from core.qmix.training import TrainConfig, train
 from core.records import EpisodeRecord
@@ -105,8 +106,10 @@ class SweepConfig:
         unknown = [t for t in self.topologies if t not in FIXED_TOPOLOGIES]
         if unknown:
             raise UserError(f"no fixed topology {unknown[0]!r}.")
-        if self.out.exists() and not self.out.is_dir():
-            raise UserError(f"--out {self.out} exists and is not a folder.")
+        check_folder(self.out, "--out")
+        names = [checkpoint_name(w, s) for w in self.token_weights for s in self.seeds]
+        for name in ("sweep.json", *names):
+            check_not_special(self.out / name, "--out")
         if (self.out / "sweep.json").exists():
             raise UserError(f"--out {self.out} already holds a sweep (sweep.json); choose another.")
 
@@ -410,21 +413,64 @@ def ray_session(address: str | None) -> Iterator[None]:
         return
     quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
     if address is None:
-        ray.init(num_cpus=os.cpu_count(), **quiet)
-    else:
-        check_reachable(address)
-        core_dir = str(Path(__file__).resolve().parent.parent)
-        env = {"py_modules": [core_dir], "excludes": ["__pycache__"]}
-        try:
-            ray.init(address=address, runtime_env=env, **quiet)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise UserError(
-                f"could not join the Ray cluster at {address} ({_one_line(exc)})."
-            ) from None
+        with _local_ray(quiet):
+            yield
+        return
+    check_reachable(address)
+    core_dir = str(Path(__file__).resolve().parent.parent)
+    env = {"py_modules": [core_dir], "excludes": ["__pycache__"]}
+    try:
+        ray.init(address=address, runtime_env=env, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise UserError(
+            f"could not join the Ray cluster at {address} ({_one_line(exc)})."
+        ) from None
     try:
         yield
     finally:
         ray.shutdown()
+
+
+@contextmanager
+def _local_ray(quiet: dict[str, Any]) -> Iterator[None]:
+    """A local Ray in a temporary folder of its own, shut down and removed on every exit:
+    normal, exception, Ctrl-C, SIGTERM (turned into SystemExit here), and — through the
+    watcher of :mod:`core.experiment.ray_reaper` — the driver's own death by SIGKILL."""
+    import subprocess
+    import sys
+
+    from core.experiment.ray_reaper import DONE, reap, snapshot
+
+    # Short, under /tmp: Ray's socket paths must stay within 107 bytes.
+    temp_dir = tempfile.mkdtemp(prefix="aqmix-ray-", dir="/tmp")
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "core.experiment.ray_reaper", temp_dir],
+        stdin=subprocess.PIPE,
+        start_new_session=True,
+        cwd=str(Path(__file__).resolve().parents[2]),
+    )
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        ray.init(num_cpus=os.cpu_count(), _temp_dir=temp_dir, **quiet)
+        yield
+    finally:
+        seen = snapshot(temp_dir)  # before shutdown orphans the workers
+        try:
+            ray.shutdown()
+        finally:
+            reap(temp_dir, seen)  # what shutdown left (it leaves the folder, at least)
+            assert watcher.stdin is not None
+            watcher.stdin.write(DONE)
+            watcher.stdin.close()
+            watcher.wait()
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 @contextmanager
@@ -514,7 +560,7 @@ def run_sweep(
         check_reachable(sweep.ray_address)  # before anything is created
     if log:
         open_store(db)  # a bad --db is one sentence before any work
-    sweep.out.mkdir(parents=True, exist_ok=True)
+    check_output_dir(sweep.out, "--out")
     sweep_id = new_sweep_id()
     specs = [
         TrialSpec(
@@ -574,7 +620,7 @@ def run_sweep(
     keys = ("kind", "policy", "token_weight", "seed", "n", "accuracy", "accuracy_ci")
     keys += ("mean_tokens", "mean_tokens_ci")
     result["front"] = [{k: p[k] for k in keys} for p in pareto_front(points)]
-    (sweep.out / "sweep.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_file(sweep.out / "sweep.json", (json.dumps(result, indent=2) + "\n").encode(), "--out")
     return result
 
 
@@ -656,9 +702,7 @@ class _Driver:
         from core.store.writer import RunLogger
 
         path = (self.sweep.out / checkpoint_name(spec.token_weight, spec.seed)).absolute()
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(result.checkpoint)
-        os.replace(tmp, path)
+        write_file(path, result.checkpoint, "--out")
         held_out = [EpisodeRecord.from_dict(d) for d in result.evaluation]
         train_run = eval_run = None
         if self.log:
@@ -668,7 +712,7 @@ class _Driver:
                 "train",
                 config,
                 backend=spec.team.backend,
-                model=spec.team.model or spec.team.preset,
+                model=spec.team.model_name(),
                 policy="qmix",
                 benchmark=spec.team.benchmark,
                 seed=spec.seed,

@@ -296,7 +296,8 @@ def distinct_values(db: Db, column: str) -> list[Any]:
 
 
 _RUN_HEADLINES = """
-SELECT r.id, r.kind, r.status, r.policy, r.benchmark, r.backend, r.model, r.seed,
+SELECT *, coalesce(status <> 'running' AND episodes < planned, false) AS incomplete FROM (
+SELECT r.id, r.kind, r.status, r.policy, r.benchmark, r.backend, r.model, r.seed, r.pid,
        r.started_at, r.ended_at, r.last_episode, r.checkpoint, r.checkpoint_episode,
        count(e.episode) AS episodes, avg(e.correct::DOUBLE) AS accuracy,
        avg(e.tokens) AS mean_tokens, avg(e.reward) AS mean_reward,
@@ -304,10 +305,12 @@ SELECT r.id, r.kind, r.status, r.policy, r.benchmark, r.backend, r.model, r.seed
        json_extract_string(r.config, '$.team.token_penalty') AS token_penalty,
        CASE WHEN json_extract(r.config, '$.team') IS NULL THEN NULL
             ELSE coalesce(json_extract_string(r.config, '$.team.idle'), 'call') END AS idle,
+       coalesce(TRY_CAST(json_extract_string(r.config, '$.eval.episodes') AS BIGINT),
+                TRY_CAST(json_extract_string(r.config, '$.train.episodes') AS BIGINT)) AS planned,
        json_extract_string(r.config, '$.sandbox') AS sandbox
 FROM runs r LEFT JOIN episodes e ON e.run_id = r.id
 {where}
-GROUP BY ALL ORDER BY r.started_at DESC
+GROUP BY ALL) ORDER BY started_at DESC
 """
 
 
@@ -316,7 +319,11 @@ def list_runs(db: Db, *, kind: str | None = None, status: str | None = None) -> 
     the reward's token options from ``config["team"]`` (NULL for runs without them), and the
     idle rule (``call`` for a team run logged before the rule existed, as
     :func:`core.team.options.options_from_dict` reads it), and the sandbox its generated code
-    ran in (``bwrap``, ``process``, ``none``; NULL for runs logged before it was recorded)."""
+    ran in (``bwrap``, ``process``, ``none``; NULL for runs logged before it was recorded).
+    ``planned`` is the episodes the run set out to play (``config["eval"]`` or
+    ``config["train"]``), and ``incomplete`` says that a run that stopped (killed,
+    interrupted, failed) logged fewer: an evaluation continues with ``agentqmix eval
+    --resume RUN_ID``, a training run with ``train --resume``."""
     parts, params = [], []
     if kind is not None:
         parts.append("r.kind = ?")
@@ -365,6 +372,18 @@ def last_logged(db: Db, run_id: str) -> tuple[int | None, int | None]:
             "SELECT max(step) FROM train_metrics WHERE run_id = ?", [run_id]
         ).fetchone()
     return episode, step
+
+
+def run_spend(db: Db, run_id: str) -> tuple[int, int]:
+    """What a run's logged episodes cost: (tokens, calls not served from the cache)."""
+    with read_session(db) as cur:
+        tokens, calls = cur.execute(
+            "SELECT coalesce(sum(prompt_tokens + completion_tokens), 0), "
+            "coalesce(sum(CASE WHEN cache_hit THEN 0 ELSE 1 END), 0) "
+            "FROM llm_calls WHERE run_id = ?",
+            [run_id],
+        ).fetchone()
+    return int(tokens), int(calls)
 
 
 def runs_to_resume(db: Db) -> list[RunInfo]:
@@ -434,6 +453,54 @@ def task_outcomes(db: Db, filters: EpisodeFilter | None = None) -> pd.DataFrame:
             f"FROM episodes e {where} GROUP BY e.task_id ORDER BY e.task_id",
             params,
         ).df()
+
+
+def summarize_ranges(db: Db, run_id: str, ranges: Sequence[tuple[int, int]]) -> list[dict]:
+    """What :func:`core.team.summary.summarize_records` says of episodes ``lo..hi-1`` of a
+    run, for each ``(lo, hi)`` in ``ranges``: episodes, calls, failed calls, accuracy (mean
+    score), mean tokens, mean reward and action counts per round (acting agents only).
+
+    An evaluation resumed in another process (``eval --resume``) reports its figures from
+    here, over every episode the run logged, not only those played since.
+    """
+    bins = [{"g": g, "lo": lo, "hi": hi} for g, (lo, hi) in enumerate(ranges)]
+    binned = (
+        "SELECT b.g, e.episode, e.score, e.tokens, e.reward, e.n_rounds FROM episodes e "
+        "JOIN (SELECT unnest(?::STRUCT(g INTEGER, lo INTEGER, hi INTEGER)[], recursive := true)) b "
+        "ON e.episode >= b.lo AND e.episode < b.hi WHERE e.run_id = ?"
+    )
+    with read_session(db) as cur:
+        heads = cur.execute(
+            f"WITH e AS ({binned}), c AS (SELECT episode, count(*) AS calls, "
+            "count(*) FILTER (WHERE error IS NOT NULL) AS failed FROM llm_calls "
+            "WHERE run_id = ? GROUP BY episode) "
+            "SELECT g, count(*), sum(coalesce(c.calls, 0)), sum(coalesce(c.failed, 0)), "
+            "avg(score), avg(tokens), avg(reward), max(n_rounds) "
+            "FROM e LEFT JOIN c USING (episode) GROUP BY g",
+            [bins, run_id, run_id],
+        ).fetchall()
+        actions = cur.execute(
+            f"WITH e AS ({binned}) SELECT g, s.round, s.action, count(*) FROM agent_steps s "
+            "JOIN e USING (episode) WHERE s.run_id = ? AND s.agent <> ? AND s.alive "
+            "AND s.fault IS DISTINCT FROM 'inactive' GROUP BY ALL",
+            [bins, run_id, run_id, DECISION_AGENT],
+        ).fetchall()
+    out = [
+        {"episodes": 0, "calls": 0, "failed_calls": 0, "accuracy": 0.0, "mean_tokens": 0.0,
+         "mean_reward": 0.0, "action_counts_per_round": []}
+        for _ in ranges
+    ]  # fmt: skip
+    for g, n, calls, failed, accuracy, tokens, reward, n_rounds in heads:
+        out[g].update(
+            episodes=n, calls=int(calls), failed_calls=int(failed), accuracy=float(accuracy),
+            mean_tokens=float(tokens), mean_reward=float(reward),
+            action_counts_per_round=[dict.fromkeys(ACTION_NAMES, 0) for _ in range(n_rounds)],
+        )  # fmt: skip
+    for g, round_, action, n in actions:
+        counts = out[g]["action_counts_per_round"]
+        if 0 <= round_ < len(counts) and 0 <= action < len(ACTION_NAMES):
+            counts[round_][ACTION_NAMES[action]] += n
+    return out
 
 
 def robustness(db: Db, filters: EpisodeFilter | None = None) -> pd.DataFrame:
@@ -608,12 +675,12 @@ def list_sweeps(db: Db) -> pd.DataFrame:
 def sweep_points(db: Db, sweep_id: str) -> pd.DataFrame:
     """Every held-out point of one sweep: one row per ``eval`` run of it (a trial's learned
     policy, or a fixed topology with ``token_weight`` and ``seed`` NULL), with ``run_id``,
-    ``policy``, ``token_weight``, ``seed``, ``episodes``, ``n_correct``, ``accuracy``,
+    ``policy``, ``backend``, ``model``, ``token_weight``, ``seed``, ``episodes``, ``n_correct``, ``accuracy``,
     ``mean_score``, ``mean_tokens``, ``std_tokens``, ``mean_reward``, ``std_reward`` (the
     columns :func:`lab.stats.with_intervals` reads), cheapest first."""
     with read_session(db) as cur:
         return cur.execute(
-            "SELECT r.id AS run_id, r.policy, "
+            "SELECT r.id AS run_id, r.policy, r.backend, r.model, "
             "TRY_CAST(json_extract_string(r.config, '$.sweep.token_weight') AS DOUBLE) "
             "AS token_weight, "
             "TRY_CAST(json_extract_string(r.config, '$.sweep.seed') AS BIGINT) AS seed, "

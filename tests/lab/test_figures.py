@@ -382,6 +382,39 @@ def test_sweep_figure_sets_learned_trials_against_fixed_topologies():
     assert list(fig.data[3].x) == [300.0, 800.0, 900.0]
 
 
+def test_simulated_and_real_points_never_share_a_front():
+    # The real model is cheap and bad, the simulator dear and good: one front would read
+    # "the real model dominates the cheap end", a comparison no one made.
+    df = pd.DataFrame(
+        {"run_id": ["s1", "s2", "r1", "r2"], "policy": ["qmix", "full", "qmix", "full"],
+         "policy_id": ["qmix", "full", "qmix", "full"],
+         "engine": ["simulated", "simulated", "openai · smollm2", "openai · smollm2"],
+         "label": ["qmix · s1", "full · s2", "qmix · r1", "full · r2"], "episodes": [20] * 4,
+         "n_correct": [16, 18, 2, 1], "accuracy": [0.8, 0.9, 0.1, 0.05],
+         "mean_tokens": [900.0, 1500.0, 4000.0, 6000.0], "std_tokens": [50.0] * 4,
+         "mean_reward": [0.5] * 4, "std_reward": [0.1] * 4}
+    )  # fmt: skip
+    assert F.engines(df) == ["simulated", "openai · smollm2"]
+    fronts = F.fronts(df)
+    assert fronts["simulated"]["run_id"].tolist() == ["s1", "s2"]
+    assert fronts["openai · smollm2"]["run_id"].tolist() == ["r1"]
+    for fig in (F.pareto_figure(with_intervals(df)), F.sweep_figure(with_intervals(
+        df.assign(token_weight=[0.1, math.nan, 0.1, math.nan], seed=[0, math.nan, 0, math.nan])
+    ))):  # fmt: skip
+        titles = [a.text for a in fig.layout.annotations]
+        assert titles == ["simulated", "openai · smollm2"]  # each panel names its engine
+        lines = [t for t in fig.data if t.mode == "lines"]
+        assert [(t.xaxis, list(t.x)) for t in lines] == [
+            ("x", [900.0, 1500.0]),
+            ("x2", [4000.0]),
+        ]
+        for t in fig.data:  # every real point is in the real panel
+            if t.mode != "lines":
+                assert {c[0][0] for c in t.customdata} == ({"s"} if t.xaxis == "x" else {"r"})
+    one = F.pareto_figure(df[df["engine"] == "simulated"])
+    assert not one.layout.annotations and F.fronts(df.drop(columns="engine")).keys() == {None}
+
+
 def test_graph_rejects_an_episode_without_rounds():
     rec = _episode()
     rec.rounds = []

@@ -142,3 +142,17 @@ def test_exit_codes_reach_other_readers_and_dead_pids_do_not_pass_for_running(tm
     entry.pop("returncode")
     (tmp_path / "lost.job.json").write_text(json.dumps(entry))
     assert reader.get("lost").status == "ended" and not reader.get("lost").alive
+
+
+def test_local_commands_use_the_lab_sessions_server(local_server, tmp_path):
+    from core.backends.local_server import ATTACH_ENV
+    from lab.jobs import local_server_env
+
+    argv = eval_command(tmp_path / "db.duckdb", TeamSpec(backend="local"), policy="star")
+    assert argv[argv.index("--backend") + 1] == "local"
+    shared = json.loads(local_server_env(argv)[ATTACH_ENV])
+    assert shared["url"] == local_server.url  # the one server of this process, not a new one
+    sim = eval_command(tmp_path / "db.duckdb", TeamSpec(), policy="star")
+    assert local_server_env(sim) == {}
+    with pytest.raises(ValueError, match="backend"):
+        TeamSpec(backend="openai").validate()

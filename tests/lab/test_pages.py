@@ -404,3 +404,18 @@ def test_seed_store_is_what_the_tests_assume(tmp_path):
     ids = seed_store(tmp_path / "s.duckdb", episodes_per_run=2)
     assert set(ids) == {"train", "qmix", "full", "chain", "single"}
     assert count_episodes(tmp_path / "s.duckdb") == 10
+
+
+@pytest.mark.parametrize("page", ["pages/runs.py", "pages/replay.py", "pages/compare.py"])
+def test_a_damaged_store_is_a_message_not_a_traceback(own_db, page):
+    """The store's data cut off part-way (its catalogue still opens): every page says the
+    file is damaged and how to repair it, and raises nothing."""
+    import os
+
+    os.truncate(own_db, int(own_db.stat().st_size * 0.6))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    said = " ".join(e.value for e in at.error)
+    assert "damaged" in said and "agentqmix repair" in said, said

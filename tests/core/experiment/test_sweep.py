@@ -274,6 +274,66 @@ def test_ctrl_c_cancels_running_trials_and_keeps_finished_ones(tmp_path: Path) -
         assert n[0][0] == EPISODES
 
 
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_killed_driver_takes_its_ray_processes_and_folder_with_it(
+    tmp_path: Path, how: signal.Signals
+) -> None:
+    """Killed mid-sweep (SIGKILL: no finally runs; SIGTERM), the driver leaves no Ray
+    process and no Ray temporary folder behind."""
+    from core.experiment.ray_reaper import ray_processes
+
+    before = set(Path("/tmp").glob("aqmix-ray-*"))
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core.cli", "sweep", *TINY, "--token-weights", "0.1,0.3"]
+        + ["--seeds", "0", "--max-parallel", "1", "--out", str(out), "--no-log"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    deadline = time.monotonic() + 300
+    try:
+        made: set[Path] = set()
+        # Killed once Ray's workers run a trial.
+        while proc.poll() is None and time.monotonic() < deadline:
+            made = set(Path("/tmp").glob("aqmix-ray-*")) - before
+            if made and any("ray::" in _cmdline(p) for d in made for p in ray_processes(str(d))):
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None and len(made) == 1, "the sweep never got its workers going"
+        (temp_dir,) = made
+        alive = ray_processes(str(temp_dir))
+        assert len(alive) >= 3
+        proc.send_signal(how)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    while time.monotonic() < deadline and (ray_processes(str(temp_dir)) or temp_dir.exists()):
+        time.sleep(0.2)
+    assert not ray_processes(str(temp_dir)), "Ray processes outlived the driver"
+    survivors = [(pid, _cmdline(pid)[:80]) for pid in alive if _alive(pid)]
+    assert not survivors, survivors
+    assert not temp_dir.exists(), "Ray's temporary folder was left behind"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
