@@ -401,8 +401,12 @@ def test_simulated_and_real_points_never_share_a_front():
     for fig in (F.pareto_figure(with_intervals(df)), F.sweep_figure(with_intervals(
         df.assign(token_weight=[0.1, math.nan, 0.1, math.nan], seed=[0, math.nan, 0, math.nan])
     ))):  # fmt: skip
-        titles = [a.text for a in fig.layout.annotations]
+        titles = [a.text for a in fig.layout.annotations if a.xref == "paper"]
         assert titles == ["simulated", "openai · smollm2"]  # each panel names its engine
+        # Each front's points are named in their own panel.
+        named = {(a.xref, a.text) for a in fig.layout.annotations if a.xref != "paper"}
+        assert {(x, t.split(" · ")[-1][0]) for x, t in named} <= {("x", "s"), ("x2", "r")}
+        assert {x for x, _ in named} == {"x", "x2"}
         lines = [t for t in fig.data if t.mode == "lines"]
         assert [(t.xaxis, list(t.x)) for t in lines] == [
             ("x", [900.0, 1500.0]),
@@ -412,7 +416,8 @@ def test_simulated_and_real_points_never_share_a_front():
             if t.mode != "lines":
                 assert {c[0][0] for c in t.customdata} == ({"s"} if t.xaxis == "x" else {"r"})
     one = F.pareto_figure(df[df["engine"] == "simulated"])
-    assert not one.layout.annotations and F.fronts(df.drop(columns="engine")).keys() == {None}
+    assert not [a for a in one.layout.annotations if a.xref == "paper"]  # one panel, no title
+    assert F.fronts(df.drop(columns="engine")).keys() == {None}
 
 
 def test_graph_rejects_an_episode_without_rounds():
