@@ -363,9 +363,12 @@ class OpenAIBackend:
         t0 = time.monotonic()
         deadline = t0 + self.config.deadline_s
         error: str | None = None
+        earlier: list[str] = []  # each distinct reason once: the last alone may hide the cause
         attempt = 0
         for attempt in range(self.config.max_attempts):
             retry_after: float | None = None
+            if error is not None and error not in earlier:
+                earlier.append(error)
             left = deadline - time.monotonic()
             if left <= 0:
                 error = f"{error}; the call's {self.config.deadline_s:g} s deadline passed"
@@ -409,7 +412,9 @@ class OpenAIBackend:
                 )
                 await asyncio.sleep(delay)
         self.stats["failed_calls"] += 1
-        error = self.scrub(f"{error} (after {attempt + 1} attempt(s))")[:2000]
+        before = [e for e in earlier if not (error or "").startswith(e)]
+        history = f"; earlier: {' | '.join(before)}" if before else ""
+        error = self.scrub(f"{error} (after {attempt + 1} attempt(s)){history}")[:2000]
         log.warning("LLM call failed for good: %s", error)
         call = LLMCall(
             agent=agent,

@@ -51,14 +51,12 @@ def ray_processes(temp_dir: str) -> list[int]:
     return sorted(found)
 
 
-def reap(temp_dir: str, known: dict[int, bytes] | None = None) -> None:
-    """Kill what Ray started for ``temp_dir`` and remove the folder. ``known``: pids (with
-    their command lines) seen earlier, killed too if still the same process; workers
-    whose raylet is gone have a new parent and no longer look like this sweep's."""
-    pids = {pid: _cmdline(pid) for pid in ray_processes(temp_dir)}
-    for pid, cmd in (known or {}).items():
-        if cmd and _cmdline(pid) == cmd:
-            pids[pid] = cmd
+def reap(temp_dir: str, known: dict[int, str] | None = None) -> None:
+    """Kill what Ray started for ``temp_dir`` and remove the folder. ``known``: pids seen
+    earlier (with their start times), killed too if still the same process: workers whose
+    raylet is gone have a new parent and no longer look like this sweep's."""
+    pids = set(ray_processes(temp_dir))
+    pids |= {pid for pid, started in (known or {}).items() if started and _started(pid) == started}
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
@@ -67,16 +65,18 @@ def reap(temp_dir: str, known: dict[int, bytes] | None = None) -> None:
     shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def snapshot(temp_dir: str) -> dict[int, bytes]:
-    """This sweep's Ray processes now, with their command lines (for :func:`reap`)."""
-    return {pid: _cmdline(pid) for pid in ray_processes(temp_dir)}
+def snapshot(temp_dir: str) -> dict[int, str]:
+    """This sweep's Ray processes now, with their start times (for :func:`reap`)."""
+    return {pid: _started(pid) for pid in ray_processes(temp_dir)}
 
 
-def _cmdline(pid: int) -> bytes:
+def _started(pid: int) -> str:
+    """The process's start time (field 22 of ``/proc/PID/stat``): a pid used again by a new
+    process has another; a process that renames itself (``ray::IDLE``) keeps it."""
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
 
 
 def main() -> None:
@@ -86,7 +86,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     # Until the driver closes the pipe or dies; meanwhile note Ray's processes each second,
     # since those whose parent dies first are no longer found as descendants.
-    known: dict[int, bytes] = {}
+    known: dict[int, str] = {}
     said = b""
     while True:
         ready, _, _ = select.select([sys.stdin.buffer], [], [], 1.0)

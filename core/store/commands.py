@@ -458,8 +458,8 @@ def _cell(v: Any) -> str:
 
 
 def _plain(v: Any) -> Any:
-    """pandas / numpy scalars -> Python values; NaN/NaT -> None."""
-    if v is None or v is pd.NaT:
+    """pandas / numpy scalars -> Python values; NaN/NaT/NA -> None."""
+    if v is None or v is pd.NaT or v is pd.NA:
         return None
     if isinstance(v, pd.Timestamp):
         return v.to_pydatetime()
