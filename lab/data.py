@@ -13,6 +13,7 @@ import json
 import tempfile
 import threading
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ import streamlit as st
 from core.records import DECISION_AGENT, EpisodeRecord
 from core.store import queries as q
 from core.store.commands import export_run
-from core.store.engine import resolve_db
+from core.store.engine import resolve_db, sweep_status_dir
 from core.team.options import options_from_dict
 from lab import asked, figures, forks
 from lab import jobs as jobs_module
@@ -189,10 +190,22 @@ def count(
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
-def episode_position(db: str, run_id: str, index: int) -> int:
-    """Where episode ``index`` stands in the run's episodes in index order (for paging)."""
-    total = q.count_episodes(db, _filters(run_id))
-    return total - q.count_episodes(db, _filters(run_id, from_episode=index))
+def episode_position(
+    db: str,
+    run_id: str,
+    index: int,
+    benchmark: str | None = None,
+    policy: str | None = None,
+    correct: bool | None = None,
+    with_failures: bool | None = None,
+    text: str | None = None,
+    order_by: str = "episode",
+    descending: bool = False,
+) -> int | None:
+    """Where episode ``index`` stands in the run's listing with these filters and this order
+    (for paging to it); None when it does not match them."""
+    flt = _filters(run_id, benchmark, policy, correct, with_failures, None, text)
+    return q.episode_rank(db, flt, index, order_by=order_by, descending=descending)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -201,6 +214,14 @@ def run_values(db: str, run_id: str, column: str) -> list:
     names), sorted: filters then offer only what the run has."""
     df = q.aggregate(db, (column,), q.EpisodeFilter(run_ids=[run_id]))
     return sorted(df[column].dropna().tolist())
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def task_outcomes(db: str, run_id: str, policy: str, healthy: bool = True) -> pd.DataFrame:
+    """One side of a run diff: per task, how one policy of one run did (healthy episodes
+    only, unless ``healthy`` is False)."""
+    flt = _filters(run_id, None, policy, None, False if healthy else None)
+    return q.task_outcomes(db, flt)
 
 
 @st.cache_data(ttl=600, show_spinner=False, max_entries=256)
@@ -289,6 +310,70 @@ def sweeps(db: str) -> pd.DataFrame:
     return q.list_sweeps(db)
 
 
+@dataclass(frozen=True)
+class LiveSweep:
+    """How far a sweep is, as its driver last said (``<db>.sweeps/SWEEP_ID.json``)."""
+
+    sweep_id: str
+    benchmark: str
+    total: int
+    done: int
+    running: int
+    failed: int
+    state: str
+    """``running``, ``finished``, ``interrupted``, ``failed`` — or ``stopped``: it said it
+    was running, but its process is gone."""
+    started_at: float
+    error: str = ""
+
+    @property
+    def live(self) -> bool:
+        return self.state == "running"
+
+    def line(self) -> str:
+        """``4 of 6 trials done · 2 running · 1 failed`` (and how it ended)."""
+        parts = [f"{self.done} of {self.total} trials done"]
+        parts += [f"{self.running} running"] if self.running and self.live else []
+        parts += [f"{self.failed} failed"] if self.failed else []
+        parts += [] if self.live or self.state == "finished" else [self.state]
+        return " · ".join(parts)
+
+
+def live_sweeps(db: str) -> dict[str, LiveSweep]:
+    """Every sweep that logs into ``db`` and said how far it is, newest first (not cached:
+    a few small files, read every refresh while one runs)."""
+    found = []
+    for path in sweep_status_dir(db).glob("*.json"):
+        try:
+            d = json.loads(path.read_text())
+            state = d["state"]
+            if state == "running" and not jobs_module.process_alive(int(d["pid"]), None):
+                state = "stopped"
+            found.append(
+                LiveSweep(
+                    d["sweep_id"], str(d.get("benchmark") or "?"), int(d["total"]),
+                    int(d["done"]), int(d["running"]), int(d["failed"]), state,
+                    float(d.get("started_at") or 0.0), str(d.get("error") or ""),
+                )
+            )  # fmt: skip
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # being replaced, or not a sweep's: the next refresh reads it
+    return {s.sweep_id: s for s in sorted(found, key=lambda s: -s.started_at)}
+
+
+def sweep_label(row: pd.Series) -> str:
+    """``sweep-… · mixed · 6 trials (weights 0.1, 0.3) · 7 fixed`` — how a sweep is named
+    in pickers; a sweep whose runs are still being written may have no trial yet (its
+    weights are NULL, its benchmark too when no run has logged an episode)."""
+    weights = row.get("token_weights")
+    listed = [] if weights is None or not hasattr(weights, "__iter__") else list(weights)
+    bench = row.get("benchmark") if isinstance(row.get("benchmark"), str) else "?"
+    trials = f"{int(row['trials'])} trials" + (
+        f" (weights {', '.join(f'{w:g}' for w in listed)})" if listed else ""
+    )
+    return f"{row['sweep_id']} · {bench} · {trials} · {int(row['fixed'])} fixed"
+
+
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def sweep_points(db: str, sweep_id: str) -> pd.DataFrame:
     """One sweep's held-out points (a trial's learned policy or a fixed topology) with 95 %
@@ -318,6 +403,20 @@ def curves(db: str, run_id: str, window: int = 1) -> tuple[pd.DataFrame, pd.Data
         q.episode_curves(db, run_id, window, CURVE_POINTS),
         q.training_curves(db, run_id, CURVE_POINTS),
     )
+
+
+def run_of_job(db: str, pid: int, since: float) -> str | None:
+    """The training run a lab job logs (the run started since ``since``, a Unix time, by
+    process ``pid``), once the store has it; None before. Not cached: the Train page asks
+    until it shows."""
+    df = q.list_runs(db, kind="train")
+    if df.empty:
+        return None
+    for run_id in df.loc[df["started_at"] >= pd.Timestamp(since - 2, unit="s"), "id"]:
+        info = q.get_run(db, run_id)
+        if info is not None and info.pid == pid:
+            return str(run_id)
+    return None
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)

@@ -7,7 +7,7 @@ in the URL (``/compare?benchmark=math&point=RUN_ID:POLICY&a=RUN&b=RUN``).
 
 import streamlit as st
 
-from lab import calibration, data, figures, ui
+from lab import calibration, data, figures, params, ui
 
 db = data.db_path()
 st.title("Compare policies and topologies")
@@ -16,9 +16,9 @@ url = ui.UrlState("compare")
 with ui.friendly():
     benchmarks = data.distinct(db, "benchmark")
 
-url.seed("compare_benchmark", "benchmark", choices=benchmarks)
-url.seed("compare_healthy", "healthy", ui.bool_param)
-url.seed("compare_training", "training", ui.bool_param)
+url.seed("compare_benchmark", "benchmark", params.one_of(benchmarks, "benchmark in this database"))
+url.seed("compare_healthy", "healthy", params.flag)
+url.seed("compare_training", "training", params.flag)
 c1, c2, c3 = st.columns([2, 3, 3])
 benchmark = c1.selectbox(
     "Benchmark", [None, *benchmarks], format_func=lambda v: v or "all", key="compare_benchmark"
@@ -79,7 +79,7 @@ for engine, front in figures.fronts(agg).items():
         f"more accurate): **{', '.join(front['label'])}**."
     )
 
-url.seed("compare_point", "point", choices=list(points))
+url.seed("compare_point", "point", params.one_of(list(points), "point of this chart"))
 if st.session_state.get("compare_point") not in points:
     st.session_state.pop("compare_point", None)
 point = st.selectbox(
@@ -160,36 +160,51 @@ st.dataframe(
 st.subheader("Sweeps: the learned trade-off against the fixed topologies")
 with ui.friendly():
     sweeps = data.sweeps(db)
+live = data.live_sweeps(db)
+sweep_labels = {r["sweep_id"]: data.sweep_label(r) for _, r in sweeps.iterrows()}
+for sid, progress in live.items():  # started, maybe with no trial in the store yet
+    sweep_labels.setdefault(sid, f"{sid} · {progress.benchmark} · {progress.line()}")
+sweep_labels = dict(
+    sorted(sweep_labels.items(), key=lambda kv: kv[0] not in live or not live[kv[0]].live)
+)  # running sweeps first
+url.seed("compare_sweep", "sweep", params.one_of(list(sweep_labels), "sweep in this database"))
 sweep = None
-if sweeps.empty:
+if not sweep_labels:
     st.caption(
         "No sweep yet. `agentqmix sweep --benchmark mixed --token-weights 0.1,0.3,1.0 "
         "--seeds 0,1 ...` with the same `--db` trains one policy per token weight and seed and "
-        "plays them and every fixed topology on the same held-out tasks (docs/sweep.md)."
+        "plays them and every fixed topology on the same held-out tasks (docs/sweep.md); "
+        "it shows here live while it runs."
     )
 else:
-    sweep_labels = {
-        r["sweep_id"]: f"{r['sweep_id']} · {r['benchmark']} · {r['trials']} trials "
-        f"(weights {', '.join(f'{w:g}' for w in r['token_weights'])}) · {r['fixed']} fixed"
-        for _, r in sweeps.iterrows()
-    }
-    url.seed("compare_sweep", "sweep", choices=list(sweep_labels))
     if st.session_state.get("compare_sweep") not in sweep_labels:
         st.session_state["compare_sweep"] = next(iter(sweep_labels))
     sweep = st.selectbox(
         "Sweep", list(sweep_labels), format_func=sweep_labels.get, key="compare_sweep"
     )
-    with ui.friendly():
-        sweep_pts = data.sweep_points(db, sweep)
-    if sweep_pts.empty:
-        st.info("This sweep has no held-out episodes yet (still running?).")
-    else:
+    running = sweep in live and live[sweep].live
+
+    @st.fragment(run_every=3.0 if running else None)
+    def sweep_view() -> None:
+        # While the sweep runs, its trials land in the store one by one: redraw every 3 s.
+        progress = data.live_sweeps(db).get(sweep)
+        if progress is not None and progress.state != "finished":
+            st.progress(
+                (progress.done + progress.failed) / max(progress.total, 1),
+                text=f"{'Running' if progress.live else 'Ended'}: {progress.line()}"
+                + (f" — {progress.error}" if progress.error else ""),
+            )
+        with ui.friendly():
+            sweep_pts = data.sweep_points(db, sweep)
+        if sweep_pts.empty:
+            st.info("No held-out episodes of this sweep yet: its first trial is still training.")
+            return
         st.caption(
             f"Answered by **{', '.join(figures.engines(sweep_pts))}**. "
-            "Each coloured point is one trial (token weight w, training seed s); grey diamonds "
-            "are the fixed topologies on the same held-out tasks. Bars: 95 % intervals "
-            "(Wilson for accuracy, normal SE for mean tokens); dashed: the front (one panel "
-            "and front per back-end · model when the sweep has several)."
+            "Learned trials in the learned policy's colour, darker for a larger token weight, "
+            "one marker per training seed; diamonds: the fixed topologies on the same held-out "
+            "tasks, each in its own colour. Bars: 95 % intervals (Wilson for accuracy, normal SE "
+            "for mean tokens); dashed: the front so far, its points named (hover for the rest). One panel and front per back-end · model when the sweep has several."
         )
         ui.chart(figures.sweep_figure(sweep_pts), key="compare_sweep_chart")
         st.dataframe(
@@ -216,9 +231,11 @@ else:
             },
         )  # fmt: skip
 
+    sweep_view()
+
 st.subheader("Which actions, when")
 policies = sorted(agg["policy_id"].unique())
-url.seed("compare_policy", "policy", choices=policies)
+url.seed("compare_policy", "policy", params.one_of(policies, "policy here"))
 if st.session_state.get("compare_policy") not in policies:
     st.session_state["compare_policy"] = "qmix" if "qmix" in policies else policies[0]
 policy = st.selectbox("Policy", policies, format_func=data.policy_label, key="compare_policy")
@@ -237,8 +254,8 @@ st.subheader("Two runs side by side")
 done = runs[runs["episodes"] > 0]
 labels = {r["id"]: ui.run_label(r) for _, r in done.iterrows()}
 ids = list(labels)
-url.seed("compare_run_a", "a", choices=ids)
-url.seed("compare_run_b", "b", choices=ids)
+url.seed_run("compare_run_a", "a", labels)
+url.seed_run("compare_run_b", "b", labels)
 for key, default in (("compare_run_a", 0), ("compare_run_b", min(1, len(ids) - 1))):
     if st.session_state.get(key) not in labels:
         st.session_state[key] = ids[default]

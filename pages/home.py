@@ -6,6 +6,7 @@ from lab import data, real_demo, ui
 
 db = data.db_path()
 st.title("Agent Q-Mix Lab")
+ui.UrlState("home")  # no parameters: a link's stray ones are named
 st.markdown(
     "A team of LLM agents picks, every round, one of six **communication actions**; the "
     "actions decide who reads whom. A QMIX learner trains the agents together and lets each "
@@ -26,12 +27,17 @@ if demo is not None and demo.live:
         status = data.demo_status(db)
         if status is None:
             return
-        ui.demo_progress(status)
+        ui.demo_progress(status, db)
         if not status.live:
             data.clear()
             st.rerun(scope="app")
 
     demo_progress()
+elif demo is not None and demo.cancelled:
+    st.info("The demo was cancelled; what it logged before stays.", icon=":material/cancel:")
+    if st.button("Start the demo again", key="home_demo_restart", icon=":material/replay:"):
+        ui.restart_demo(db)
+        st.rerun()
 elif demo is not None and (demo.state == "failed" or demo.lost):
     st.error(
         f"The demo could not finish. {demo.error or 'Its process ended early.'} "

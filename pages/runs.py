@@ -9,7 +9,7 @@ import streamlit as st
 
 from core.errors import UserError
 from core.store.commands import delete_run, export_run
-from lab import data, ui
+from lab import data, params, ui
 
 db = data.db_path()
 st.title("Runs")
@@ -18,8 +18,9 @@ url = ui.UrlState("runs")
 
 kind_options = sorted(runs["kind"].unique())
 status_options = sorted(runs["status"].unique())
-url.seed("runs_kind", "kind", lambda v: [k for k in v.split(",") if k in kind_options])
-url.seed("runs_status", "status", lambda v: [k for k in v.split(",") if k in status_options])
+url.seed("runs_kind", "kind", params.some_of(kind_options, "kind of run in this database"))
+url.seed("runs_status", "status", params.some_of(status_options, "status of a run here"))
+link_run = url.new("run")
 f1, f2 = st.columns(2)
 kinds = f1.multiselect("Kind", kind_options, key="runs_kind")
 statuses = f2.multiselect("Status", status_options, key="runs_status")
@@ -84,7 +85,14 @@ if shown.empty:
     url.write(kind=kinds, status=statuses, run=None)
     st.stop()
 labels = {r["id"]: ui.run_label(r) for _, r in shown.iterrows()}
-url.seed("runs_pick", "run", choices=list(labels))
+if link_run is not None:
+    if link_run.strip() in labels:
+        st.session_state["runs_pick"] = link_run.strip()
+    elif link_run.strip() in set(runs["id"]):
+        url.refuse("run", link_run, "is not among the runs the Kind and Status filters show",
+                   "the first one that is")  # fmt: skip
+    else:
+        url.seed_run("runs_pick", "run", labels, raw=link_run)
 if st.session_state.get("runs_pick") not in labels:
     st.session_state.pop("runs_pick", None)
 run_id = st.selectbox("Run", list(labels), format_func=labels.get, key="runs_pick")

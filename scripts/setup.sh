@@ -12,9 +12,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"
-python -m pip install --quiet --disable-pip-version-check "torch==2.13.0"
-python -m pip install --quiet --disable-pip-version-check -e ".${extras:+[$extras]}"
+# Every step says what it does, and pip shows what it fetches and installs: a first set-up
+# takes minutes, and a newcomer must never wonder whether it hangs.
+started=$SECONDS
+say() { echo "setup [$((SECONDS - started)) s]: $*"; }
+pip_install() { python -m pip install --disable-pip-version-check --progress-bar on "$@"; }
+if python -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.13.0")' 2>/dev/null; then
+  say "torch 2.13.0 is installed"
+else
+  say "installing torch 2.13.0 (a large download the first time: a few minutes)"
+  pip_install "torch==2.13.0"
+fi
+say "installing the project and its dependencies (pyproject.toml${extras:+, extras: $extras})"
+pip_install -e ".${extras:+[$extras]}"
 if ! command -v bwrap >/dev/null 2>&1; then
+  say "installing bubblewrap (the sandbox for generated code)"
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
   else
@@ -39,3 +51,4 @@ case "${AGENTQMIX_LOCAL_SETUP:-now}" in
     ;;
   *) echo "AGENTQMIX_LOCAL_SETUP must be now or background" >&2; exit 2 ;;
 esac
+say "done"

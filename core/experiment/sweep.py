@@ -23,6 +23,7 @@ beats on both accuracy (higher) and mean tokens (lower).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import pickle
@@ -53,6 +54,7 @@ from core.paths import check_folder, check_not_special, check_output_dir, write_
 from core.qmix.policy import QMixPolicy
 from core.qmix.training import TrainConfig, train
 from core.records import EpisodeRecord
+from core.store.engine import sweep_status_dir
 from core.team.options import TeamOptions
 from core.team.runtime import reward
 from core.team.topologies import FIXED_TOPOLOGIES, make_policy
@@ -513,6 +515,27 @@ class SweepStatus:
     failed: int = 0
 
 
+class _LiveStatus:
+    """Writes the sweep's :class:`SweepStatus` and plan to
+    :func:`core.store.engine.sweep_status_dir` when it
+    changes (``state``: ``running``, then ``finished``, ``interrupted`` or ``failed``)."""
+
+    def __init__(self, path: Path, plan: dict[str, Any]):
+        self.path, self.plan, self.last = path, plan, None
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, status: SweepStatus, state: str = "running", error: str = "") -> None:
+        now = (state, status.done, status.running, status.failed)
+        if now == self.last:
+            return
+        self.last = now
+        body = {**self.plan, **asdict(status), "state": state, "error": error,
+                "pid": os.getpid(), "updated_at": time.time()}  # fmt: skip
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(body))
+        os.replace(tmp, self.path)  # a reader never sees half a file
+
+
 def run_sweep(
     opts: TeamOptions,
     sweep: SweepConfig,
@@ -555,9 +578,29 @@ def run_sweep(
     # The fixed topologies do not learn: the token weight changes their reward, not their
     # play, so they play once (at the first weight) and are re-scored at every weight.
     fixed_team = replace(opts, token_weight=sweep.token_weights[0])
-    driver = _Driver(specs, sweep, db, log, fixed_team, progress, report or (lambda line: None))
-    with ray_session(sweep.ray_address), interrupt_requests() as stop:
-        driver.run(trial_task or train_trial_task, stop)
+    live = None
+    if log:
+        plan = {"sweep_id": sweep_id, "benchmark": opts.benchmark, "started_at": time.time(),
+                "token_weights": list(sweep.token_weights), "seeds": list(sweep.seeds),
+                "topologies": list(sweep.topologies), "eval_episodes": sweep.eval_episodes}  # fmt: skip
+        live = _LiveStatus(sweep_status_dir(db) / f"{sweep_id}.json", plan)
+
+    def publish(status: SweepStatus) -> None:
+        if live is not None:
+            live.write(status)
+        if progress is not None:
+            progress(status)
+
+    driver = _Driver(specs, sweep, db, log, fixed_team, publish, report or (lambda line: None))
+    try:
+        with ray_session(sweep.ray_address), interrupt_requests() as stop:
+            driver.run(trial_task or train_trial_task, stop)
+    except BaseException as exc:
+        if live is not None:
+            live.write(driver.status, "failed", _one_line(exc))
+        raise
+    if live is not None:
+        live.write(driver.status, "interrupted" if stop.is_set() else "finished")
     result = {
         "engine": "ray",
         "sweep_id": sweep_id,
@@ -601,6 +644,7 @@ class _Driver:
         self.fixed: list[dict[str, Any]] = []
         self.failed: list[dict[str, Any]] = []
         self.cancelled: list[dict[str, Any]] = []
+        self.status = SweepStatus(total=len(specs))
 
     def run(self, trial_task: Any, stop: threading.Event) -> None:
         sweep = self.sweep
@@ -611,7 +655,7 @@ class _Driver:
             self.fixed_team, sweep.topologies, sweep.eval_episodes, sweep.eval_seed
         )
         running[fixed_ref] = None
-        status = SweepStatus(total=len(self.specs))
+        status = self.status
         while (queue or running) and not stop.is_set():
             while queue and sum(s is not None for s in running.values()) < limit:
                 spec = queue.popleft()

@@ -97,6 +97,13 @@ def resolve_db(db: str | os.PathLike[str] | None) -> Path:
     return path
 
 
+def sweep_status_dir(db: str | os.PathLike[str] | None) -> Path:
+    """Where the sweeps logging into ``db`` say how far they are, one ``SWEEP_ID.json``
+    each (``<db>.sweeps/``, beside the store like its spool): how a sweep started from the
+    command line is seen live, before and while its trials reach the store."""
+    return Path(f"{resolve_db(db)}.sweeps")
+
+
 def is_duckdb_file(path: Path) -> bool:
     """Whether the file starts like a DuckDB database (it may still be damaged)."""
     with open(path, "rb") as f:

@@ -252,6 +252,31 @@ def list_episodes(
         ).df()
 
 
+def episode_rank(
+    db: Db,
+    filters: EpisodeFilter,
+    episode: int,
+    *,
+    order_by: str = "episode",
+    descending: bool = False,
+) -> int | None:
+    """Where episode ``episode`` stands (0 = first) in :func:`list_episodes` of one run with
+    these filters and this order; None when it does not match them (or does not exist)."""
+    if order_by not in EPISODE_ORDERS:
+        raise ValueError(f"order_by must be one of {EPISODE_ORDERS}, got {order_by!r}")
+    if filters.run_ids is None or len(filters.run_ids) != 1:
+        raise ValueError("episode_rank ranks the episodes of exactly one run")
+    where, params = filters.where()
+    order = f"e.{order_by} {'DESC' if descending else 'ASC'}, e.episode"
+    with read_session(db) as cur:
+        row = cur.execute(
+            f"SELECT pos FROM (SELECT e.episode, row_number() OVER (ORDER BY {order}) - 1 AS pos "
+            f"FROM episodes e {where}) WHERE episode = ?",
+            [*params, episode],
+        ).fetchone()
+    return None if row is None else int(row[0])
+
+
 def count_episodes(db: Db, filters: EpisodeFilter | None = None) -> int:
     where, params = (filters or EpisodeFilter()).where()
     with read_session(db) as cur:
@@ -407,6 +432,25 @@ def aggregate(
             "stddev_samp(e.reward) AS std_reward, stddev_samp(e.tokens) AS std_tokens, "
             "sum(e.correct::INTEGER) AS n_correct "
             f"FROM episodes e {where} GROUP BY ALL ORDER BY ALL",
+            params,
+        ).df()
+
+
+def task_outcomes(db: Db, filters: EpisodeFilter | None = None) -> pd.DataFrame:
+    """Per task of the filtered episodes: how often it was answered right, mean tokens and
+    reward, the first episode that played it (for a link) and its first team answer — one
+    side of a run diff. Columns: ``task_id, benchmark, question, ground_truth, episodes,
+    n_correct, accuracy, mean_tokens, mean_reward, episode, team_answer``."""
+    where, params = (filters or EpisodeFilter()).where()
+    with read_session(db) as cur:
+        return cur.execute(
+            "SELECT e.task_id, any_value(e.benchmark) AS benchmark, "
+            "any_value(e.question) AS question, any_value(e.ground_truth) AS ground_truth, "
+            "count(*) AS episodes, sum(e.correct::INTEGER) AS n_correct, "
+            "avg(e.correct::DOUBLE) AS accuracy, avg(e.tokens) AS mean_tokens, "
+            "avg(e.reward) AS mean_reward, min(e.episode) AS episode, "
+            "arg_min(e.team_answer, e.episode) AS team_answer "
+            f"FROM episodes e {where} GROUP BY e.task_id ORDER BY e.task_id",
             params,
         ).df()
 

@@ -91,10 +91,10 @@ def test_replay_one_control_moves_every_panel_together(lab_env):
     record = load_episode(db, ids["train"], index).record
     for r, rnd in enumerate(record.rounds):
         if r:
-            at.slider(key="replay_round").set_value(r).run()
+            at.slider(key="replay_round").set_value(r + 1).run()  # rounds count from 1
         assert not at.exception
-        assert at.slider(key="replay_round").value == r
-        assert any(f"Round {r} of 2" in m.value for m in at.markdown)
+        assert at.slider(key="replay_round").value == r + 1
+        assert any(f"Round {r + 1} of 3" in m.value for m in at.markdown)
         graph = _chart(at, "replay_graph")
         # The graph has no Play button, slider or frames of its own: it shows round r only.
         assert "frames" not in graph and not graph["layout"].get("updatemenus")
@@ -120,7 +120,7 @@ def test_replay_one_control_moves_every_panel_together(lab_env):
         bars = [t for t in tokens["data"] if t["type"] == "bar"]
         assert sum(sum(_values(t["y"])) for t in bars) == record.tokens
         assert any(f"**{record.tokens:,} tokens**" in c.value for c in at.caption)
-        assert at.query_params["round"] == [str(r)] or at.query_params["round"] == str(r)
+        assert at.query_params["round"] in ([str(r + 1)], str(r + 1))
         # What each agent was asked: a society has no real prompt, so it is rebuilt.
         # (These synthetic episodes give every step a call, the decision agent none.)
         assert sum(e.label == "What it was asked" for e in at.expander) == len(record.roles)
@@ -132,22 +132,22 @@ def test_replay_one_control_moves_every_panel_together(lab_env):
     # The last round's table lists the decision agent, as the header counts its tokens.
     assert _table(at, "agent", "how", "read from")["agent"].tolist()[-1] == "D decision"
     at.button(key="replay_prev").click().run()
-    assert at.slider(key="replay_round").value == 1
-    assert any("Round 1 of 2" in m.value for m in at.markdown)
+    assert at.slider(key="replay_round").value == 2
+    assert any("Round 2 of 3" in m.value for m in at.markdown)
 
 
 def test_a_link_opens_that_episode_at_that_round(lab_env):
     db, ids = lab_env
-    at = _open("pages/replay.py", run=ids["chain"], episode="7", round="2")
+    at = _open("pages/replay.py", run=ids["chain"], episode="7", round="3")
     assert at.selectbox(key="replay_run").value == ids["chain"]
     assert at.selectbox(key="replay_episode").value == 7
-    assert at.slider(key="replay_round").value == 2
-    assert any("Round 2 of 2" in m.value for m in at.markdown)
+    assert at.slider(key="replay_round").value == 3
+    assert any("Round 3 of 3" in m.value for m in at.markdown)
     record = load_episode(db, ids["chain"], 7).record
     assert _edges(_chart(at, "replay_graph"), 0) == [tuple(e) for e in record.rounds[2].edges]
     # A bad link is named, not a crash.
     at = _open("pages/replay.py", run="no-such-run", episode="3")
-    assert any("not in this database" in w.value for w in at.warning)
+    assert any("does not exist" in w.value for w in at.warning)
 
 
 def test_switching_run_resets_filters_and_offers_only_its_policies(lab_env):
@@ -202,7 +202,7 @@ def test_train_page_watches_overlays_and_shows_the_configuration(lab_env):
     status = _table(at, "status", "episodes", "mean_reward")
     assert status["status"].tolist() == ["finished"] and status["episodes"].tolist() == [12]
     loss = _chart(at, "train_curve_loss")
-    smooth = _values([t for t in loss["data"] if not t["name"].endswith("(raw)")][0]["y"])
+    smooth = _values([t for t in loss["data"] if "smoothed" in t["name"]][0]["y"])
     assert smooth[0] == pytest.approx(1.0)  # debiased EMA starts at the first value
     assert smooth[-1] > 1 / 12  # and lags behind the falling raw loss
     assert at.json, "each watched run shows its full configuration"

@@ -35,6 +35,7 @@ from core.experiment.sweep import (
 )
 from core.qmix.encoders import AgentNetConfig
 from core.qmix.training import TrainConfig
+from core.store.engine import sweep_status_dir
 from core.team.options import TeamOptions, options_from_dict
 from core.team.summary import summarize_records
 from core.team.topologies import FIXED_TOPOLOGIES
@@ -188,6 +189,11 @@ def test_sweep_on_a_two_node_cluster(tmp_path: Path, capsys: pytest.CaptureFixtu
         cluster.shutdown()
 
 
+def _live(tmp_path: Path) -> dict:
+    (path,) = sweep_status_dir(tmp_path / "f.duckdb").glob("*.json")
+    return json.loads(path.read_text())
+
+
 def test_a_failed_trial_is_reported_and_the_others_finish(tmp_path: Path) -> None:
     @ray.remote(num_cpus=1)
     def train_or_fail(spec):  # a trial that dies on seed 1, as a lost disk would
@@ -197,6 +203,7 @@ def test_a_failed_trial_is_reported_and_the_others_finish(tmp_path: Path) -> Non
 
     reports: list[str] = []
     seen: list[SweepStatus] = []
+    live: list[dict] = []
     train_config = TrainConfig(
         episodes=EPISODES, n_envs=8, device="cpu",
         agent=AgentNetConfig(gnn_hidden=16, gru_hidden=16, q_hidden=16),
@@ -210,7 +217,7 @@ def test_a_failed_trial_is_reported_and_the_others_finish(tmp_path: Path) -> Non
         sweep,
         train_config,
         db=str(tmp_path / "f.duckdb"),
-        progress=lambda s: seen.append(SweepStatus(**vars(s))),
+        progress=lambda s: (seen.append(SweepStatus(**vars(s))), live.append(_live(tmp_path))),
         report=reports.append,
         trial_task=train_or_fail,
     )
@@ -220,6 +227,14 @@ def test_a_failed_trial_is_reported_and_the_others_finish(tmp_path: Path) -> Non
     ]
     assert [t["seed"] for t in result["trials"]] == [0]
     assert (seen[-1].done, seen[-1].failed, seen[-1].running) == (1, 1, 0)
+    # The lab sees the sweep live from <db>.sweeps/: its plan from the start, how far it is
+    # while it runs, and how it ended.
+    assert live[0]["state"] == "running" and live[0]["total"] == 2
+    assert live[0]["token_weights"] == [0.1] and live[0]["seeds"] == [0, 1]
+    assert any(d["running"] > 0 for d in live)
+    end = _live(tmp_path)
+    assert (end["state"], end["done"], end["failed"], end["running"]) == ("finished", 1, 1, 0)
+    assert end["sweep_id"] == result["sweep_id"] and end["pid"] == os.getpid()
     train_runs = rows(tmp_path / "f.duckdb", "SELECT id FROM runs WHERE kind = 'train'")
     assert [r[0] for r in train_runs] == [result["trials"][0]["train_run_id"]]
 
