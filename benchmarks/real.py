@@ -4,8 +4,9 @@ Starts the llama.cpp server (``--backend local``, SmolLM2-135M-Instruct by defau
 ``--episodes`` held-out episodes per fixed topology with the default team (4 agents, 3
 rounds), cache off, and records every request in the order it was sent. It then sends the
 same requests (same messages, cap, temperature and seed) straight to the server, one at a
-time in the same order, and reports the team runtime's overhead: episode wall time over
-the straight replay's wall time, minus one. Prints JSON.
+time in the same order, right after each episode (both then meet the same load on a
+shared machine), and reports the team runtime's overhead: episode wall time over the
+straight replay's wall time, minus one. Prints JSON.
 
     agentqmix bench real [--topologies star,chain] [--episodes 3] [--benchmark mixed]
 """
@@ -41,15 +42,17 @@ def play(opts: TeamOptions, topologies: list[str], episodes: int) -> dict[str, A
     try:
         for name in topologies:
             first = len(sent)
-            seconds, tokens, completion = [], 0, 0
+            seconds, replays, tokens, completion = [], [], 0, 0
             for k in range(episodes):
+                start = len(sent)
                 t0 = time.perf_counter()
                 (record,) = env.run(make_policy(name), [k])
                 seconds.append(time.perf_counter() - t0)
+                # Right after the episode, so that both see the same load on a shared machine.
+                replays.append(straight(backend.base_url, sent[start:]))
                 tokens += record.tokens
                 completion += sum(c.completion_tokens for c in record.calls)
-            wall = sum(seconds)
-            replay = straight(backend.base_url, sent[first:])
+            wall, replay = sum(seconds), sum(replays)
             rows[name] = {
                 "episodes": episodes,
                 "seconds_per_episode": [round(s, 2) for s in seconds],
@@ -58,8 +61,11 @@ def play(opts: TeamOptions, topologies: list[str], episodes: int) -> dict[str, A
                 "tokens_per_episode": round(tokens / episodes),
                 "completion_tokens_per_s": round(completion / wall, 1),
                 "tokens_per_s": round(tokens / wall, 1),
-                "straight_replay_s": round(replay, 2),
+                "straight_replay_s": [round(r, 2) for r in replays],
                 "overhead": round(wall / replay - 1, 4),
+                "overhead_per_episode": [
+                    round(w / r - 1, 4) for w, r in zip(seconds, replays, strict=True)
+                ],
                 "failed_calls": backend.stats["failed_calls"],
             }
     finally:
