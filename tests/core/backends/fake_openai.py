@@ -202,6 +202,10 @@ class FakeOpenAIServer:
         """A fault applied to every request (e.g. ``"500"`` to exhaust retries)."""
         self.requests: list[dict[str, Any]] = []
         """Every request received: body, headers, the fault applied and the usage sent."""
+        self.in_flight = 0
+        """Requests being answered right now."""
+        self.max_in_flight = 0
+        """The most requests it was answering at one time."""
         self._faults: collections.deque[str] = collections.deque()
         self._lock = threading.Lock()
         self._httpd = _HTTPServer(("127.0.0.1", port), _Handler)
@@ -342,10 +346,16 @@ class _Handler(BaseHTTPRequestHandler):
             "fault": fault,
         }
         fake._record(entry)
+        with fake._lock:
+            fake.in_flight += 1
+            fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
         try:
             self._respond(fake, body, fault, entry)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout test): nothing to answer
+        finally:
+            with fake._lock:
+                fake.in_flight -= 1
 
     def _respond(
         self, fake: FakeOpenAIServer, body: dict[str, Any], fault: str | None, entry: dict
