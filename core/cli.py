@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from core.backends.registry import BACKENDS
 from core.backends.society import PRESETS
+from core.baselines.names import METHOD_NAMES
 from core.errors import StoreBusy, UserError
 from core.tasks.registry import TASK_SOURCES
 from core.team.failures import FAILURE_MODES
@@ -27,6 +28,8 @@ from core.team.options import TeamOptions
 from core.team.runtime import IDLE_RULES, TOKEN_PENALTIES
 from core.team.topologies import FIXED_TOPOLOGIES
 
+LEARNED_METHODS = ("qmix", *METHOD_NAMES)
+"""``train --method``: Agent Q-Mix (the default) or a learned-topology method."""
 BENCHMARK_HELP = f"Task source: {', '.join(TASK_SOURCES)} or jsonl:PATH (the agent team)."
 MAX_EPISODES = 10**9
 """Largest episode count a flag takes: the store numbers episodes with 32-bit integers."""
@@ -71,7 +74,9 @@ class ProgressBar:
         self.bar.__exit__(exc_type, *exc)
 
     def __call__(self, done: int, total: int, summary: dict[str, float]) -> None:
-        info = f"return {summary['return_ma']:+.3f}  ε {summary['epsilon']:.2f}"
+        info = f"return {summary['return_ma']:+.3f}"
+        if "epsilon" in summary:
+            info += f"  ε {summary['epsilon']:.2f}"
         self.bar.update(self.task, completed=done, info=info)
 
 
@@ -252,7 +257,7 @@ def print_table(rows: list[dict[str, Any]], columns: list[str], title: str) -> N
 
     table = Table(title=title)
     for c in columns:
-        table.add_column(c, justify="left" if c in ("policy", "mode") else "right")
+        table.add_column(c, justify="left" if c in ("policy", "method", "mode") else "right")
     for row in rows:
         table.add_row(
             *(f"{row[c]:.3f}" if isinstance(row[c], float) else str(row[c]) for c in columns)
@@ -311,13 +316,49 @@ def train(
             "besides every 10% of its episodes."
         ),
     ] = None,
+    method: Annotated[
+        str,
+        typer.Option(
+            help=f"What to train: {', '.join(LEARNED_METHODS)} (qmix = Agent Q-Mix; the others "
+            "are the learned-topology methods of docs/baselines.md)."
+        ),
+    ] = "qmix",
+    settings: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="A learned-topology method's setting, KEY=VALUE (repeatable), e.g. "
+            "prune_ratio=0.3; docs/baselines.md lists them.",
+        ),
+    ] = None,
     as_json: Json = False,
 ) -> None:
-    """Train the QMIX team (--benchmark) or any protocol env (--env); writes a checkpoint."""
+    """Train the QMIX team (--benchmark) or any protocol env (--env), or a learned-topology
+    method (--method); writes a checkpoint."""
     from core.qmix.encoders import AgentNetConfig
     from core.qmix.mixers import MIXERS, MixerConfig
     from core.qmix.training import TrainConfig
 
+    if method not in LEARNED_METHODS:
+        raise UserError(f"--method must be one of {', '.join(LEARNED_METHODS)}, not {method!r}.")
+    if method != "qmix":
+        if env is not None or resume or mixer != "qmix" or hidden is not None:
+            flag = (
+                "--env"
+                if env
+                else "--resume"
+                if resume
+                else "--mixer"
+                if mixer != "qmix"
+                else "--hidden"
+            )
+            raise UserError(f"{flag} is for --method qmix; {method} takes its settings with --set.")
+        return _train_baseline(
+            opts, method, settings or [], out, benchmark, episodes, seed, n_envs, threads, db,
+            no_log, eval_episodes, as_json,
+        )  # fmt: skip
+    if settings:
+        raise UserError("--set is for the learned-topology methods (--method gptswarm, ...).")
     if mixer not in MIXERS:
         raise UserError(f"--mixer must be one of {', '.join(MIXERS)}, not {mixer!r}.")
     if resume:
@@ -366,6 +407,72 @@ def train(
             checkpoint_every_s=checkpoint_every_s,
         )
     _report_training(outcome, as_json)
+
+
+def _train_baseline(
+    opts: TeamOptions,
+    method: str,
+    settings: list[str],
+    out: Path | None,
+    benchmark: str | None,
+    episodes: int | None,
+    seed: int,
+    n_envs: int | None,
+    threads: int | None,
+    db: str | None,
+    no_log: bool,
+    eval_episodes: int,
+    as_json: bool,
+) -> None:
+    """``train --method NAME`` for a learned-topology method (docs/baselines.md)."""
+    from core.baselines.registry import method_config, parse_pairs
+    from core.baselines.training import BaselineTrainConfig
+    from core.experiment.methods import train_baseline
+
+    if benchmark is None:
+        raise UserError(f"train --method {method} needs --benchmark NAME.")
+    if out is None:
+        raise UserError("train needs --out CKPT (where to write the checkpoint).")
+    config = method_config(method, parse_pairs(settings))
+    given = {"episodes": episodes, "n_envs": n_envs, "cpu_threads": threads}
+    train_config = BaselineTrainConfig(
+        seed=seed, **{k: v for k, v in given.items() if v is not None}
+    )
+    with ProgressBar(train_config.episodes, label=method) as bar:
+        outcome = train_baseline(
+            opts, method, config, train_config, out, db=db, log=not no_log,
+            progress=lambda done, total, stats: bar(done, total, _bar_info(stats)),
+            eval_episodes=eval_episodes,
+        )  # fmt: skip
+    state = outcome.state
+    summary = {
+        "method": method,
+        "run_id": outcome.run_id,
+        "checkpoint": str(outcome.checkpoint),
+        "episodes": state.episodes_done,
+        "updates": state.updates,
+        "train_tokens": state.tokens,
+        "stages": [s.what for s in state.stages],
+        "held_out": outcome.evaluation,
+    }
+    if as_json:
+        return emit_json(summary)
+    line = (
+        f"[green]trained[/green] {method}: {state.episodes_done} episodes, {state.updates} updates"
+    )
+    ev = outcome.evaluation
+    if ev:
+        line += (
+            f"; held-out accuracy {ev['accuracy']:.3f}, mean tokens {ev['mean_tokens']:.0f}, "
+            f"mean reward {ev['mean_reward']:.3f}"
+        )
+    console.print(line + f"; run {outcome.run_id}; checkpoint {outcome.checkpoint}", soft_wrap=True)
+    return None
+
+
+def _bar_info(stats: dict[str, float]) -> dict[str, float]:
+    """What the training bar shows for a learned-topology method: its last batch's reward."""
+    return {"return_ma": stats["reward"]}
 
 
 def _report_training(outcome: Any, as_json: bool) -> None:
@@ -478,7 +585,11 @@ def compare(
     opts: TeamOptions,
     benchmark: Annotated[str, typer.Option(help=BENCHMARK_HELP)],
     checkpoint: Annotated[
-        Path | None, typer.Option(help="Learned policy to compare (optional).")
+        list[Path] | None,
+        typer.Option(
+            help="Learned policy to compare (repeatable; any family: qmix or a "
+            "learned-topology method)."
+        ),
     ] = None,
     episodes: Annotated[int, typer.Option(min=1, help="Held-out episodes per policy.")] = 100,
     seed: Seed = 0,
@@ -487,19 +598,37 @@ def compare(
     no_log: NoLog = False,
     as_json: Json = False,
 ) -> None:
-    """The learned policy and every fixed topology on the same seeded held-out tasks."""
+    """Every learned policy given and every fixed topology on the same seeded held-out
+    tasks, with 95% intervals and the accuracy/token front."""
     from core.experiment import compare_team
 
-    rows = compare_team(opts, checkpoint, episodes, seed, db=db, log=not no_log, device=device)
+    rows = compare_team(
+        opts, checkpoint or [], episodes, seed, db=db, log=not no_log, device=device
+    )
     rows.sort(key=lambda r: -r["mean_reward"])
     if as_json:
         emit_json({"benchmark": benchmark, "episodes": episodes, "seed": seed, "policies": rows})
     else:
         print_table(
-            rows,
-            ["policy", "accuracy", "mean_tokens", "mean_reward"],
-            f"{benchmark}, {episodes} held-out episodes",
+            [_shown(r) for r in rows],
+            ["policy", "method", "trained_w", "accuracy", "mean_tokens", "mean_reward", "front"],
+            f"{benchmark}, {episodes} held-out episodes (reward at w_tok {opts.token_weight:g}); "
+            "front: on the accuracy/token front",
         )
+
+
+def _shown(row: dict[str, Any]) -> dict[str, Any]:
+    """A compare or robustness row as the table prints it: the trained token weight and the
+    front as short text."""
+    weight = row.get("token_weight")
+    knob = ", ".join(f"{k} {v:g}" for k, v in (row.get("knob") or {}).items())
+    method = row.get("method", row["policy"]) + (f" ({knob})" if knob else "")
+    return {
+        **row,
+        "method": method,
+        "trained_w": "—" if weight is None else f"{weight:g}",
+        "front": "*" if row.get("front") else "",
+    }
 
 
 @app.command()
@@ -507,7 +636,9 @@ def compare(
 def robustness(
     opts: TeamOptions,
     benchmark: Annotated[str, typer.Option(help=BENCHMARK_HELP)],
-    checkpoint: Annotated[Path | None, typer.Option(help="Learned policy (optional).")] = None,
+    checkpoint: Annotated[
+        list[Path] | None, typer.Option(help="Learned policy (repeatable; any family).")
+    ] = None,
     episodes: Annotated[int, typer.Option(min=1, help="Held-out episodes per point.")] = 100,
     max_failed: Annotated[int, typer.Option(min=0, help="Largest number of failed agents.")] = 2,
     mode: Annotated[str, typer.Option(help=f"Failure mode: {', '.join(FAILURE_MODES)}.")] = "crash",
@@ -523,14 +654,15 @@ def robustness(
     if mode not in FAILURE_MODES:
         raise UserError(f"--mode must be one of {', '.join(FAILURE_MODES)}, not {mode!r}.")
     rows = robustness_team(
-        opts, checkpoint, episodes, seed, max_failed, mode, db=db, log=not no_log, device=device
-    )
+        opts, checkpoint or [], episodes, seed, max_failed, mode, db=db, log=not no_log,
+        device=device,
+    )  # fmt: skip
     if as_json:
         emit_json({"benchmark": benchmark, "mode": mode, "episodes": episodes, "points": rows})
     else:
         print_table(
-            rows,
-            ["policy", "failed_agents", "accuracy", "mean_tokens", "mean_reward"],
+            [_shown(r) for r in rows],
+            ["policy", "method", "failed_agents", "accuracy", "mean_tokens", "mean_reward"],
             f"robustness ({mode})",
         )
 

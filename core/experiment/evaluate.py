@@ -28,16 +28,28 @@ EVAL_THREADS = 1
 """Torch CPU threads while evaluating: the forward passes are small, extra threads only wait."""
 
 
-def learned_policy(checkpoint: Path, opts: TeamOptions, device: str = "auto") -> QMixPolicy:
-    """The greedy decentralised policy from a checkpoint, checked against the team's shapes."""
+def learned_policy(checkpoint: Path, opts: TeamOptions, device: str = "auto") -> Any:
+    """The learned policy in a checkpoint, checked against the team's shapes: Agent Q-Mix's
+    greedy decentralised policy, or a learned-topology method's (:mod:`core.baselines`)
+    decoded graphs — whichever family wrote the file. Its ``info``
+    (:class:`~core.experiment.policies.PolicyInfo`) names the family, the token weight it
+    was trained at and its knob."""
+    from core.baselines.checkpoint import FORMAT as BASELINE_FORMAT
+    from core.baselines.checkpoint import read_payload
     from core.experiment.options import make_team_env
+    from core.experiment.policies import PolicyInfo, baseline_policy
 
+    if read_payload(checkpoint).get("format") == BASELINE_FORMAT:
+        return baseline_policy(checkpoint, opts)
     env = make_team_env(opts, "eval")
     shapes = EnvShapes.of(env)
     env.close()
     dev = resolve_device(device)
     ckpt = load_checkpoint(checkpoint, dev, expect=shapes)
-    return QMixPolicy(ckpt.agent, ckpt.mixer, dev, epsilon=0.0, label="qmix")
+    policy = QMixPolicy(ckpt.agent, ckpt.mixer, dev, epsilon=0.0, label="qmix")
+    weight = ckpt.env.get("team", {}).get("token_weight") if isinstance(ckpt.env, dict) else None
+    policy.info = PolicyInfo("qmix", "learned", "qmix", weight, {}, str(checkpoint))
+    return policy
 
 
 def resolve_policy(
@@ -82,11 +94,15 @@ def evaluate_team(
     first: int = 0,
 ) -> tuple[dict[str, Any], list[EpisodeRecord]]:
     """Evaluate one policy on held-out episodes ``first..first+episodes-1``; log them as one run."""
+    from core.experiment.policies import describe, point_stats
+
     records = run_policy(opts, policy, episodes, seed, first=first)
-    summary = {"policy": policy.name, **summarize_records(records)}
+    info = describe(policy).as_dict()
+    summary = {**info, **summarize_records(records), **point_stats(records)}
     summary["mean_return"] = summary["mean_reward"]
     if log:
-        summary["run_id"] = log_run(db, kind, opts, policy.name, seed, records, extra_config)
+        extra = {"policies": {policy.name: info}, **(extra_config or {})}
+        summary["run_id"] = log_run(db, kind, opts, policy.name, seed, records, extra)
     return summary, records
 
 
@@ -118,17 +134,26 @@ def log_run(
 
 
 def _policies(
-    opts: TeamOptions, checkpoint: Path | None, device: str, topologies: Sequence[str]
+    opts: TeamOptions,
+    checkpoints: Path | Sequence[Path] | None,
+    device: str,
+    topologies: Sequence[str],
 ) -> list[Any]:
-    policies: list[Any] = []
-    if checkpoint is not None:
-        policies.append(learned_policy(checkpoint, opts, device))
-    return policies + [make_policy(name) for name in topologies]
+    """The learned policies of ``checkpoints`` (each labelled uniquely, :func:`~core.
+    experiment.policies.unique_labels`), then the fixed topologies."""
+    from core.experiment.policies import unique_labels
+
+    if checkpoints is None:
+        checkpoints = ()
+    elif isinstance(checkpoints, str | Path):
+        checkpoints = (Path(checkpoints),)
+    learned = unique_labels([learned_policy(Path(c), opts, device) for c in checkpoints])
+    return learned + [make_policy(name) for name in topologies]
 
 
 def compare_team(
     opts: TeamOptions,
-    checkpoint: Path | None,
+    checkpoint: Path | Sequence[Path] | None,
     episodes: int,
     seed: int,
     db: str | None = None,
@@ -136,14 +161,23 @@ def compare_team(
     device: str = "auto",
     topologies: Sequence[str] = tuple(FIXED_TOPOLOGIES),
 ) -> list[dict[str, Any]]:
-    """The learned policy and every fixed topology on the same held-out episodes."""
-    rows, all_records = [], []
+    """Every learned policy (one or more checkpoints, of any family) and every fixed
+    topology on the same held-out episodes. Each row: the policy's label, family, method,
+    the token weight it was trained at and its knob (:class:`~core.experiment.policies.
+    PolicyInfo`), its figures with 95 % intervals (:func:`~core.experiment.policies.
+    point_stats`) and whether it is on the accuracy/token front."""
+    from core.experiment.policies import describe, mark_front, point_stats
+
+    rows, all_records, described = [], [], {}
     for policy in _policies(opts, checkpoint, device, topologies):
         records = run_policy(opts, policy, episodes, seed)
         all_records += records
-        rows.append({"policy": policy.name, **summarize_records(records)})
+        info = describe(policy)
+        described[policy.name] = info.as_dict()
+        rows.append({**info.as_dict(), **summarize_records(records), **point_stats(records)})
+    mark_front(rows)
     if log:
-        run_id = log_run(db, "compare", opts, "compare", seed, all_records)
+        run_id = log_run(db, "compare", opts, "compare", seed, all_records, {"policies": described})
         for row in rows:
             row["run_id"] = run_id
     return rows
@@ -151,7 +185,7 @@ def compare_team(
 
 def robustness_team(
     opts: TeamOptions,
-    checkpoint: Path | None,
+    checkpoint: Path | Sequence[Path] | None,
     episodes: int,
     seed: int,
     max_failed: int,
@@ -178,6 +212,8 @@ def robustness_team(
         raise UserError(f"--max-failed must be between 0 and {n - 1} for a team of {n}.")
     if policies is None:
         policies = _policies(opts, checkpoint, device, topologies)
+    from core.experiment.policies import describe
+
     rows, all_records = [], []
     env = make_team_env(replace(opts, seed=seed), "eval")
     try:
@@ -192,7 +228,7 @@ def robustness_team(
                     all_records += records
                     rows.append(
                         {
-                            "policy": policy.name,
+                            **describe(policy).as_dict(),
                             "failed_agents": k,
                             "mode": mode,
                             **summarize_records(records),
@@ -201,9 +237,10 @@ def robustness_team(
     finally:
         env.close()
     if log:
+        described = {p.name: describe(p).as_dict() for p in policies}
         run_id = log_run(
             db, "compare", opts, "robustness", seed, all_records,
-            {"robustness": {"mode": mode}, **(extra_config or {})},
+            {"robustness": {"mode": mode}, "policies": described, **(extra_config or {})},
         )  # fmt: skip
         for row in rows:
             row["run_id"] = run_id

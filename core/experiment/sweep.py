@@ -41,13 +41,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import ray
 from ray.exceptions import RayError
 
 from core.errors import UserError
 from core.experiment.evaluate import log_run, run_policy
 from core.experiment.options import make_team_env
+from core.experiment.policies import (  # noqa: F401 - the statistics' old home re-exports them
+    Z95,
+    mean_interval,
+    pareto_front,
+    point_stats,
+    wilson_interval,
+)
 from core.experiment.train import StoreHooks, save_training_checkpoint
 from core.qmix.policy import QMixPolicy
 from core.qmix.training import TrainConfig, train
@@ -56,8 +62,6 @@ from core.team.options import TeamOptions
 from core.team.runtime import reward
 from core.team.topologies import FIXED_TOPOLOGIES, make_policy
 
-Z95 = 1.959963984540054
-"""The standard normal's 97.5% quantile: two-sided 95% intervals."""
 EPISODE_BATCH = 512
 """Episodes per list a trial sends back (and the driver logs with one write)."""
 CONNECT_TIMEOUT_S = 5.0
@@ -168,67 +172,6 @@ def new_sweep_id() -> str:
 
 def checkpoint_name(token_weight: float, seed: int) -> str:
     return f"tw{token_weight:g}-seed{seed}.pt"
-
-
-# --------------------------------------------------------------------------- statistics
-
-
-def wilson_interval(p: float, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval of a proportion ``p`` observed on ``n`` trials (mean scores
-    that are fractions are treated as the share of successes)."""
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def mean_interval(values: Sequence[float], z: float = Z95) -> tuple[float, float] | None:
-    """``mean ± z·sd/√n`` (sample sd); None with fewer than two values."""
-    if len(values) < 2:
-        return None
-    x = np.asarray(values, dtype=float)
-    half = z * float(x.std(ddof=1)) / math.sqrt(len(x))
-    return float(x.mean()) - half, float(x.mean()) + half
-
-
-def point_stats(records: Sequence[EpisodeRecord], rewards: Sequence[float] | None = None) -> dict:
-    """n, accuracy, mean tokens and mean reward of held-out episodes, each with its interval.
-
-    ``rewards`` replaces the episodes' own rewards (a fixed topology re-scored at a weight).
-    """
-    n = len(records)
-    scores = [r.score for r in records]
-    tokens = [float(r.tokens) for r in records]
-    rewards = list(rewards) if rewards is not None else [r.reward for r in records]
-    accuracy = float(np.mean(scores))
-    return {
-        "n": n,
-        "accuracy": accuracy,
-        "accuracy_ci": list(wilson_interval(accuracy, n)),
-        "mean_tokens": float(np.mean(tokens)),
-        "mean_tokens_ci": _listed(mean_interval(tokens)),
-        "mean_reward": float(np.mean(rewards)),
-        "mean_reward_ci": _listed(mean_interval(rewards)),
-    }
-
-
-def _listed(ci: tuple[float, float] | None) -> list[float] | None:
-    return list(ci) if ci is not None else None
-
-
-def pareto_front(points: Sequence[dict]) -> list[dict]:
-    """The points no other point dominates (accuracy >= and mean tokens <=, one strictly),
-    cheapest first."""
-
-    def dominates(a: dict, b: dict) -> bool:
-        no_worse = a["accuracy"] >= b["accuracy"] and a["mean_tokens"] <= b["mean_tokens"]
-        better = a["accuracy"] > b["accuracy"] or a["mean_tokens"] < b["mean_tokens"]
-        return no_worse and better
-
-    front = [p for p in points if not any(dominates(q, p) for q in points)]
-    return sorted(front, key=lambda p: (p["mean_tokens"], -p["accuracy"]))
 
 
 # --------------------------------------------------------------------------- the Ray tasks

@@ -295,7 +295,9 @@ def test_temporal_reads_cost_prompt_tokens_and_reach_the_prompt():
             make_task(2, difficulty=4), ROLES, SimBackend("flash-lite"),
             config=RuntimeConfig(n_rounds=2), seed=3,
         )  # fmt: skip
-        rec = play(episode, [RoundPlan(actions=[S] * 4), RoundPlan([A] * 4, edges=[], temporal=temporal)])
+        rec = play(
+            episode, [RoundPlan(actions=[S] * 4), RoundPlan([A] * 4, edges=[], temporal=temporal)]
+        )
         return rec.rounds[1].steps[3]
 
     alone, reading = tokens(None), tokens([(0, 3), (1, 3)])

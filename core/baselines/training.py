@@ -1,0 +1,163 @@
+"""Training any learned-topology method, top to bottom: config -> envs -> method ->
+optimiser -> loop (collect, score, optimise, change stage) -> final stage.
+
+Every batch plays ``n_envs`` training episodes through the one rollout path with graphs
+*sampled* from the method (:class:`~core.baselines.policy.GraphPolicy` with ``explore``),
+takes each episode's reward as its utility, and takes one Adam step on
+
+    −1/B Σ_b (u_b − ū_{−b}) log p_θ(G_b)  +  the method's regulariser
+
+(:mod:`core.baselines.edges`). Stage changes (AgentDropout's node dropout) happen between
+batches, the last one (AgentPrune's pruning, AgentDropout's edge dropout) when the
+budget is spent. Environment-agnostic like the QMIX loop: anything with the vec-env
+protocol whose observations carry the team layout trains here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from core.baselines.edges import reinforce_loss, total_log_prob
+from core.baselines.method import GraphMethod, Stage
+from core.baselines.policy import EpisodeDraw, GraphPolicy, describe_graphs, stacked
+from core.qmix.env import VecEnv
+from core.qmix.runner import EpisodeResult, rollout
+from core.qmix.seeding import seed_everything, torch_threads
+
+
+@dataclass
+class BaselineTrainConfig:
+    """The budget and seeds of one training run of a learned-topology method."""
+
+    episodes: int = 4000
+    """Training episodes in total (the method's optimisation budget; docs/baselines.md says
+    how it compares with ``agentqmix train``'s)."""
+    n_envs: int = 32
+    """Episodes played in lockstep per batch: one REINFORCE step per batch."""
+    seed: int = 0
+    """Seeds the method's initial weights, its graph sampling and the episode stream."""
+    cpu_threads: int = 1
+    """Torch CPU threads while training (0 = torch's setting)."""
+
+    def validate(self) -> None:
+        if self.episodes < 1:
+            raise ValueError(f"episodes must be >= 1, got {self.episodes}")
+        if self.n_envs < 2:
+            raise ValueError(f"n_envs must be >= 2 (the baseline needs a batch), got {self.n_envs}")
+        if self.cpu_threads < 0:
+            raise ValueError(f"cpu_threads must be >= 0, got {self.cpu_threads}")
+
+
+@dataclass
+class BaselineState:
+    """The method, its optimiser and progress."""
+
+    method: GraphMethod
+    optimiser: torch.optim.Optimizer
+    episodes_done: int = 0
+    updates: int = 0
+    tokens: int = 0
+    """Tokens the training episodes spent (the budget in tokens)."""
+    stages: list[Stage] = field(default_factory=list)
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+class BaselineHooks:
+    """Override to observe training (the episode store). Default: do nothing."""
+
+    def on_episodes(self, results: Sequence[EpisodeResult], state: BaselineState) -> None:
+        """After each batch of training episodes."""
+
+    def on_update(self, stats: dict[str, float], state: BaselineState) -> None:
+        """After each optimiser step."""
+
+    def on_stage(self, stage: Stage, state: BaselineState) -> None:
+        """After a stage change (pruning, dropout)."""
+
+    def should_stop(self) -> bool:
+        return False
+
+
+def train_method(
+    make_venv: Callable[[int], VecEnv],
+    method: GraphMethod,
+    config: BaselineTrainConfig,
+    hooks: BaselineHooks | None = None,
+    progress: Callable[[int, int, dict[str, float]], None] | None = None,
+) -> BaselineState:
+    """Train ``method`` on the training stream of ``make_venv(config.n_envs)``."""
+    config.validate()
+    hooks = hooks or BaselineHooks()
+    seed_everything(config.seed)
+    generator = torch.Generator().manual_seed(config.seed)
+    state = BaselineState(
+        method, torch.optim.Adam(method.parameters(), lr=method.config.learning_rate)
+    )
+    venv = make_venv(config.n_envs)
+    started = time.perf_counter()
+    try:
+        with torch_threads(config.cpu_threads):
+            while state.episodes_done < config.episodes and not hooks.should_stop():
+                _stage(method.on_progress(state.episodes_done, config.episodes), state, hooks)
+                # --- collect: graphs sampled while anything is left to learn
+                n = min(config.n_envs, config.episodes - state.episodes_done)
+                first = state.episodes_done
+                actor = GraphPolicy(method, explore=method.trainable, generator=generator)
+                results = rollout(venv, actor, range(first, first + n))
+                state.episodes_done += n
+                state.tokens += sum(int(r.info.get("tokens", 0)) for r in results)
+                hooks.on_episodes(results, state)
+                # --- optimise
+                utility = torch.tensor([r.ret for r in results], dtype=torch.float32)
+                stats = {"episode": float(state.episodes_done), "reward": float(utility.mean())}
+                if method.trainable:
+                    stats |= update(method, state.optimiser, actor.memory, utility)
+                    state.updates += 1
+                    hooks.on_update(stats, state)
+                stats |= describe_graphs(actor.graphs())
+                stats["elapsed_s"] = time.perf_counter() - started
+                state.history.append(stats)
+                if progress:
+                    progress(state.episodes_done, config.episodes, stats)
+            if state.episodes_done >= config.episodes:
+                _stage(method.finish(state.episodes_done), state, hooks)
+    finally:
+        venv.close()
+    return state
+
+
+def update(
+    method: GraphMethod,
+    optimiser: torch.optim.Optimizer,
+    draws: list[EpisodeDraw],
+    utility: torch.Tensor,
+) -> dict[str, float]:
+    """One REINFORCE step on the graphs ``draws`` (one per episode) and their utilities
+    ``(B,)``: the log-probabilities are recomputed with grad under the same context."""
+    edges, context = stacked(draws)
+    probs = method.edge_probs(context, len(draws))
+    log_probs = total_log_prob(probs, edges, method.supports())
+    policy_loss = reinforce_loss(log_probs, utility)
+    penalty = method.regulariser(probs)
+    loss = policy_loss + penalty
+    optimiser.zero_grad(set_to_none=True)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(method.parameters(), float("inf"))
+    optimiser.step()
+    return {
+        "loss": float(loss.detach()),
+        "policy_loss": float(policy_loss.detach()),
+        "regulariser": float(penalty.detach()),
+        "grad_norm": float(grad_norm),
+    }
+
+
+def _stage(stage: Stage | None, state: BaselineState, hooks: BaselineHooks) -> None:
+    if stage is None:
+        return
+    state.stages.append(stage)
+    hooks.on_stage(stage, state)
