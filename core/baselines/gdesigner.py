@@ -19,9 +19,11 @@ Mapping onto this runtime (docs/baselines.md):
 * task node: the task features every policy in the lab observes (the task embedding —
   hashed word n-grams on the simulator by default, a documented stand-in for a sentence
   encoder — its text statistics and domain);
-* encoder: two graph convolutions ``Â relu(Â X W1) W_μ`` / ``… W_σ`` with ``Â`` the
-  symmetrically normalised anchor + task-node adjacency with self-loops (dense: a team is
-  a handful of nodes); ``z = μ + σ ε`` while training, ``z = μ`` when evaluated;
+* encoder: two graph convolutions ``μ = Â tanh(Â X W1) W_μ + X W_s`` and ``log σ =
+  Â tanh(Â X W1) W_σ`` with ``Â`` the symmetrically normalised anchor + task-node
+  adjacency with self-loops (dense: a team is a handful of nodes); the skip ``X W_s`` is
+  ours (without it the averaging over five nodes made every agent's latent alike, so every
+  edge moved together); ``z = μ + σ ε`` while training, ``z = μ`` when evaluated;
 * decoder: ``p_ij = σ(z_i^T W z_j + b)`` for ``i ≠ j`` (directed: ``W`` is not symmetric);
 * loss: REINFORCE on the episode reward (utility − cost: ``score − w_tok · token
   penalty``) with the leave-one-out baseline, sampled latents re-used for the log-
@@ -48,6 +50,8 @@ from core.baselines.method import GraphMethod, MethodConfig, TeamShape
 from core.baselines.plans import EpisodeGraph
 from core.team.observations import TASK_EXTRA
 
+LOGIT_BOUND = 6.0
+"""Decoded logits are soft-bounded to ±6 (p in [0.0025, 0.9975])."""
 ANCHORS = ("chain", "star", "full", "none")
 """Anchor topologies among the agents (``none``: the task node alone links them)."""
 
@@ -76,7 +80,7 @@ class GDesignerConfig(MethodConfig):
     """Width of the graph convolutions."""
     latent: int = 16
     """Width of each agent's latent ``z``."""
-    sparsity_weight: float = 0.05
+    sparsity_weight: float = 0.01
     """ζ: weight of the nuclear-norm sparsity penalty on the decoded probabilities."""
     anchor: str = "chain"
     """Anchor topology of the encoder's graph and of the anchor term."""
@@ -123,12 +127,15 @@ class GDesigner(GraphMethod):
         anchor = anchor_adjacency(config.anchor, n)
         self.register_buffer("anchor", anchor)
         self.register_buffer("adjacency", _normalised(anchor))
-        self.agent_in = nn.Linear(width + n, h)
+        self.agent_in = nn.Linear(width, h)
+        self.identity = nn.Parameter(torch.randn(n, h))
         self.task_in = nn.Linear(shape.feature_width, h)
         self.conv = nn.Linear(h, h)
         self.conv_mu = nn.Linear(h, z)
         self.conv_logstd = nn.Linear(h, z)
-        self.decoder = nn.Parameter(torch.eye(z) + 0.01 * torch.randn(z, z))
+        self.skip = nn.Linear(h, z, bias=False)
+        # Small at the start, so every edge starts near p = 0.5 (the other methods' start).
+        self.decoder = nn.Parameter(0.1 * torch.randn(z, z))
         self.bias = nn.Parameter(torch.zeros(()))
         self.register_buffer("support", off_diagonal(n))
         self._kl: torch.Tensor | None = None
@@ -146,13 +153,14 @@ class GDesigner(GraphMethod):
     def encode(self, task: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``task (B, F)`` -> ``μ, log σ`` of the agents, ``(B, N, latent)`` each."""
         b = task.shape[0]
-        ident = torch.eye(self.n, device=task.device)
-        agents = self.agent_in(torch.cat([self.profiles, ident], dim=-1))  # (N, H)
+        agents = self.agent_in(self.profiles) + self.identity  # (N, H)
         nodes = torch.cat(
             [agents.expand(b, -1, -1), self.task_in(task).unsqueeze(1)], dim=1
         )  # (B, N+1, H)
-        hidden = torch.relu(self.adjacency @ self.conv(nodes))
-        mu = (self.adjacency @ self.conv_mu(hidden))[:, : self.n]
+        hidden = torch.tanh(self.adjacency @ self.conv(nodes))
+        # The skip keeps each agent's own features: two averaging convolutions over a graph
+        # of five nodes leave the agents' latents nearly equal (and every edge alike).
+        mu = (self.adjacency @ self.conv_mu(hidden) + self.skip(nodes))[:, : self.n]
         logstd = (self.adjacency @ self.conv_logstd(hidden))[:, : self.n].clamp(-6.0, 2.0)
         return mu, logstd
 
@@ -160,7 +168,9 @@ class GDesigner(GraphMethod):
         task = context["task"]
         mu, logstd = self.encode(task)
         z = mu + logstd.exp() * context["noise"]
-        logits = z @ self.decoder @ z.transpose(1, 2) + self.bias  # (B, N, N)
+        raw = z @ self.decoder @ z.transpose(1, 2) + self.bias  # (B, N, N)
+        # Soft-bounded to ±LOGIT_BOUND: a saturated edge (p = 0 or 1) would stop learning.
+        logits = LOGIT_BOUND * torch.tanh(raw / LOGIT_BOUND)
         # KL(q(z) || N(0, I)) per episode, kept for the regulariser of this forward.
         self._kl = 0.5 * (mu.pow(2) + (2 * logstd).exp() - 2 * logstd - 1).sum(dim=(1, 2))
         return {"spatial": torch.sigmoid(logits)}

@@ -28,6 +28,8 @@ class EpisodeDraw:
 
     edges: dict[str, np.ndarray] = field(default_factory=dict)
     context: dict[str, np.ndarray] = field(default_factory=dict)
+    features: np.ndarray | None = None
+    """``(F,)`` the task features the episode was decided on."""
     graph: EpisodeGraph | None = None
     round: int = 0
 
@@ -77,6 +79,7 @@ class GraphPolicy:
         for b, slot in enumerate(slots):
             slot.edges = {k: v[b].cpu().numpy() for k, v in edges.items()}
             slot.context = {k: v[b].cpu().numpy() for k, v in context.items()}
+            slot.features = features[b]
             slot.graph = method.episode_graph(slot.edges)
 
     def graphs(self) -> list[EpisodeGraph]:
@@ -84,15 +87,18 @@ class GraphPolicy:
         return [m.graph for m in self.memory if m.graph is not None]
 
 
-def stacked(draws: list[EpisodeDraw]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """The draws of ``B`` episodes as batched tensors: ``(edges, context)``, each a dict of
-    ``(B, ...)`` tensors (edges bool)."""
+def stacked(
+    draws: list[EpisodeDraw],
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], torch.Tensor]:
+    """The draws of ``B`` episodes as batched tensors: ``(edges, context, features)``, the
+    first two dicts of ``(B, ...)`` tensors (edges bool), features ``(B, F)``."""
 
     def stack(parts: list[dict[str, np.ndarray]]) -> dict[str, torch.Tensor]:
         keys = parts[0].keys() if parts else ()
         return {k: torch.from_numpy(np.stack([p[k] for p in parts])) for k in keys}
 
-    return stack([d.edges for d in draws]), stack([d.context for d in draws])
+    features = torch.from_numpy(np.stack([d.features for d in draws]))
+    return stack([d.edges for d in draws]), stack([d.context for d in draws]), features
 
 
 def describe_graphs(graphs: list[EpisodeGraph]) -> dict[str, Any]:

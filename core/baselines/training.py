@@ -42,6 +42,13 @@ class BaselineTrainConfig:
     """Seeds the method's initial weights, its graph sampling and the episode stream."""
     cpu_threads: int = 1
     """Torch CPU threads while training (0 = torch's setting)."""
+    task_baseline: bool = True
+    """Subtract a linear estimate of the reward from the task's features before the
+    leave-one-out baseline (a state-dependent baseline: unbiased, since it does not depend
+    on the sampled graph). How hard a task is explains most of an episode's reward; without
+    it the few points a graph is worth drown in that spread (docs/baselines.md)."""
+    task_baseline_rate: float = 0.01
+    """Adam's step size for the task baseline's regression."""
 
     def validate(self) -> None:
         if self.episodes < 1:
@@ -50,6 +57,8 @@ class BaselineTrainConfig:
             raise ValueError(f"n_envs must be >= 2 (the baseline needs a batch), got {self.n_envs}")
         if self.cpu_threads < 0:
             raise ValueError(f"cpu_threads must be >= 0, got {self.cpu_threads}")
+        if not self.task_baseline_rate > 0:
+            raise ValueError(f"task_baseline_rate must be > 0, got {self.task_baseline_rate}")
 
 
 @dataclass
@@ -58,6 +67,7 @@ class BaselineState:
 
     method: GraphMethod
     optimiser: torch.optim.Optimizer
+    critic: TaskBaseline | None = None
     episodes_done: int = 0
     updates: int = 0
     tokens: int = 0
@@ -94,9 +104,13 @@ def train_method(
     hooks = hooks or BaselineHooks()
     seed_everything(config.seed)
     generator = torch.Generator().manual_seed(config.seed)
-    state = BaselineState(
-        method, torch.optim.Adam(method.parameters(), lr=method.config.learning_rate)
+    optimiser = torch.optim.Adam(method.parameters(), lr=method.config.learning_rate)
+    critic = (
+        TaskBaseline(method.shape.feature_width, config.task_baseline_rate)
+        if config.task_baseline
+        else None
     )
+    state = BaselineState(method, optimiser, critic)
     venv = make_venv(config.n_envs)
     started = time.perf_counter()
     try:
@@ -115,7 +129,7 @@ def train_method(
                 utility = torch.tensor([r.ret for r in results], dtype=torch.float32)
                 stats = {"episode": float(state.episodes_done), "reward": float(utility.mean())}
                 if method.trainable:
-                    stats |= update(method, state.optimiser, actor.memory, utility)
+                    stats |= update(method, state.optimiser, actor.memory, utility, state.critic)
                     state.updates += 1
                     hooks.on_update(stats, state)
                 stats |= describe_graphs(actor.graphs())
@@ -130,30 +144,60 @@ def train_method(
     return state
 
 
+class TaskBaseline:
+    """``b(x) = w·x + c``: a linear estimate of an episode's reward from its task features,
+    fitted online by least squares (one Adam step per batch, on the batch it scores)."""
+
+    def __init__(self, width: int, rate: float):
+        self.model = torch.nn.Linear(width, 1)
+        torch.nn.init.zeros_(self.model.weight)
+        torch.nn.init.zeros_(self.model.bias)
+        self.optimiser = torch.optim.Adam(self.model.parameters(), lr=rate)
+
+    def __call__(self, features: torch.Tensor) -> torch.Tensor:
+        """``(B, F)`` -> ``(B,)``, no grad."""
+        with torch.no_grad():
+            return self.model(features.float()).squeeze(-1)
+
+    def fit(self, features: torch.Tensor, utility: torch.Tensor) -> float:
+        loss = (self.model(features.float()).squeeze(-1) - utility).pow(2).mean()
+        self.optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimiser.step()
+        return float(loss.detach())
+
+
 def update(
     method: GraphMethod,
     optimiser: torch.optim.Optimizer,
     draws: list[EpisodeDraw],
     utility: torch.Tensor,
+    critic: TaskBaseline | None = None,
 ) -> dict[str, float]:
     """One REINFORCE step on the graphs ``draws`` (one per episode) and their utilities
-    ``(B,)``: the log-probabilities are recomputed with grad under the same context."""
-    edges, context = stacked(draws)
+    ``(B,)``: the log-probabilities are recomputed with grad under the same context. With
+    a ``critic``, the advantage is measured from its estimate (scored before it learns from
+    this batch, so it never sees the outcome it baselines)."""
+    edges, context, features = stacked(draws)
     probs = method.edge_probs(context, len(draws))
     log_probs = total_log_prob(probs, edges, method.supports())
-    policy_loss = reinforce_loss(log_probs, utility)
+    residual = utility if critic is None else utility - critic(features)
+    policy_loss = reinforce_loss(log_probs, residual)
     penalty = method.regulariser(probs)
     loss = policy_loss + penalty
     optimiser.zero_grad(set_to_none=True)
     loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(method.parameters(), float("inf"))
     optimiser.step()
-    return {
+    stats = {
         "loss": float(loss.detach()),
         "policy_loss": float(policy_loss.detach()),
         "regulariser": float(penalty.detach()),
         "grad_norm": float(grad_norm),
     }
+    if critic is not None:
+        stats["baseline_mse"] = critic.fit(features, utility)
+    return stats
 
 
 def _stage(stage: Stage | None, state: BaselineState, hooks: BaselineHooks) -> None:
