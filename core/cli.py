@@ -698,13 +698,35 @@ def sweep(
     hidden: Annotated[
         int, typer.Option(min=1, help="Width of the GNN, GRU and Q-head layers.")
     ] = 128,
+    methods: Annotated[
+        str,
+        typer.Option(
+            help=f"Comma-separated methods to train: {', '.join(LEARNED_METHODS)} "
+            "(a trial per method, knob value, token weight and seed)."
+        ),
+    ] = "qmix",
+    knob: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A learned-topology method's knob values, METHOD[.SETTING]=V1,V2 "
+            "(repeatable), e.g. agentprune=0.3,0.5 (its prune_ratio)."
+        ),
+    ] = None,
     db: Db = None,
     no_log: NoLog = False,
     as_json: Json = False,
 ) -> None:
-    """The token/accuracy front: train one policy per (token weight, seed) on Ray, then
-    evaluate every trial and fixed topology on the same held-out tasks."""
-    from core.experiment.sweep import SweepConfig, parse_seeds, parse_token_weights, run_sweep
+    """The token/accuracy front: train one policy per (method, knob, token weight, seed) on
+    Ray, then evaluate every trial and fixed topology on the same held-out tasks."""
+    from core.baselines.training import BaselineTrainConfig
+    from core.experiment.sweep import (
+        SweepConfig,
+        parse_knobs,
+        parse_methods,
+        parse_seeds,
+        parse_token_weights,
+        run_sweep,
+    )
     from core.qmix.encoders import AgentNetConfig
     from core.qmix.training import TrainConfig
 
@@ -716,17 +738,27 @@ def sweep(
         eval_seed=eval_seed,
         ray_address=ray_address,
         max_parallel=max_parallel,
+        methods=parse_methods(methods),
+        knobs=parse_knobs(knob or []),
     )
+    budget = {"episodes": episodes} if episodes is not None else {}
     train_config = TrainConfig(
-        **({"episodes": episodes} if episodes is not None else {}),
+        **budget,
         n_envs=n_envs,
         device="cpu",
         agent=AgentNetConfig(gnn_hidden=hidden, gru_hidden=hidden, q_hidden=hidden),
     )
-    with SweepBar(len(config.token_weights) * len(config.seeds)) as bar:
+    baseline_config = BaselineTrainConfig(**budget, n_envs=max(n_envs, 2))
+    trials = (
+        sum(len(config.knobs[m][1]) if m in config.knobs else 1 for m in config.methods)
+        * len(config.token_weights)
+        * len(config.seeds)
+    )
+    with SweepBar(trials) as bar:
         result = run_sweep(
-            opts, config, train_config, db=db, log=not no_log, progress=bar, report=bar.report
-        )
+            opts, config, train_config, db=db, log=not no_log, progress=bar,
+            report=bar.report, baseline_config=baseline_config,
+        )  # fmt: skip
     if as_json:
         emit_json(result)
     else:
@@ -768,6 +800,10 @@ class SweepBar(ProgressBar):
         self.bar.console.print(f"[red]failed:[/red] {line}", highlight=False, soft_wrap=True)
 
 
+def _knob_text(point: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v:g}" for k, v in (point.get("knob") or {}).items())
+
+
 def _print_sweep(result: dict[str, Any]) -> None:
     from rich.table import Table
 
@@ -776,7 +812,10 @@ def _print_sweep(result: dict[str, Any]) -> None:
         bounds = f" [{lo_hi[0]:{fmt}}, {lo_hi[1]:{fmt}}]" if lo_hi else ""
         return f"{row[key]:{fmt}}{bounds}"
 
-    front = {(p["kind"], p["policy"], p["token_weight"], p["seed"]) for p in result["front"]}
+    front = {
+        (p["kind"], p["policy"], p["token_weight"], p["seed"], _knob_text(p))
+        for p in result["front"]
+    }
     table = Table(
         title=f"{result['benchmark']}: {result['eval_episodes']} held-out tasks (eval seed "
         f"{result['eval_seed']}); [lo, hi] = 95% interval; * = on the accuracy/token front",
@@ -785,13 +824,14 @@ def _print_sweep(result: dict[str, Any]) -> None:
     for name in ("policy", "token_weight", "seed", "accuracy", "mean_tokens", "mean_reward", ""):
         table.add_column(name, justify="left" if name == "policy" else "right")
     for t in result["trials"]:
-        on = ("trial", "qmix", t["token_weight"], t["seed"]) in front
+        on = ("trial", t["method"], t["token_weight"], t["seed"], _knob_text(t)) in front
         table.add_row(
-            "qmix", f"{t['token_weight']:g}", str(t["seed"]), ci(t, "accuracy", ".3f"),
-            ci(t, "mean_tokens", ".0f"), ci(t, "mean_reward", ".3f"), "*" if on else "",
+            t["method"] + (f" ({_knob_text(t)})" if t["knob"] else ""), f"{t['token_weight']:g}",
+            str(t["seed"]), ci(t, "accuracy", ".3f"), ci(t, "mean_tokens", ".0f"),
+            ci(t, "mean_reward", ".3f"), "*" if on else "",
         )  # fmt: skip
     for f in result["fixed"]:
-        on = ("fixed", f["policy"], None, None) in front
+        on = ("fixed", f["policy"], None, None, "") in front
         weights = " / ".join(f"{r['token_weight']:g}" for r in f["rewards"])
         rewards = " / ".join(f"{r['mean_reward']:.3f}" for r in f["rewards"])
         table.add_row(

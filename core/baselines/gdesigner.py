@@ -134,6 +134,9 @@ class GDesigner(GraphMethod):
         self.conv_mu = nn.Linear(h, z)
         self.conv_logstd = nn.Linear(h, z)
         self.skip = nn.Linear(h, z, bias=False)
+        # σ starts small (e^-3): with σ = 1 the latent noise swamped the decoded logits and
+        # the policy gradient could not even learn to drop costly edges (docs/baselines.md).
+        nn.init.constant_(self.conv_logstd.bias, -3.0)
         # Small at the start, so every edge starts near p = 0.5 (the other methods' start).
         self.decoder = nn.Parameter(0.1 * torch.randn(z, z))
         self.bias = nn.Parameter(torch.zeros(()))

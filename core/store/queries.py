@@ -562,7 +562,9 @@ def list_sweeps(db: Db) -> pd.DataFrame:
 def sweep_points(db: Db, sweep_id: str) -> pd.DataFrame:
     """Every held-out point of one sweep: one row per ``eval`` run of it (a trial's learned
     policy, or a fixed topology with ``token_weight`` and ``seed`` NULL), with ``run_id``,
-    ``policy``, ``token_weight``, ``seed``, ``episodes``, ``n_correct``, ``accuracy``,
+    ``policy`` (``qmix``, a learned-topology method or a topology), ``token_weight``,
+    ``seed``, ``knob`` (JSON text of the method's swept setting, e.g. ``{"prune_ratio":0.3}``;
+    NULL or ``{}`` without one), ``episodes``, ``n_correct``, ``accuracy``,
     ``mean_score``, ``mean_tokens``, ``std_tokens``, ``mean_reward``, ``std_reward`` (the
     columns :func:`lab.stats.with_intervals` reads), cheapest first."""
     with read_session(db) as cur:
@@ -571,6 +573,7 @@ def sweep_points(db: Db, sweep_id: str) -> pd.DataFrame:
             "TRY_CAST(json_extract_string(r.config, '$.sweep.token_weight') AS DOUBLE) "
             "AS token_weight, "
             "TRY_CAST(json_extract_string(r.config, '$.sweep.seed') AS BIGINT) AS seed, "
+            "json_extract_string(r.config, '$.sweep.knob') AS knob, "
             "count(*) AS episodes, sum(e.correct::INTEGER) AS n_correct, "
             "avg(e.correct::DOUBLE) AS accuracy, avg(e.score) AS mean_score, "
             "avg(e.tokens) AS mean_tokens, stddev_samp(e.tokens) AS std_tokens, "

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
 import torch
 
@@ -241,3 +242,46 @@ def test_user_mistakes_are_one_sentence(tmp_path, capsys):
         err = capsys.readouterr().err
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not Path(out).exists()
+
+
+def test_a_sweep_trains_the_methods_and_their_knobs_beside_qmix(tmp_path, capsys):
+    """Learned-topology trials on a local Ray: one per method, knob value and token weight,
+    logged by the driver with method and knob, their checkpoints loadable, the lab's labels."""
+    db, out = tmp_path / "s.duckdb", tmp_path / "sweep"
+    result = run_json(
+        capsys, "sweep", "--benchmark", "math", "--token-weights", "0.1", "--seeds", "0",
+        "--methods", "agentprune,gptswarm", "--knob", "agentprune=0.25,0.75",
+        "--episodes", "32", "--n-envs", "16", "--eval-episodes", "4", "--max-parallel", "2",
+        "--out", str(out), "--db", str(db),
+    )  # fmt: skip
+    assert not result["failed"] and result["methods"] == ["agentprune", "gptswarm"]
+    trials = [(t["method"], t["knob"]) for t in result["trials"]]
+    assert trials == [
+        ("agentprune", {"prune_ratio": 0.25}),
+        ("agentprune", {"prune_ratio": 0.75}),
+        ("gptswarm", {}),
+    ]
+    team = TeamOptions(benchmark="math")
+    for t in result["trials"]:
+        assert Path(t["checkpoint"]).name.startswith(t["method"])
+        loaded = load_method(t["checkpoint"])
+        assert loaded.method.name == t["method"] and loaded.method.knob_value() in (
+            None, *t["knob"].values(),
+        )  # fmt: skip
+        replay = run_policy(team, learned_policy(Path(t["checkpoint"]), team), 4, 0)
+        assert np.mean([r.score for r in replay]) == pytest.approx(t["accuracy"])
+        config = json.loads(
+            rows(db, f"SELECT config FROM runs WHERE id = '{t['train_run_id']}'")[0][0]
+        )
+        assert config["sweep"]["method"] == t["method"] and config["sweep"]["knob"] == t["knob"]
+        assert config["method"]["name"] == t["method"]
+    # Pruning more keeps fewer edges.
+    loose, tight = (load_method(t["checkpoint"]).method for t in result["trials"][:2])
+    assert int(tight.spatial_support.sum()) < int(loose.spatial_support.sum())
+
+    from lab import data
+
+    points = data.sweep_points.__wrapped__(str(db), result["sweep_id"])
+    labels = set(points["label"])
+    assert "agentprune prune_ratio=0.25 · w=0.1 · seed 0" in labels
+    assert "gptswarm · w=0.1 · seed 0" in labels and "full" in labels

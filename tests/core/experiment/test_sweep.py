@@ -94,6 +94,7 @@ def check_sweep(result: dict, db: Path, out: Path, weights: list[float], seeds: 
     assert len(runs) == 2 * len(trials) + len(FIXED_TOPOLOGIES)
     for t in trials:
         key = {"id": sweep_id, "token_weight": t["token_weight"], "seed": t["seed"]}
+        key |= {"method": "qmix", "knob": {}}
         for run_id, kind, n in (
             (t["train_run_id"], "train", EPISODES),
             (t["eval_run_id"], "eval", EVAL),
