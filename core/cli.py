@@ -269,7 +269,7 @@ def print_table(rows: list[dict[str, Any]], columns: list[str], title: str) -> N
 
 
 @app.command()
-@team_flags(*TEAM, *BACKEND, "fail_prob")
+@team_flags(*TEAM, *BACKEND, "fail_prob", "fail")
 def train(
     opts: TeamOptions,
     out: Annotated[Path | None, typer.Option(help="Where to write the checkpoint.")] = None,
@@ -976,6 +976,7 @@ BENCHMARKS: dict[str, str] = {
     "learning": "learned policy vs every fixed topology on held-out episodes, paired SEs",
     "rollouts": "rollout episodes/s of the learned policy on the simulator, per lockstep width",
     "scaling": "learner updates/s and rollout episodes/s against agents N and rounds T, memory",
+    "baselines": "learned-topology methods vs Agent Q-Mix and fixed topologies: paired SEs, graphs",
 }
 """``agentqmix bench NAME``: the modules of ``benchmarks/`` (``benchmarks.<name>``), run as
 their own process so that the lab's benchmark never loads the lab into ``core``."""

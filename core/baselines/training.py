@@ -33,9 +33,9 @@ from core.qmix.seeding import seed_everything, torch_threads
 class BaselineTrainConfig:
     """The budget and seeds of one training run of a learned-topology method."""
 
-    episodes: int = 4000
-    """Training episodes in total (the method's optimisation budget; docs/baselines.md says
-    how it compares with ``agentqmix train``'s)."""
+    episodes: int = 40_000
+    """Training episodes in total: the method's optimisation budget, by default the same as
+    ``agentqmix train``'s (docs/baselines.md, "Budgets")."""
     n_envs: int = 32
     """Episodes played in lockstep per batch: one REINFORCE step per batch."""
     seed: int = 0
