@@ -512,6 +512,11 @@ def _resume_training(
         raise UserError(f"no run {run_id!r} in the database.")
     if info.kind != "train" or "team" not in info.config or "train" not in info.config:
         raise UserError(f"run {run_id} is not a team training run; only those can be resumed.")
+    if "method" in info.config:
+        method = info.config["method"].get("name", "a learned-topology method")
+        raise UserError(
+            f"run {run_id} trained {method}; only Agent Q-Mix runs resume (train {method} again)."
+        )
     opts = options_from_dict(info.config["team"])
     config = train_config_from_dict(info.config["train"])
     config.device = device

@@ -76,6 +76,14 @@ def test_train_logs_each_method_like_any_run(trained):
     assert len(steps) == 4 and all(n == 3 for n in steps.values())  # one step per batch of 16
 
 
+def test_a_method_run_is_not_resumed_as_qmix(trained, capsys):
+    db, _ = trained
+    (run_id,) = rows(db, "SELECT id FROM runs WHERE policy = 'agentprune'")[0]
+    code = main(["train", "--resume", run_id, "--db", str(db)])
+    err = capsys.readouterr().err
+    assert code == 2 and "only Agent Q-Mix runs resume" in err
+
+
 def test_checkpoints_round_trip_and_load_everywhere(trained, tmp_path):
     db, paths = trained
     opts = TeamOptions(benchmark="math")
