@@ -302,6 +302,26 @@ def list_runs(db: Db, *, kind: str | None = None, status: str | None = None) -> 
         return cur.execute(_RUN_HEADLINES.format(where=where), params).df()
 
 
+def policy_descriptions(db: Db) -> pd.DataFrame:
+    """What each learned or fixed policy of a run is, from ``config["policies"]`` (eval,
+    compare and robustness runs store it; docs/baselines.md): ``run_id``, ``policy`` (the
+    label its episodes carry), ``family`` (``learned`` / ``fixed``), ``method`` (``qmix``,
+    ``gptswarm``, ..., or the topology), ``token_weight`` (trained at; NULL for a fixed
+    topology) and ``knob`` (JSON text, e.g. ``{"prune_ratio":0.5}``) — what a chart colours
+    by. Runs logged before issue 20 have none."""
+    with read_session(db) as cur:
+        return cur.execute(
+            "SELECT r.id AS run_id, k.policy, "
+            "json_extract_string(r.config, '$.policies.\"' || k.policy || '\".family') AS family, "
+            "json_extract_string(r.config, '$.policies.\"' || k.policy || '\".method') AS method, "
+            "TRY_CAST(json_extract_string(r.config, "
+            "'$.policies.\"' || k.policy || '\".token_weight') AS DOUBLE) AS token_weight, "
+            "json_extract(r.config, '$.policies.\"' || k.policy || '\".knob')::VARCHAR AS knob "
+            "FROM runs r, unnest(json_keys(r.config, '$.policies')) AS k(policy) "
+            "ORDER BY r.started_at, k.policy"
+        ).df()
+
+
 def get_run(db: Db, run_id: str) -> RunInfo | None:
     """One run (for ``train --resume``: its checkpoint and episode), or None."""
     runs = _run_infos(db, "WHERE r.id = ?", [run_id])

@@ -155,6 +155,15 @@ def test_compare_and_robustness_list_every_checkpoint(trained, capsys):
     assert any(r["front"] for r in out["policies"])
     stored = json.loads(rows(db, f"SELECT config FROM runs WHERE id = '{prune['run_id']}'")[0][0])
     assert stored["policies"]["agentprune"]["knob"] == {"prune_ratio": 0.5}
+    # What a chart colours by, in one query.
+    from core.store.queries import policy_descriptions
+
+    described = policy_descriptions(db)
+    mine = described[described["run_id"] == prune["run_id"]].set_index("policy")
+    assert mine.loc["agentprune", "family"] == "learned"
+    assert mine.loc["agentprune", "method"] == "agentprune"
+    assert json.loads(mine.loc["agentprune", "knob"]) == {"prune_ratio": 0.5}
+    assert mine.loc["full", "family"] == "fixed" and mine.loc["full", "token_weight"] != 0.1
 
     # Two checkpoints of one method get labels that say what differs.
     same = ["--checkpoint", str(paths["gdesigner"])] * 2
