@@ -13,7 +13,23 @@ import streamlit as st
 
 from core.tasks.registry import BENCHMARKS
 from lab import data, figures, ui
-from lab.jobs import ROLE_POOL, TeamSpec, TrainParams, resume_command, team_roles, train_command
+from lab.jobs import (
+    ROLE_POOL,
+    TRAIN_METHODS,
+    TeamSpec,
+    TrainParams,
+    resume_command,
+    team_roles,
+    train_command,
+)
+
+METHOD_LABELS = {
+    "qmix": "Agent Q-Mix",
+    "gptswarm": "GPTSwarm",
+    "agentprune": "AgentPrune",
+    "agentdropout": "AgentDropout",
+    "gdesigner": "G-Designer",
+}
 
 db = data.db_path()
 st.title("Train a team")
@@ -32,18 +48,26 @@ with st.form("train_form", border=True):
     agents = c2.number_input("Agents", 1, len(ROLE_POOL), 4, key="train_agents")
     rounds = c3.number_input("Rounds", 1, 10, 3, key="train_rounds")
     episodes = c4.number_input("Episodes", 1, 100_000, 300, step=50, key="train_episodes")
-    c5, c6, c7 = st.columns(3)
+    c5, c6, c7, c8 = st.columns(4)
     token_weight = c5.slider("Token weight w_tok", 0.0, 1.0, 0.1, 0.05, key="train_token_weight")
     fail_prob = c6.slider("Failure probability", 0.0, 0.9, 0.0, 0.05, key="train_fail_prob")
     seed = c7.number_input("Seed", 0, 2**31 - 1, 0, key="train_seed")
+    method = c8.selectbox(
+        "Method", TRAIN_METHODS, key="train_method", format_func=METHOD_LABELS.get,
+        help="Agent Q-Mix, or a learned topology from the field at its defaults "
+        "(docs/baselines.md; `agentqmix train --method NAME --set KEY=VALUE` for its settings).",
+    )  # fmt: skip
     submitted = st.form_submit_button("Start training", type="primary")
 
 if submitted:
     team = TeamSpec(benchmark, team_roles(int(agents)), int(rounds), float(token_weight))
-    params = TrainParams(team, int(episodes), float(fail_prob), int(seed))
-    checkpoint = data.workdir(db) / "checkpoints" / f"train-{time.strftime('%Y%m%d-%H%M%S')}.pt"
+    params = TrainParams(team, int(episodes), float(fail_prob), int(seed), method=method)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    checkpoint = data.workdir(db) / "checkpoints" / f"train-{method}-{stamp}.pt"
     job = manager.start(
-        f"train {benchmark} ×{episodes}", train_command(db, params, checkpoint), kind="train"
+        f"train {method} · {benchmark} ×{episodes}",
+        train_command(db, params, checkpoint),
+        kind="train",
     )
     st.session_state["train_follow"] = job.started_at
     st.toast("Training started.", icon=":material/model_training:")
@@ -208,8 +232,11 @@ for run_id in watched:
                 "Stop this run", key=f"train_stop_run_{run_id}", on_click=_stop, args=(job.id,),
                 icon=":material/stop:",
             )  # fmt: skip
-        resumable = info.status in ("interrupted", "failed") and bool(
-            info.checkpoint and Path(info.checkpoint).is_file()
+        # A learned-topology method's run is not resumed (docs/baselines.md, "Checkpoints").
+        resumable = (
+            info.status in ("interrupted", "failed")
+            and "method" not in info.config
+            and bool(info.checkpoint and Path(info.checkpoint).is_file())
         )
         if resumable:
             b2.button(
