@@ -331,6 +331,15 @@ def train(
             "prune_ratio=0.3; docs/baselines.md lists them.",
         ),
     ] = None,
+    train_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="A learned-topology method's budget in tokens too: it stops when its training "
+            "episodes have spent this many or --episodes are played, whichever comes first "
+            "(e.g. an Agent Q-Mix run's train_tokens: equal tokens).",
+        ),
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """Train the QMIX team (--benchmark) or any protocol env (--env), or a learned-topology
@@ -355,8 +364,12 @@ def train(
             raise UserError(f"{flag} is for --method qmix; {method} takes its settings with --set.")
         return _train_baseline(
             opts, method, settings or [], out, benchmark, episodes, seed, n_envs, threads, db,
-            no_log, eval_episodes, as_json,
+            no_log, eval_episodes, as_json, train_tokens,
         )  # fmt: skip
+    if train_tokens is not None:
+        raise UserError(
+            "--train-tokens is for the learned-topology methods (--method gptswarm, ...)."
+        )
     if settings:
         raise UserError("--set is for the learned-topology methods (--method gptswarm, ...).")
     if mixer not in MIXERS:
@@ -423,6 +436,7 @@ def _train_baseline(
     no_log: bool,
     eval_episodes: int,
     as_json: bool,
+    train_tokens: int | None = None,
 ) -> None:
     """``train --method NAME`` for a learned-topology method (docs/baselines.md)."""
     from core.baselines.registry import method_config, parse_pairs
@@ -434,7 +448,9 @@ def _train_baseline(
     if out is None:
         raise UserError("train needs --out CKPT (where to write the checkpoint).")
     config = method_config(method, parse_pairs(settings))
-    given = {"episodes": episodes, "n_envs": n_envs, "cpu_threads": threads}
+    given = {
+        "episodes": episodes, "n_envs": n_envs, "cpu_threads": threads, "max_tokens": train_tokens,
+    }  # fmt: skip
     train_config = BaselineTrainConfig(
         seed=seed, **{k: v for k, v in given.items() if v is not None}
     )
@@ -481,6 +497,7 @@ def _report_training(outcome: Any, as_json: bool) -> None:
         "checkpoint": str(outcome.checkpoint),
         "episodes": outcome.state.episodes_done,
         "updates": outcome.state.learner.updates,
+        "train_tokens": outcome.train_tokens,
         "held_out": outcome.evaluation,
     }
     if as_json:

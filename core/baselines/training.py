@@ -40,6 +40,11 @@ class BaselineTrainConfig:
     """Episodes played in lockstep per batch: one REINFORCE step per batch."""
     seed: int = 0
     """Seeds the method's initial weights, its graph sampling and the episode stream."""
+    max_tokens: int | None = None
+    """A budget in tokens besides the one in episodes: training ends when its episodes have
+    spent this many tokens or ``episodes`` are played, whichever comes first; stage changes
+    (AgentDropout's node dropout at ``node_stage``) follow the larger share spent. Set it to
+    another run's ``train_tokens`` to train on equal tokens (docs/baselines.md, "Budgets")."""
     cpu_threads: int = 1
     """Torch CPU threads while training (0 = torch's setting)."""
     task_baseline: bool = True
@@ -57,6 +62,8 @@ class BaselineTrainConfig:
             raise ValueError(f"n_envs must be >= 2 (the baseline needs a batch), got {self.n_envs}")
         if self.cpu_threads < 0:
             raise ValueError(f"cpu_threads must be >= 0, got {self.cpu_threads}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
         if not self.task_baseline_rate > 0:
             raise ValueError(f"task_baseline_rate must be > 0, got {self.task_baseline_rate}")
 
@@ -74,6 +81,15 @@ class BaselineState:
     """Tokens the training episodes spent (the budget in tokens)."""
     stages: list[Stage] = field(default_factory=list)
     history: list[dict[str, float]] = field(default_factory=list)
+
+    def budget_used(self, config: BaselineTrainConfig) -> int:
+        """The budget spent, in episodes: those played, or — with a token budget — the
+        episodes' share of the tokens spent if that is larger (``config.episodes`` = spent)."""
+        used = self.episodes_done
+        if config.max_tokens is not None:
+            share = min(self.tokens / config.max_tokens, 1.0)
+            used = max(used, int(share * config.episodes))
+        return used
 
 
 class BaselineHooks:
@@ -115,8 +131,8 @@ def train_method(
     started = time.perf_counter()
     try:
         with torch_threads(config.cpu_threads):
-            while state.episodes_done < config.episodes and not hooks.should_stop():
-                _stage(method.on_progress(state.episodes_done, config.episodes), state, hooks)
+            while state.budget_used(config) < config.episodes and not hooks.should_stop():
+                _stage(method.on_progress(state.budget_used(config), config.episodes), state, hooks)
                 # --- collect: graphs sampled while anything is left to learn
                 n = min(config.n_envs, config.episodes - state.episodes_done)
                 first = state.episodes_done
@@ -136,8 +152,8 @@ def train_method(
                 stats["elapsed_s"] = time.perf_counter() - started
                 state.history.append(stats)
                 if progress:
-                    progress(state.episodes_done, config.episodes, stats)
-            if state.episodes_done >= config.episodes:
+                    progress(state.budget_used(config), config.episodes, stats)
+            if state.budget_used(config) >= config.episodes:
                 _stage(method.finish(state.episodes_done), state, hooks)
     finally:
         venv.close()

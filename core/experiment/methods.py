@@ -150,7 +150,7 @@ def train_baseline(
 
             records = run_policy(opts, baseline_policy(out, opts), eval_episodes, opts.seed)
             evaluation = summarize_records(records)
-        status = "finished" if state.episodes_done >= config.episodes else "interrupted"
+        status = "finished" if state.budget_used(config) >= config.episodes else "interrupted"
         return BaselineOutcome(state, logger.run_id if logger else None, out, evaluation)
     finally:
         team.close()

@@ -59,11 +59,13 @@ class StoreHooks(TrainHooks):
         self.pending: list[dict[str, Any]] = []
         self.started = time.perf_counter()
         self.next_checkpoint = checkpoint_every
+        self.train_tokens = 0
 
     def on_episodes(
         self, results: Sequence[EpisodeResult], state: TrainState, epsilon: float
     ) -> None:
         records = [r.info["episode"] for r in results]
+        self.train_tokens += sum(rec.tokens for rec in records)
         for rec in records:
             self.rewards.append(rec.reward)
             self.scores.append(rec.score)
@@ -110,6 +112,12 @@ class StopHooks(TrainHooks):
 
     def __init__(self, stop: Callable[[], bool] | None):
         self.stop = stop
+        self.train_tokens = 0
+
+    def on_episodes(
+        self, results: Sequence[EpisodeResult], state: TrainState, epsilon: float
+    ) -> None:
+        self.train_tokens += sum(int(r.info.get("tokens", 0)) for r in results)
 
     def should_stop(self) -> bool:
         return bool(self.stop and self.stop())
@@ -178,6 +186,9 @@ class TrainOutcome:
     run_id: str | None
     checkpoint: Path
     evaluation: dict[str, Any] = field(default_factory=dict)
+    train_tokens: int = 0
+    """Tokens this session's training episodes spent (a resumed run: since the resume) —
+    the training budget in tokens that ``train --method ... --train-tokens`` can match."""
 
 
 def train_team(
@@ -257,7 +268,9 @@ def train_team(
             policy = QMixPolicy(state.agent, state.mixer, state.device, epsilon=0.0)
             evaluation = summarize_records(run_policy(opts, policy, eval_episodes, opts.seed))
         status = "finished" if state.episodes_done >= config.episodes else "interrupted"
-        return TrainOutcome(state, logger.run_id if logger else None, out, evaluation)
+        return TrainOutcome(
+            state, logger.run_id if logger else None, out, evaluation, hooks.train_tokens
+        )
     finally:
         team.close()
         if logger:

@@ -274,6 +274,23 @@ def baseline_policy_from(method):
     return GraphPolicy(method, explore=False, generator=torch.Generator().manual_seed(3))
 
 
+def test_a_token_budget_ends_training_and_still_runs_its_last_stage(tmp_path, capsys):
+    """``--train-tokens``: training stops once its episodes have spent the tokens (well before
+    ``--episodes``), reports what they spent, and AgentDropout still drops nodes and edges."""
+    db = tmp_path / "s.duckdb"
+    out = run_json(
+        capsys, "train", "--benchmark", "math", "--method", "agentdropout", "--episodes", "640",
+        "--n-envs", "16", "--eval-episodes", "0", "--train-tokens", "1500000",
+        "--out", str(tmp_path / "d.pt"), "--db", str(db),
+    )  # fmt: skip
+    assert 48 <= out["episodes"] < 640 and out["stages"] == ["nodes dropped", "edges dropped"]
+    spent = rows(db, f"SELECT sum(tokens) FROM episodes WHERE run_id = '{out['run_id']}'")[0][0]
+    assert out["train_tokens"] == spent >= 1_500_000
+    # One batch fewer would not have spent the budget.
+    assert spent - rows(db, "SELECT max(tokens) FROM episodes")[0][0] * 16 < 1_500_000
+    assert rows(db, f"SELECT status FROM runs WHERE id = '{out['run_id']}'") == [("finished",)]
+
+
 def test_user_mistakes_are_one_sentence(tmp_path, capsys):
     out = str(tmp_path / "x.pt")
     cases = [
@@ -283,6 +300,7 @@ def test_user_mistakes_are_one_sentence(tmp_path, capsys):
         (["--method", "gdesigner", "--set", "hidden=wide"], "must be a int"),
         (["--method", "gptswarm", "--hidden", "8"], "--hidden is for --method qmix"),
         (["--set", "decode=mask"], "--set is for the learned-topology methods"),
+        (["--train-tokens", "100"], "--train-tokens is for the learned-topology methods"),
     ]
     for extra, message in cases:
         code = main(["train", "--benchmark", "math", "--out", out, "--no-log", *extra])
