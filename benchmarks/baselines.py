@@ -10,7 +10,8 @@ tuned on: the methods' defaults were chosen on training seed 100 / stream 300, a
 mean spatial edges, temporal reads and active agents per round and the most common
 round-0 edge set (what a per-query method such as G-Designer adapts); paired differences
 (mean ± standard error over the same episodes) of reward, accuracy and tokens between every
-learned policy and the first Agent Q-Mix checkpoint, and to the best fixed topology.
+learned policy and the first Agent Q-Mix checkpoint, to the best fixed topology and to
+``full`` (what AgentPrune and AgentDropout claim to cut tokens against).
 ``--untrained METHOD`` adds a method at its starting point (every edge at p = 0.5,
 sampled): GPTSwarm's claim is measured against it.
 
@@ -120,7 +121,11 @@ def compare(
     paired = {}
     for policy in learned:
         name = policy.name
-        entry = {"vs_best_fixed": _paired(played[name], played[best_fixed])}
+        entry = {
+            "vs_best_fixed": _paired(played[name], played[best_fixed]),
+            # The papers' own claims (AgentPrune, AgentDropout) are against the full graph.
+            "vs_full": _paired(played[name], played["full"]),
+        }
         if qmix and name != qmix:
             entry["qmix_minus_this"] = _paired(played[qmix], played[name])
         paired[name] = entry
