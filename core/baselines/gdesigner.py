@@ -88,6 +88,8 @@ class GDesignerConfig(MethodConfig):
     """λ_a: weight of the anchor term (BCE of the decoded probabilities to the anchor)."""
     kl_weight: float = 0.001
     """λ_kl: weight of the VGAE's KL term."""
+    init_log_std: float = -2.0
+    """``log σ`` of every latent at the start (the bias of the ``log σ`` head)."""
     decodes: ClassVar[tuple[str, ...]] = ("threshold", "sample")
 
     def validate(self) -> None:
@@ -100,6 +102,8 @@ class GDesignerConfig(MethodConfig):
             value = getattr(self, name)
             if not (value >= 0 and math.isfinite(value)):
                 raise ValueError(f"{name} = {value} must be a finite number >= 0")
+        if not -10.0 <= self.init_log_std <= 2.0:
+            raise ValueError(f"init_log_std = {self.init_log_std} is not in [-10, 2]")
         if self.anchor not in ANCHORS:
             raise ValueError(f"anchor = {self.anchor!r} is not one of {', '.join(ANCHORS)}")
 
@@ -134,11 +138,11 @@ class GDesigner(GraphMethod):
         self.conv_mu = nn.Linear(h, z)
         self.conv_logstd = nn.Linear(h, z)
         self.skip = nn.Linear(h, z, bias=False)
-        # σ starts at e^-1: with σ = 1 the latent noise swamped the decoded logits and the
+        # σ starts at e^-2: with σ = 1 the latent noise swamped the decoded logits and the
         # policy gradient could not even learn to drop costly edges; with e^-3 too little
         # exploration was left to find a graph that only pays when three edges are present
         # together (docs/baselines.md).
-        nn.init.constant_(self.conv_logstd.bias, -1.0)
+        nn.init.constant_(self.conv_logstd.bias, config.init_log_std)
         # Zero, so every edge starts at p = 0.5 (the other methods' start); a random decoder
         # started some seeds' needed edges at p ≈ 0.2 and the graph collapsed to none.
         self.decoder = nn.Parameter(torch.zeros(z, z))
