@@ -198,6 +198,16 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
     "timeout": TeamFlag(
         "timeout_s", Annotated[float, typer.Option(help="openai: per-attempt timeout, seconds.")]
     ),
+    "sandbox": TeamFlag(
+        "sandbox",
+        Annotated[
+            str,
+            typer.Option(
+                help="Where generated code runs: auto or bwrap (bubblewrap, else refuse to "
+                "run) or process (the weaker sandbox, warned about on every run)."
+            ),
+        ],
+    ),
     "max_attempts": TeamFlag(
         "max_attempts", Annotated[int, typer.Option(help="openai: attempts per call.")]
     ),
@@ -212,7 +222,7 @@ TEAM = (
     "preset",
     "embedding",
 )
-BACKEND = ("backend", "model", "base_url", "concurrency", "no_cache")
+BACKEND = ("backend", "model", "base_url", "concurrency", "no_cache", "sandbox")
 OPENAI_EXTRA = ("cache_counts_tokens", "cache_dir", "timeout", "max_attempts")
 
 
@@ -995,6 +1005,7 @@ BENCHMARKS: dict[str, str] = {
     "actions-by-difficulty": "what a trained policy does on easy and hard tasks",
     "headroom": "the oracle, a hand-written adaptive plan and the best fixed plan per task",
     "fuzz-checker": "the maths checker on random explosive expressions (time per check)",
+    "humaneval-checker": "every HumanEval reference passes and an exit-0 forgery fails",
     "learning": "learned policy vs every fixed topology on held-out episodes, paired SEs",
     "rollouts": "rollout episodes/s of the learned policy on the simulator, per lockstep width",
     "scaling": "learner updates/s and rollout episodes/s against agents N and rounds T, memory",

@@ -97,6 +97,21 @@ def require_runs(db: str) -> pd.DataFrame:
     return runs
 
 
+SANDBOX_LABELS = {
+    "bwrap": "generated code ran in bubblewrap",
+    "process": "generated code ran in the weaker process sandbox (chosen with --sandbox process)",
+    "none": "no generated code ran",
+}
+
+
+def run_provenance(row: pd.Series) -> str:
+    """``back-end sim · model sim/flash-lite · no generated code ran``: where a run's answers
+    came from and where its generated code ran."""
+    sandbox = row.get("sandbox")
+    where = SANDBOX_LABELS.get(sandbox if isinstance(sandbox, str) else "", "sandbox not recorded")
+    return f"back-end {row['backend']} · model {row['model']} · {where}"
+
+
 def run_label(row: pd.Series) -> str:
     """``train-… · qmix · mixed · 200 ep`` — how a run is named in pickers; a Failure-lab
     fork says what it forked (``lab · fork of eval-… #3 · fixed · full · 1 coder crash…``),

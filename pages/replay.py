@@ -69,6 +69,7 @@ if url.seed("replay_run", "run", choices=run_ids):
 run_id = st.selectbox(
     "Run", run_ids, format_func=labels.get, key="replay_run", on_change=_reset_for_run
 )
+st.caption(ui.run_provenance(runs.set_index("id").loc[run_id].rename(run_id)))
 with ui.friendly():
     run_benchmarks = data.run_values(db, run_id, "benchmark")
     run_policies = data.run_values(db, run_id, "policy")

@@ -45,6 +45,7 @@ st.dataframe(
             "token_weight",
             "token_penalty",
             "idle",
+            "sandbox",
             "started_at",
             "ended_at",
         ]
@@ -59,6 +60,11 @@ st.dataframe(
         "token_weight": st.column_config.NumberColumn("w_tok", format="%.2f"),
         "token_penalty": st.column_config.TextColumn("penalty"),
         "idle": st.column_config.TextColumn("idle agents", help="keep: no call; call: re-solve"),
+        "sandbox": st.column_config.TextColumn(
+            "sandbox",
+            help="Where generated code ran: bwrap (bubblewrap), process (the weaker sandbox, "
+            "chosen with --sandbox process), none (no code ran); empty: not recorded.",
+        ),
         "started_at": st.column_config.DatetimeColumn("started", format="YYYY-MM-DD HH:mm"),
         "ended_at": st.column_config.DatetimeColumn("ended", format="YYYY-MM-DD HH:mm"),
     },

@@ -2,8 +2,8 @@
 # Installs the project and its dependencies into the current Python environment.
 # torch is pinned to 2.13.0: a CPU wheel on machines without a GPU image, the CUDA
 # build from PyPI on a Linux machine with a GPU (device=auto then uses it).
-# bubblewrap (Debian's package) gives generated code its strong sandbox; without it
-# core/sandbox.py falls back to a weaker one and says so.
+# bubblewrap (Debian's package) is the sandbox for generated code; without it, commands
+# that would run generated code refuse (core/sandbox.py) unless --sandbox process is given.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"
@@ -14,6 +14,7 @@ if ! command -v bwrap >/dev/null 2>&1; then
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
   else
     echo "bubblewrap (bwrap) is not installed and cannot be installed here (needs root and" \
-      "apt-get); generated code will run in the weaker fallback sandbox" >&2
+      "apt-get); code benchmarks (humaneval) will refuse to run until it is, or run in the" \
+      "weaker sandbox with --sandbox process" >&2
   fi
 fi

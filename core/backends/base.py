@@ -70,6 +70,9 @@ class Backend(Protocol):
     """True when its answers to code tasks are programs to run against the tests; False when
     they are labels (the synthetic society). Scoring itself lives with the tasks
     (:mod:`core.tasks.scoring`)."""
+    sandbox: str
+    """Where its code answers run when they are programs: ``auto``/``bwrap`` (bubblewrap or
+    refuse) or ``process`` (:class:`core.sandbox.SandboxConfig` ``backend``)."""
     synchronous: bool
     """True when its coroutines never wait (the synthetic society computes each answer on the
     spot): the team then plays its episodes without an event loop, call after call in a fixed

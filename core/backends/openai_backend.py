@@ -39,14 +39,11 @@ from core.backends import prompts
 from core.backends.base import AgentTurn, DecisionTurn, TurnResult
 from core.backends.cache import ResponseCache, default_cache_dir, public_url, request_key
 from core.records import DECISION_AGENT, LLMCall
+from core.sandbox import BACKENDS as SANDBOX_BACKENDS
+from core.sandbox import SandboxConfig
 from core.sanitize import clean_text, scrub, url_secrets, usage_counts
 from core.tasks.base import Task
-from core.tasks.sandbox import (
-    SandboxConfig,
-    examples_report,
-    humaneval_program,
-    run_python,
-)
+from core.tasks.code_checker import examples_report, run_check
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +88,8 @@ class OpenAIBackendConfig:
     """Base sampling seed sent to the server (plus the episode seed); ``None`` = send none."""
     sandbox_timeout_s: float = 10.0
     """Wall-clock limit for running an agent's code against the tests (execute_verify)."""
+    sandbox: str = "auto"
+    """Where code answers run: ``auto``/``bwrap`` (bubblewrap, or refuse) or ``process``."""
 
     def validate(self) -> None:
         if not self.model:
@@ -112,6 +111,8 @@ class OpenAIBackendConfig:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
         if not self.sandbox_timeout_s > 0:
             raise ValueError(f"sandbox_timeout_s must be > 0, got {self.sandbox_timeout_s}")
+        if self.sandbox not in SANDBOX_BACKENDS:
+            raise ValueError(f"sandbox must be one of {SANDBOX_BACKENDS}, got {self.sandbox!r}")
 
 
 @dataclass
@@ -136,6 +137,7 @@ class OpenAIBackend:
         config.validate()
         self.config = config
         self.model = config.model
+        self.sandbox = config.sandbox
         self.base_url = config.base_url or os.environ.get("OPENAI_BASE_URL") or None
         key = config.api_key or os.environ.get(config.api_key_env) or ""
         self._key = key or NO_KEY
@@ -396,20 +398,20 @@ class OpenAIBackend:
         return TurnResult(second.text, answer2 or answer, confidence2, call, verified=True)
 
     async def _run_tests(self, task: Task, code: str | None) -> tuple[bool, str]:
+        """Judge the agent's code as scoring does (:mod:`core.tasks.code_checker`): the
+        hidden tests run in a checker process its code cannot reach. The agent learns only
+        that they failed, and how its code fares on the docstring's examples."""
         if not code:
             return False, "No code block was found in your reply."
-        program = humaneval_program(task, code)
-        cfg = SandboxConfig(timeout_s=self.config.sandbox_timeout_s)
+        cfg = SandboxConfig(timeout_s=self.config.sandbox_timeout_s, backend=self.sandbox)
         self._bind_loop()
         assert self._sandbox_sem is not None
         async with self._sandbox_sem:
-            result = await asyncio.to_thread(run_python, program, config=cfg)
-        if result.passed:
+            result = await asyncio.to_thread(run_check, task, code, "tests", cfg)
+        if result.verdict == "pass":
             return True, "all tests passed"
         if result.timed_out:
             return False, f"Timed out after {cfg.timeout_s:.0f} s (an infinite loop?)."
-        # The hidden tests' output would show their assertions, i.e. the answers: the agent
-        # sees only that they failed, and its code run on the docstring's examples.
         async with self._sandbox_sem:
             return False, await asyncio.to_thread(examples_report, task, code, cfg)
 

@@ -21,7 +21,7 @@ from core.actions import Action
 from core.backends.base import AgentTurn, DecisionTurn
 from core.records import AgentStep, Chat, Message
 from core.tasks.base import Task
-from core.tasks.sandbox import extract_code
+from core.tasks.code_checker import extract_code
 
 PEER_TEXT_CHARS = 3000
 """A peer's reply is cut to this many characters in the reader's prompt (keeps prompts bounded)."""

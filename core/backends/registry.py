@@ -25,6 +25,7 @@ class BackendSettings(Protocol):
     cache_dir: str | None
     timeout_s: float
     max_attempts: int
+    sandbox: str
 
 
 def _sim(opts: BackendSettings) -> Backend:
@@ -46,12 +47,17 @@ def _openai(opts: BackendSettings) -> Backend:
             cache_dir=opts.cache_dir,
             timeout_s=opts.timeout_s,
             max_attempts=opts.max_attempts,
+            sandbox=opts.sandbox,
         )
     )
 
 
 BACKENDS: dict[str, Callable[[BackendSettings], Backend]] = {"sim": _sim, "openai": _openai}
 """Name -> factory. ``sim`` is the synthetic society (offline); ``openai`` any compatible endpoint."""
+
+LABEL_BACKENDS = frozenset({"sim"})
+"""Back-ends whose answers to code tasks are labels, not programs: no generated code runs.
+Every other back-end's code answers run in the sandbox (a new back-end is assumed to)."""
 
 
 def make_backend(opts: BackendSettings) -> Backend:

@@ -312,6 +312,7 @@ class SimBackend:
 
     name = "sim"
     answers_are_programs = False
+    sandbox = "auto"  # never used: its code answers are labels
     synchronous = True
 
     def __init__(self, config: SocietyConfig | str = DEFAULT_PRESET):

@@ -7,7 +7,7 @@ Every episode is played by the same rollout path as training (:meth:`TeamEnv.run
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -121,7 +121,7 @@ def log_run(
     with RunLogger(
         db,
         kind,
-        {"team": asdict(opts), **(extra_config or {})},
+        {**opts.run_config(), **(extra_config or {})},
         backend=opts.backend,
         model=opts.model or opts.preset,
         policy=policy,

@@ -115,7 +115,7 @@ def train_baseline(
             db,
             "train",
             {
-                "team": asdict(opts),
+                **opts.run_config(),
                 "method": {"name": method_name, "config": config_dict(method_config)},
                 "train": asdict(config),
                 "out": str(out.absolute()),

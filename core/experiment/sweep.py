@@ -704,7 +704,7 @@ class _Driver:
         held_out = [EpisodeRecord.from_dict(d) for d in result.evaluation]
         train_run = eval_run = None
         if self.log:
-            config = {"team": asdict(spec.team), "train": asdict(spec.train), "sweep": spec.key}
+            config = {**spec.team.run_config(), "train": asdict(spec.train), "sweep": spec.key}
             if spec.method != "qmix":
                 from core.baselines.registry import method_config
                 from core.experiment.methods import config_dict

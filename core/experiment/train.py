@@ -232,7 +232,7 @@ def train_team(
             logger = RunLogger(
                 db,
                 "train",
-                {"team": asdict(opts), "train": asdict(config), "out": str(out.absolute())},
+                {**opts.run_config(), "train": asdict(config), "out": str(out.absolute())},
                 backend=opts.backend,
                 model=opts.model or opts.preset,
                 policy="qmix",

@@ -53,14 +53,15 @@ class Table:
 
 def runs(db: Db = None) -> Table:
     """Runs with headline figures: episodes, accuracy, mean tokens, mean reward, status, and
-    the reward's token weight and penalty and the idle rule (``config["team"]``)."""
+    the reward's token weight and penalty and the idle rule (``config["team"]``), and the
+    sandbox its generated code ran in."""
     path = resolve_db(db)
     if not path.exists():
         raise UserError(f"No episode store at {path}; run train/eval first or pass --db.")
     df = list_runs(path)
     cols = ["id", "kind", "status", "policy", "benchmark", "backend", "episodes", "accuracy"]
-    cols += ["mean_tokens", "mean_reward", "token_weight", "token_penalty", "idle", "started_at"]
-    cols += ["checkpoint"]
+    cols += ["mean_tokens", "mean_reward", "token_weight", "token_penalty", "idle", "sandbox"]
+    cols += ["started_at", "checkpoint"]
     rows = [[_plain(v) for v in row] for row in df[cols].itertuples(index=False)]
     return Table(cols, rows)
 

@@ -278,7 +278,8 @@ SELECT r.id, r.kind, r.status, r.policy, r.benchmark, r.backend, r.model, r.seed
        TRY_CAST(json_extract_string(r.config, '$.team.token_weight') AS DOUBLE) AS token_weight,
        json_extract_string(r.config, '$.team.token_penalty') AS token_penalty,
        CASE WHEN json_extract(r.config, '$.team') IS NULL THEN NULL
-            ELSE coalesce(json_extract_string(r.config, '$.team.idle'), 'call') END AS idle
+            ELSE coalesce(json_extract_string(r.config, '$.team.idle'), 'call') END AS idle,
+       json_extract_string(r.config, '$.sandbox') AS sandbox
 FROM runs r LEFT JOIN episodes e ON e.run_id = r.id
 {where}
 GROUP BY ALL ORDER BY r.started_at DESC
@@ -289,7 +290,8 @@ def list_runs(db: Db, *, kind: str | None = None, status: str | None = None) -> 
     """Runs with their headline figures (episodes, accuracy, mean tokens, mean reward) and
     the reward's token options from ``config["team"]`` (NULL for runs without them), and the
     idle rule (``call`` for a team run logged before the rule existed, as
-    :func:`core.team.options.options_from_dict` reads it)."""
+    :func:`core.team.options.options_from_dict` reads it), and the sandbox its generated code
+    ran in (``bwrap``, ``process``, ``none``; NULL for runs logged before it was recorded)."""
     parts, params = [], []
     if kind is not None:
         parts.append("r.kind = ?")

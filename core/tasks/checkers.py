@@ -12,7 +12,7 @@
   bounds (``10^{10^{10^{10}}}``) is wrong, never a hang, a crash or a full memory.
 * Multiple choice: :func:`extract_choice` finds one option letter, or ``None`` when the
   text names none or several.
-* :func:`check` dispatches on ``task.domain``; code goes to ``core.tasks.sandbox.check_code``.
+* :func:`check` dispatches on ``task.domain``; code goes to :func:`core.tasks.code_checker.check_code`.
 """
 
 from __future__ import annotations
@@ -415,16 +415,18 @@ def extract_choice(text: str, n_options: int = 4) -> str | None:
 # ----------------------------------------------------------------------------- dispatch
 
 
-def check(task: Task, response_text: str) -> float:
-    """Score in [0, 1] of a response for a task: 1.0 right, 0.0 wrong (code: tests passed)."""
+def check(task: Task, response_text: str, sandbox: str = "auto") -> float:
+    """Score in [0, 1] of a response for a task: 1.0 right, 0.0 wrong (code: tests passed,
+    the candidate run in ``sandbox``: ``auto``/``bwrap`` or ``process``)."""
     if task.domain == "math":
         return 1.0 if math_equal(extract_math_answer(response_text), task.answer) else 0.0
     if task.domain == "mcq":
         n = len(task.choices) or 4
         return 1.0 if extract_choice(response_text, n) == task.answer.strip().upper() else 0.0
     if task.domain == "code":
-        # The sandbox starts subprocesses; only code tasks need it.
-        from core.tasks.sandbox import check_code
+        # The checker starts subprocesses; only code tasks need it.
+        from core.sandbox import SandboxConfig
+        from core.tasks.code_checker import check_code
 
-        return float(check_code(task, response_text))
+        return float(check_code(task, response_text, SandboxConfig(backend=sandbox)))
     raise ValueError(f"unknown task domain {task.domain!r} for task {task.task_id}")

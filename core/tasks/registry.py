@@ -86,6 +86,12 @@ def _load(spec: str, seed: int) -> TaskSource:
     return TASK_SOURCES[spec](seed)
 
 
+def benchmark_domains(spec: str, seed: int = 0) -> frozenset[str]:
+    """The task domains benchmark ``spec`` holds (``math``, ``code``, ``mcq``)."""
+    source = load_benchmark(spec, seed)
+    return frozenset(source.get(i).domain for i in range(len(source)))
+
+
 def is_held_out(task: Task, eval_fraction: float = EVAL_FRACTION) -> bool:
     """Whether a task belongs to the evaluation side (a stable hash of its question)."""
     digest = hashlib.sha256(task.question.encode("utf-8")).digest()

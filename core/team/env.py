@@ -81,6 +81,8 @@ class TeamEnv:
         self.opts = opts = opts or TeamOptions()
         opts.validate()
         self.split = split
+        # Before anything starts: generated code runs in the sandbox asked for, or not at all.
+        self.sandbox = opts.code_sandbox()
         self.backend = backend if backend is not None else opts.make_backend()
         self.source = (
             source if source is not None else _load_source(opts.benchmark, opts.seed, split)

@@ -8,14 +8,18 @@ not store take today's defaults).
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 from urllib.parse import urlsplit
 
-from core.backends.registry import BACKENDS, make_backend
+from core.backends.registry import BACKENDS, LABEL_BACKENDS, make_backend
 from core.backends.society import DEFAULT_PRESET, PRESETS, get_preset
 from core.errors import UserError
+from core.sandbox import BACKENDS as SANDBOX_BACKENDS
+from core.sandbox import SandboxConfig, sandbox_kind, weak_sandbox_warning
+from core.tasks.registry import benchmark_domains
 from core.team.embedding import EMBEDDERS
 from core.team.failures import FailureSpec, parse_failures
 from core.team.runtime import (
@@ -27,9 +31,13 @@ from core.team.runtime import (
     RuntimeConfig,
 )
 
+log = logging.getLogger(__name__)
+
 MAX_ROUNDS = 64
 """More rounds than anyone studies; a guard against a typo such as ``--rounds 100000``."""
 MAX_AGENTS = 64
+_SANDBOX_IN_FORCE: dict[tuple[str, str, int, str], str] = {}
+"""code_sandbox() per (back-end, benchmark, seed, choice): decided, and warned about, once."""
 
 
 @dataclass
@@ -83,6 +91,9 @@ class TeamOptions:
     """openai: per-attempt timeout."""
     max_attempts: int = 4
     """openai: attempts per call."""
+    sandbox: str = "auto"
+    """Where generated code runs: ``auto``/``bwrap`` (bubblewrap, or refuse to run code) or
+    ``process`` (the weaker sandbox, by explicit choice only; warned about on every run)."""
 
     def validate(self) -> None:
         """Raise :class:`UserError` naming the flag and the bad value."""
@@ -132,6 +143,10 @@ class TeamOptions:
             raise UserError(
                 f"--timeout must be a number of seconds in (0, 3600], not {self.timeout_s}."
             )
+        if self.sandbox not in SANDBOX_BACKENDS:
+            raise UserError(
+                f"--sandbox must be one of {', '.join(SANDBOX_BACKENDS)}, not {self.sandbox!r}."
+            )
         if not 1 <= self.max_attempts <= 100:
             raise UserError(f"--max-attempts must be between 1 and 100, not {self.max_attempts}.")
         self.failure_specs()  # a bad --fail is reported before any work
@@ -161,6 +176,29 @@ class TeamOptions:
             token_penalty=self.token_penalty,
             idle=self.idle,
         )
+
+    def code_sandbox(self) -> str:
+        """The sandbox generated code runs in for these options: ``bwrap`` or ``process``, or
+        ``none`` when no code runs (the back-end answers code tasks with labels, or the
+        benchmark has no code task). Raises :class:`core.sandbox.SandboxUnavailable` (exit
+        2) when code would run and the sandbox asked for cannot: it never falls back."""
+        key = (self.backend, self.benchmark, self.seed, self.sandbox)
+        if key not in _SANDBOX_IN_FORCE:
+            if self.backend in LABEL_BACKENDS or "code" not in benchmark_domains(
+                self.benchmark, self.seed
+            ):
+                kind = "none"
+            else:
+                kind = sandbox_kind(SandboxConfig(backend=self.sandbox))
+                if kind == "process":
+                    log.warning(weak_sandbox_warning())
+            _SANDBOX_IN_FORCE[key] = kind
+        return _SANDBOX_IN_FORCE[key]
+
+    def run_config(self) -> dict[str, Any]:
+        """What a run of these options stores in its config: the options, and the sandbox
+        its generated code ran in (:meth:`code_sandbox`)."""
+        return {"team": asdict(self), "sandbox": self.code_sandbox()}
 
     def make_backend(self) -> Any:
         """The back-end these options name (:mod:`core.backends.registry`)."""

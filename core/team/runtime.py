@@ -459,8 +459,8 @@ class TeamEpisode:
         """Score through the tasks' one entry point, off the event loop when it runs code."""
         run_code = self.backend.answers_are_programs
         if scoring_blocks(self.task, run_code) and not self.synchronous:
-            return await asyncio.to_thread(score, self.task, answer, run_code)
-        return score(self.task, answer, run_code)
+            return await asyncio.to_thread(score, self.task, answer, run_code, self.backend.sandbox)
+        return score(self.task, answer, run_code, self.backend.sandbox)
 
     @staticmethod
     def _fill_policy_view(step: AgentStep, plan: RoundPlan) -> None:

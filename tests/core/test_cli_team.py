@@ -414,3 +414,38 @@ def test_openai_backend_eval_and_training_against_a_local_server(tmp_path: Path)
     for path in [db, ckpt, *tmp_path.rglob("*")]:
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), f"API key written to {path}"
+
+
+def test_code_runs_in_bubblewrap_or_not_at_all_and_the_run_says_which(tmp_path: Path) -> None:
+    """``auto`` never falls back: without bubblewrap a code run stops before its first call;
+    the weaker sandbox only by name, with a warning; every run stores which sandbox ran."""
+    db = tmp_path / "s.duckdb"
+    no_bwrap = {"PATH": str(tmp_path / "empty-bin")}  # sys.executable is absolute
+    env = {"OPENAI_API_KEY": "sk-test", "AGENTQMIX_CACHE": str(tmp_path / "cache")}
+    common = ["--benchmark", "code", "--policy", "single", "--episodes", "2", "--db", str(db)]
+
+    def sandbox_of(run_id: str) -> str:
+        with duckdb.connect(str(db), read_only=True) as con:
+            (config,) = con.execute("SELECT config FROM runs WHERE id = ?", [run_id]).fetchone()
+        return json.loads(config)["sandbox"]
+
+    with FakeOpenAIServer() as server:
+        base = ["--backend", "openai", "--base-url", server.url, "--model", "fake-model"]
+        strong = ok_json(cli("eval", *common, *base, "--json", env=env))
+        assert sandbox_of(strong["run_id"]) == "bwrap" and strong["accuracy"] == 1.0
+        served = server.request_count
+        refused = cli("eval", *common, *base, env={**env, **no_bwrap})
+        assert refused.returncode == 2, refused.stderr
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and "bubblewrap" in lines[0] and "--sandbox process" in lines[0]
+        assert server.request_count == served  # stopped before the first call
+        weak = cli(
+            "eval", *common, *base, "--sandbox", "process", "--json", env={**env, **no_bwrap}
+        )
+        assert "weaker process sandbox" in weak.stderr
+        assert sandbox_of(ok_json(weak)["run_id"]) == "process"
+    # The synthetic society answers code tasks with labels: nothing runs, nothing is needed.
+    sim = ok_json(cli("eval", *common, "--json", env=no_bwrap))
+    assert sandbox_of(sim["run_id"]) == "none"
+    listed = ok_json(cli("runs", "--db", str(db), "--json"))
+    assert {r["sandbox"] for r in listed} == {"bwrap", "process", "none"}

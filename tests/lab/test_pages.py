@@ -84,6 +84,9 @@ def test_replay_one_control_moves_every_panel_together(lab_env):
         at, "selectbox"
     )
     assert {"replay_play", "replay_prev", "replay_next"} <= _keys(at, "button")
+    # Where the answers came from and where generated code ran (the sim runs none).
+    assert any(c.value.startswith("back-end sim · model ") for c in at.caption)
+    assert any(c.value.endswith("· no generated code ran") for c in at.caption)
     index = at.selectbox(key="replay_episode").value
     record = load_episode(db, ids["train"], index).record
     for r, rnd in enumerate(record.rounds):

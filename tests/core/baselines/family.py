@@ -28,6 +28,7 @@ class ExpertBackend:
     model = "expert-family"
     answers_are_programs = False
     synchronous = True
+    sandbox = "auto"  # never used: it answers with labels, not programs
 
     async def agent_turn(self, turn: AgentTurn) -> TurnResult:
         read = [m for m in (*turn.inbox, *turn.earlier) if m.answer is not None]
