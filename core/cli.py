@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from core.backends.registry import BACKENDS
 from core.backends.society import PRESETS
+from core.baselines.names import METHOD_NAMES
 from core.errors import StoreBusy, UserError
 from core.tasks.registry import TASK_SOURCES
 from core.team.failures import FAILURE_MODES
@@ -27,6 +28,8 @@ from core.team.options import TeamOptions
 from core.team.runtime import IDLE_RULES, TOKEN_PENALTIES
 from core.team.topologies import FIXED_TOPOLOGIES
 
+LEARNED_METHODS = ("qmix", *METHOD_NAMES)
+"""``train --method``: Agent Q-Mix (the default) or a learned-topology method."""
 BENCHMARK_HELP = f"Task source: {', '.join(TASK_SOURCES)} or jsonl:PATH (the agent team)."
 MAX_EPISODES = 10**9
 """Largest episode count a flag takes: the store numbers episodes with 32-bit integers."""
@@ -73,7 +76,9 @@ class ProgressBar:
         self.bar.__exit__(exc_type, *exc)
 
     def __call__(self, done: int, total: int, summary: dict[str, float]) -> None:
-        info = f"return {summary['return_ma']:+.3f}  ε {summary['epsilon']:.2f}"
+        info = f"return {summary['return_ma']:+.3f}"
+        if "epsilon" in summary:
+            info += f"  ε {summary['epsilon']:.2f}"
         if self.meter is not None:
             info += f"  {self.meter.describe()}"
         self.bar.update(self.task, completed=done, info=info)
@@ -339,7 +344,7 @@ def print_table(rows: list[dict[str, Any]], columns: list[str], title: str) -> N
 
     table = Table(title=title)
     for c in columns:
-        table.add_column(c, justify="left" if c in ("policy", "mode") else "right")
+        table.add_column(c, justify="left" if c in ("policy", "method", "mode") else "right")
     for row in rows:
         table.add_row(
             *(f"{row[c]:.3f}" if isinstance(row[c], float) else str(row[c]) for c in columns)
@@ -351,7 +356,7 @@ def print_table(rows: list[dict[str, Any]], columns: list[str], title: str) -> N
 
 
 @app.command()
-@team_flags(*TEAM, *BACKEND, "fail_prob")
+@team_flags(*TEAM, *BACKEND, "fail_prob", "fail")
 def train(
     opts: TeamOptions,
     out: Annotated[Path | None, typer.Option(help="Where to write the checkpoint.")] = None,
@@ -413,9 +418,34 @@ def train(
         int | None,
         typer.Option(min=1, help="Stop cleanly (resumable) before more calls than this."),
     ] = None,
+    method: Annotated[
+        str,
+        typer.Option(
+            help=f"What to train: {', '.join(LEARNED_METHODS)} (qmix = Agent Q-Mix; the others "
+            "are the learned-topology methods of docs/baselines.md)."
+        ),
+    ] = "qmix",
+    settings: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="A learned-topology method's setting, KEY=VALUE (repeatable), e.g. "
+            "prune_ratio=0.3; docs/baselines.md lists them.",
+        ),
+    ] = None,
+    train_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="A learned-topology method's budget in tokens too: it stops when its training "
+            "episodes have spent this many or --episodes are played, whichever comes first "
+            "(e.g. an Agent Q-Mix run's train_tokens: equal tokens).",
+        ),
+    ] = None,
     as_json: Json = False,
 ) -> None:
-    """Train the QMIX team (--benchmark) or any protocol env (--env); writes a checkpoint.
+    """Train the QMIX team (--benchmark) or any protocol env (--env), or a learned-topology
+    method (--method); writes a checkpoint.
 
     On a real back-end it first times a few calls and prints an estimate; a budget
     (--budget-tokens/--budget-calls, required off this machine) stops it cleanly."""
@@ -423,6 +453,30 @@ def train(
     from core.qmix.mixers import MIXERS, MixerConfig
     from core.qmix.training import TrainConfig
 
+    if method not in LEARNED_METHODS:
+        raise UserError(f"--method must be one of {', '.join(LEARNED_METHODS)}, not {method!r}.")
+    if method != "qmix":
+        if env is not None or resume or mixer != "qmix" or hidden is not None:
+            flag = (
+                "--env"
+                if env
+                else "--resume"
+                if resume
+                else "--mixer"
+                if mixer != "qmix"
+                else "--hidden"
+            )
+            raise UserError(f"{flag} is for --method qmix; {method} takes its settings with --set.")
+        return _train_baseline(
+            opts, method, settings or [], out, benchmark, episodes, seed, n_envs, threads, db,
+            no_log, eval_episodes, as_json, train_tokens,
+        )  # fmt: skip
+    if train_tokens is not None:
+        raise UserError(
+            "--train-tokens is for the learned-topology methods (--method gptswarm, ...)."
+        )
+    if settings:
+        raise UserError("--set is for the learned-topology methods (--method gptswarm, ...).")
     if mixer not in MIXERS:
         raise UserError(f"--mixer must be one of {', '.join(MIXERS)}, not {mixer!r}.")
     from core.experiment.finetune import Budget
@@ -484,6 +538,75 @@ def train(
     _report_training(outcome, as_json, meter)
 
 
+def _train_baseline(
+    opts: TeamOptions,
+    method: str,
+    settings: list[str],
+    out: Path | None,
+    benchmark: str | None,
+    episodes: int | None,
+    seed: int,
+    n_envs: int | None,
+    threads: int | None,
+    db: str | None,
+    no_log: bool,
+    eval_episodes: int,
+    as_json: bool,
+    train_tokens: int | None = None,
+) -> None:
+    """``train --method NAME`` for a learned-topology method (docs/baselines.md)."""
+    from core.baselines.registry import method_config, parse_pairs
+    from core.baselines.training import BaselineTrainConfig
+    from core.experiment.methods import train_baseline
+
+    if benchmark is None:
+        raise UserError(f"train --method {method} needs --benchmark NAME.")
+    if out is None:
+        raise UserError("train needs --out CKPT (where to write the checkpoint).")
+    config = method_config(method, parse_pairs(settings))
+    given = {
+        "episodes": episodes, "n_envs": n_envs, "cpu_threads": threads, "max_tokens": train_tokens,
+    }  # fmt: skip
+    train_config = BaselineTrainConfig(
+        seed=seed, **{k: v for k, v in given.items() if v is not None}
+    )
+    with ProgressBar(train_config.episodes, label=method) as bar:
+        outcome = train_baseline(
+            opts, method, config, train_config, out, db=db, log=not no_log,
+            progress=lambda done, total, stats: bar(done, total, _bar_info(stats)),
+            eval_episodes=eval_episodes,
+        )  # fmt: skip
+    state = outcome.state
+    summary = {
+        "method": method,
+        "run_id": outcome.run_id,
+        "checkpoint": str(outcome.checkpoint),
+        "episodes": state.episodes_done,
+        "updates": state.updates,
+        "train_tokens": state.tokens,
+        "stages": [s.what for s in state.stages],
+        "held_out": outcome.evaluation,
+    }
+    if as_json:
+        return emit_json(summary)
+    line = (
+        f"[green]trained[/green] {method}: {state.episodes_done} episodes, {state.updates} updates"
+    )
+    ev = outcome.evaluation
+    if ev:
+        line += (
+            f"; held-out accuracy {ev['accuracy']:.3f}, mean tokens {ev['mean_tokens']:.0f}, "
+            f"mean reward {ev['mean_reward']:.3f}"
+        )
+    console.print(line + f"; run {outcome.run_id}; checkpoint {outcome.checkpoint}", soft_wrap=True)
+    return None
+
+
+def _bar_info(stats: dict[str, float]) -> dict[str, float]:
+    """What the training bar shows for a learned-topology method: its last batch's reward."""
+    return {"return_ma": stats["reward"]}
+
+
 def _budget_meter(
     opts: TeamOptions, budget: Any, episodes: int, spent: tuple[int, int] = (0, 0)
 ) -> Any:
@@ -511,6 +634,7 @@ def _report_training(outcome: Any, as_json: bool, meter: Any = None) -> None:
         "checkpoint": str(outcome.checkpoint),
         "episodes": outcome.state.episodes_done,
         "updates": outcome.state.learner.updates,
+        "train_tokens": outcome.train_tokens,
         "held_out": outcome.evaluation,
     }
     if meter is not None:
@@ -567,6 +691,11 @@ def _resume_training(
         raise UserError(f"no run {run_id!r} in the database.")
     if info.kind != "train" or "team" not in info.config or "train" not in info.config:
         raise UserError(f"run {run_id} is not a team training run; only those can be resumed.")
+    if "method" in info.config:
+        method = info.config["method"].get("name", "a learned-topology method")
+        raise UserError(
+            f"run {run_id} trained {method}; only Agent Q-Mix runs resume (train {method} again)."
+        )
     opts = options_from_dict(info.config["team"])
     config = train_config_from_dict(info.config["train"])
     config.device = device
@@ -676,7 +805,11 @@ def compare(
     opts: TeamOptions,
     benchmark: Annotated[str | None, typer.Option(help=BENCHMARK_HELP)] = None,
     checkpoint: Annotated[
-        Path | None, typer.Option(help="Learned policy to compare (optional).")
+        list[Path] | None,
+        typer.Option(
+            help="Learned policy to compare (repeatable; any family: qmix or a "
+            "learned-topology method)."
+        ),
     ] = None,
     episodes: Annotated[int, typer.Option(min=1, help="Held-out episodes per policy.")] = 100,
     seed: Seed = 0,
@@ -686,29 +819,53 @@ def compare(
     resume: Resume = None,
     as_json: Json = False,
 ) -> None:
-    """The learned policy and every fixed topology on the same seeded held-out tasks."""
+    """Every learned policy given and every fixed topology on the same seeded held-out
+    tasks, with 95% intervals and the accuracy/token front."""
     from core.experiment import compare_team
 
     if resume:
         return _resume_evaluation(resume, db, device, as_json, "compare")
     if benchmark is None:
         raise UserError("compare needs --benchmark NAME (or --resume RUN_ID).")
-    rows = compare_team(opts, checkpoint, episodes, seed, db=db, log=not no_log, device=device)
-    _report_comparison(rows, benchmark, episodes, seed, as_json)
+    rows = compare_team(
+        opts, checkpoint or [], episodes, seed, db=db, log=not no_log, device=device
+    )
+    _report_comparison(rows, benchmark, episodes, seed, as_json, opts.token_weight)
 
 
 def _report_comparison(
-    rows: list[dict[str, Any]], benchmark: str, episodes: int, seed: int, as_json: bool
+    rows: list[dict[str, Any]],
+    benchmark: str,
+    episodes: int,
+    seed: int,
+    as_json: bool,
+    token_weight: float | None = None,
 ) -> None:
     rows.sort(key=lambda r: -r["mean_reward"])
     if as_json:
         emit_json({"benchmark": benchmark, "episodes": episodes, "seed": seed, "policies": rows})
     else:
         print_table(
-            rows,
-            ["policy", "accuracy", "mean_tokens", "mean_reward"],
-            f"{benchmark}, {episodes} held-out episodes",
+            [_shown(r) for r in rows],
+            ["policy", "method", "trained_w", "accuracy", "mean_tokens", "mean_reward", "front"],
+            f"{benchmark}, {episodes} held-out episodes"
+            + ("" if token_weight is None else f" (reward at w_tok {token_weight:g})")
+            + "; front: on the accuracy/token front",
         )
+
+
+def _shown(row: dict[str, Any]) -> dict[str, Any]:
+    """A compare or robustness row as the table prints it: the trained token weight and the
+    front as short text."""
+    weight = row.get("token_weight")
+    knob = ", ".join(f"{k} {v:g}" for k, v in (row.get("knob") or {}).items())
+    method = row.get("method", row["policy"]) + (f" ({knob})" if knob else "")
+    return {
+        **row,
+        "method": method,
+        "trained_w": "—" if weight is None else f"{weight:g}",
+        "front": "*" if row.get("front") else "",
+    }
 
 
 @app.command()
@@ -716,7 +873,9 @@ def _report_comparison(
 def robustness(
     opts: TeamOptions,
     benchmark: Annotated[str | None, typer.Option(help=BENCHMARK_HELP)] = None,
-    checkpoint: Annotated[Path | None, typer.Option(help="Learned policy (optional).")] = None,
+    checkpoint: Annotated[
+        list[Path] | None, typer.Option(help="Learned policy (repeatable; any family).")
+    ] = None,
     episodes: Annotated[int, typer.Option(min=1, help="Held-out episodes per point.")] = 100,
     max_failed: Annotated[int, typer.Option(min=0, help="Largest number of failed agents.")] = 2,
     mode: Annotated[str, typer.Option(help=f"Failure mode: {', '.join(FAILURE_MODES)}.")] = "crash",
@@ -737,7 +896,15 @@ def robustness(
     if mode not in FAILURE_MODES:
         raise UserError(f"--mode must be one of {', '.join(FAILURE_MODES)}, not {mode!r}.")
     rows = robustness_team(
-        opts, checkpoint, episodes, seed, max_failed, mode, db=db, log=not no_log, device=device
+        opts,
+        checkpoint or [],
+        episodes,
+        seed,
+        max_failed,
+        mode,
+        db=db,
+        log=not no_log,
+        device=device,
     )
     _report_robustness(rows, benchmark, mode, episodes, as_json)
 
@@ -749,8 +916,8 @@ def _report_robustness(
         emit_json({"benchmark": benchmark, "mode": mode, "episodes": episodes, "points": rows})
     else:
         print_table(
-            rows,
-            ["policy", "failed_agents", "accuracy", "mean_tokens", "mean_reward"],
+            [_shown(r) for r in rows],
+            ["policy", "method", "failed_agents", "accuracy", "mean_tokens", "mean_reward"],
             f"robustness ({mode})",
         )
 
@@ -788,13 +955,35 @@ def sweep(
     hidden: Annotated[
         int, typer.Option(min=1, max=4096, help="Width of the GNN, GRU and Q-head layers.")
     ] = 128,
+    methods: Annotated[
+        str,
+        typer.Option(
+            help=f"Comma-separated methods to train: {', '.join(LEARNED_METHODS)} "
+            "(a trial per method, knob value, token weight and seed)."
+        ),
+    ] = "qmix",
+    knob: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A learned-topology method's knob values, METHOD[.SETTING]=V1,V2 "
+            "(repeatable), e.g. agentprune=0.3,0.5 (its prune_ratio)."
+        ),
+    ] = None,
     db: Db = None,
     no_log: NoLog = False,
     as_json: Json = False,
 ) -> None:
-    """The token/accuracy front: train one policy per (token weight, seed) on Ray, then
-    evaluate every trial and fixed topology on the same held-out tasks."""
-    from core.experiment.sweep import SweepConfig, parse_seeds, parse_token_weights, run_sweep
+    """The token/accuracy front: train one policy per (method, knob, token weight, seed) on
+    Ray, then evaluate every trial and fixed topology on the same held-out tasks."""
+    from core.baselines.training import BaselineTrainConfig
+    from core.experiment.sweep import (
+        SweepConfig,
+        parse_knobs,
+        parse_methods,
+        parse_seeds,
+        parse_token_weights,
+        run_sweep,
+    )
     from core.qmix.encoders import AgentNetConfig
     from core.qmix.training import TrainConfig
 
@@ -806,17 +995,27 @@ def sweep(
         eval_seed=eval_seed,
         ray_address=ray_address,
         max_parallel=max_parallel,
+        methods=parse_methods(methods),
+        knobs=parse_knobs(knob or []),
     )
+    budget = {"episodes": episodes} if episodes is not None else {}
     train_config = TrainConfig(
-        **({"episodes": episodes} if episodes is not None else {}),
+        **budget,
         n_envs=n_envs,
         device="cpu",
         agent=AgentNetConfig(gnn_hidden=hidden, gru_hidden=hidden, q_hidden=hidden),
     )
-    with SweepBar(len(config.token_weights) * len(config.seeds)) as bar:
+    baseline_config = BaselineTrainConfig(**budget, n_envs=max(n_envs, 2))
+    trials = (
+        sum(len(config.knobs[m][1]) if m in config.knobs else 1 for m in config.methods)
+        * len(config.token_weights)
+        * len(config.seeds)
+    )
+    with SweepBar(trials) as bar:
         result = run_sweep(
-            opts, config, train_config, db=db, log=not no_log, progress=bar, report=bar.report
-        )
+            opts, config, train_config, db=db, log=not no_log, progress=bar,
+            report=bar.report, baseline_config=baseline_config,
+        )  # fmt: skip
     if as_json:
         emit_json(result)
     else:
@@ -858,6 +1057,10 @@ class SweepBar(ProgressBar):
         self.bar.console.print(f"[red]failed:[/red] {line}", highlight=False, soft_wrap=True)
 
 
+def _knob_text(point: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v:g}" for k, v in (point.get("knob") or {}).items())
+
+
 def _print_sweep(result: dict[str, Any]) -> None:
     from rich.table import Table
 
@@ -866,7 +1069,10 @@ def _print_sweep(result: dict[str, Any]) -> None:
         bounds = f" [{lo_hi[0]:{fmt}}, {lo_hi[1]:{fmt}}]" if lo_hi else ""
         return f"{row[key]:{fmt}}{bounds}"
 
-    front = {(p["kind"], p["policy"], p["token_weight"], p["seed"]) for p in result["front"]}
+    front = {
+        (p["kind"], p["policy"], p["token_weight"], p["seed"], _knob_text(p))
+        for p in result["front"]
+    }
     table = Table(
         title=f"{result['benchmark']}: {result['eval_episodes']} held-out tasks (eval seed "
         f"{result['eval_seed']}); [lo, hi] = 95% interval; * = on the accuracy/token front",
@@ -875,13 +1081,14 @@ def _print_sweep(result: dict[str, Any]) -> None:
     for name in ("policy", "token_weight", "seed", "accuracy", "mean_tokens", "mean_reward", ""):
         table.add_column(name, justify="left" if name == "policy" else "right")
     for t in result["trials"]:
-        on = ("trial", "qmix", t["token_weight"], t["seed"]) in front
+        on = ("trial", t["method"], t["token_weight"], t["seed"], _knob_text(t)) in front
         table.add_row(
-            "qmix", f"{t['token_weight']:g}", str(t["seed"]), ci(t, "accuracy", ".3f"),
-            ci(t, "mean_tokens", ".0f"), ci(t, "mean_reward", ".3f"), "*" if on else "",
+            t["method"] + (f" ({_knob_text(t)})" if t["knob"] else ""), f"{t['token_weight']:g}",
+            str(t["seed"]), ci(t, "accuracy", ".3f"), ci(t, "mean_tokens", ".0f"),
+            ci(t, "mean_reward", ".3f"), "*" if on else "",
         )  # fmt: skip
     for f in result["fixed"]:
-        on = ("fixed", f["policy"], None, None) in front
+        on = ("fixed", f["policy"], None, None, "") in front
         weights = " / ".join(f"{r['token_weight']:g}" for r in f["rewards"])
         rewards = " / ".join(f"{r['mean_reward']:.3f}" for r in f["rewards"])
         table.add_row(
@@ -1129,6 +1336,7 @@ BENCHMARKS: dict[str, str] = {
     "rollouts": "rollout episodes/s of the learned policy on the simulator, per lockstep width",
     "scaling": "learner updates/s and rollout episodes/s against agents N and rounds T, memory",
     "real": "local model: seconds per episode by topology, tokens/s, runtime overhead",
+    "baselines": "learned-topology methods vs Agent Q-Mix and fixed topologies: paired SEs, graphs",
 }
 """``agentqmix bench NAME``: the modules of ``benchmarks/`` (``benchmarks.<name>``), run as
 their own process so that the lab's benchmark never loads the lab into ``core``."""

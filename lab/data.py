@@ -377,14 +377,24 @@ def sweep_label(row: pd.Series) -> str:
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def sweep_points(db: str, sweep_id: str) -> pd.DataFrame:
     """One sweep's held-out points (a trial's learned policy or a fixed topology) with 95 %
-    intervals and a ``label``: ``w=0.3 · seed 1`` for a trial, the topology's name for a
-    fixed one."""
+    intervals and a ``label``: ``w=0.3 · seed 1`` for an Agent Q-Mix trial, ``agentprune
+    prune_ratio=0.3 · w=0.3 · seed 1`` for a learned-topology method's, the topology's name
+    for a fixed one; ``knob`` as a dict."""
     df = q.sweep_points(db, sweep_id)
     if df.empty:
         return df
+    df["knob"] = [json.loads(k) if isinstance(k, str) else {} for k in df["knob"]]
+
+    def label(policy: str, w: float | None, seed: float, knob: dict) -> str:
+        if w is None or w != w:
+            return str(policy)
+        method = "" if policy == "qmix" else f"{policy} "
+        method += "".join(f"{k}={v:g} " for k, v in knob.items())
+        return f"{method}{'· ' if method else ''}w={w:g} · seed {int(seed)}"
+
     df["label"] = [
-        str(p) if w != w or w is None else f"w={w:g} · seed {int(s)}"
-        for p, w, s in zip(df["policy"], df["token_weight"], df["seed"], strict=True)
+        label(*row)
+        for row in zip(df["policy"], df["token_weight"], df["seed"], df["knob"], strict=True)
     ]
     df["learned"] = df["token_weight"].notna()
     df["engine"] = [engine_label(b, m) for b, m in zip(df["backend"], df["model"], strict=True)]

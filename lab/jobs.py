@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.baselines.names import METHOD_NAMES
 from core.team.failures import FAILURE_MODES
 from core.team.options import TeamOptions, options_from_dict
 from core.team.runtime import DEFAULT_ROLES
@@ -109,6 +110,10 @@ class TeamSpec:
         return cls(team.benchmark, team.roles, team.rounds, team.token_weight, team.preset, backend)
 
 
+TRAIN_METHODS = ("qmix", *METHOD_NAMES)
+"""What the Train page can train: Agent Q-Mix first, then the learned-topology methods."""
+
+
 @dataclass
 class TrainParams:
     """What the Train page asks for; maps one-to-one onto ``agentqmix train`` flags."""
@@ -124,10 +129,15 @@ class TrainParams:
     eval_episodes: int = 20
     """Held-out episodes evaluated at the end (not logged; printed in the summary)."""
     hidden: int = 128
-    """Width of the GNN, GRU and Q-head layers."""
+    """Width of the GNN, GRU and Q-head layers (Agent Q-Mix only)."""
+    method: str = "qmix"
+    """What learns the topology: ``qmix`` (Agent Q-Mix) or a learned-topology method of
+    :data:`TRAIN_METHODS` at its defaults (docs/baselines.md)."""
 
     def validate(self) -> None:
         self.team.validate()
+        if self.method not in TRAIN_METHODS:
+            raise ValueError(f"method must be one of {TRAIN_METHODS}, got {self.method!r}")
         if self.episodes < 1:
             raise ValueError(f"episodes must be >= 1, got {self.episodes}")
         if not 0.0 <= self.fail_prob < 1.0:
@@ -148,7 +158,9 @@ def train_command(db: str | os.PathLike[str], params: TrainParams, checkpoint: P
         "--fail-prob", str(params.fail_prob),
         "--seed", str(params.seed),
         "--eval-episodes", str(params.eval_episodes),
-        "--hidden", str(params.hidden),
+        "--method", params.method,
+        # The methods keep their parameters in --set (their defaults here), not --hidden.
+        *(["--hidden", str(params.hidden)] if params.method == "qmix" else []),
         "--out", str(checkpoint),
         "--db", str(db),
         "--json",

@@ -87,7 +87,7 @@ st.markdown(
 with ui.friendly():
     ckpts = data.checkpoints(db, tuple(opts.roles))
 choices = {
-    f"learned · {r['id']}": forks.PolicyChoice("checkpoint", r["checkpoint"])
+    f"learned · {r['policy']} · {r['id']}": forks.PolicyChoice("checkpoint", r["checkpoint"])
     for _, r in ckpts.iterrows()
 }
 choices |= {f"fixed · {name}": forks.PolicyChoice("topology", name) for name in FIXED_TOPOLOGIES}
@@ -276,7 +276,7 @@ else:
 with st.form("fail_measure_form", border=True):
     st.markdown(
         f"**Measure robustness now** on {opts.benchmark} with this run's team: the newest "
-        "learned policy for it (if any) and the fixed topologies you pick, with 0 to k "
+        "learned policy of each family for it (Agent Q-Mix, GPTSwarm, …; if any) and the fixed topologies you pick, with 0 to k "
         "failed agents, on the same held-out tasks."
     )
     m1, m2, m3, m4 = st.columns([3, 1, 1, 1])
@@ -295,11 +295,10 @@ if go:
     with st.status("Measuring robustness…") as status:
         with ui.friendly():
             policies = []
-            if not ckpts.empty:
-                status.write(f"loading learned · {ckpts.iloc[0]['id']}")
-                policies.append(
-                    _policy(forks.PolicyChoice("checkpoint", ckpts.iloc[0]["checkpoint"]))
-                )
+            # The newest checkpoint of each learned family (qmix, gptswarm, ...), side by side.
+            for _, newest in ckpts.drop_duplicates("policy").iterrows():
+                status.write(f"loading learned · {newest['policy']} · {newest['id']}")
+                policies.append(_policy(forks.PolicyChoice("checkpoint", newest["checkpoint"])))
             policies += [_policy(forks.PolicyChoice("topology", t)) for t in topologies]
             if not policies:
                 status.update(label="Pick at least one topology.", state="error")

@@ -17,6 +17,7 @@ from lab import data, figures, params, ui
 from lab.jobs import (
     LAB_BACKENDS,
     ROLE_POOL,
+    TRAIN_METHODS,
     TeamSpec,
     TrainParams,
     resume_command,
@@ -26,6 +27,14 @@ from lab.jobs import (
 
 # The training curves' default smoothing (EMA weight on the past).
 SMOOTHING = 0.6
+
+METHOD_LABELS = {
+    "qmix": "Agent Q-Mix",
+    "gptswarm": "GPTSwarm",
+    "agentprune": "AgentPrune",
+    "agentdropout": "AgentDropout",
+    "gdesigner": "G-Designer",
+}
 
 db = data.db_path()
 st.title("Train a team")
@@ -52,16 +61,24 @@ with st.form("train_form", border=True):
     backends = [b for b in LAB_BACKENDS if b != "local" or local_state == "ready"]
     backend = c8.selectbox("Agents played by", backends, key="train_backend", help=local_note)
     st.caption(local_note)
+    method = st.selectbox(
+        "Method", TRAIN_METHODS, key="train_method", format_func=METHOD_LABELS.get,
+        help="Agent Q-Mix, or a learned topology from the field at its defaults "
+        "(docs/baselines.md; `agentqmix train --method NAME --set KEY=VALUE` for its settings).",
+    )  # fmt: skip
     submitted = st.form_submit_button("Start training", type="primary")
 
 if submitted:
     team = TeamSpec(
         benchmark, team_roles(int(agents)), int(rounds), float(token_weight), backend=backend
     )
-    train = TrainParams(team, int(episodes), float(fail_prob), int(seed))
-    checkpoint = data.workdir(db) / "checkpoints" / f"train-{time.strftime('%Y%m%d-%H%M%S')}.pt"
+    train = TrainParams(team, int(episodes), float(fail_prob), int(seed), method=method)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    checkpoint = data.workdir(db) / "checkpoints" / f"train-{method}-{stamp}.pt"
     job = manager.start(
-        f"train {benchmark} ×{episodes}", train_command(db, train, checkpoint), kind="train"
+        f"train {method} · {benchmark} ×{episodes}",
+        train_command(db, train, checkpoint),
+        kind="train",
     )
     # Followed until its run shows in the store: then it is the run watched below.
     st.session_state["train_follow"] = {
@@ -260,8 +277,11 @@ for run_id in watched:
                 "Stop this run", key=f"train_stop_run_{run_id}", on_click=_stop, args=(job.id,),
                 icon=":material/stop:",
             )  # fmt: skip
-        resumable = info.status in ("interrupted", "failed") and bool(
-            info.checkpoint and Path(info.checkpoint).is_file()
+        # A learned-topology method's run is not resumed (docs/baselines.md, "Checkpoints").
+        resumable = (
+            info.status in ("interrupted", "failed")
+            and "method" not in info.config
+            and bool(info.checkpoint and Path(info.checkpoint).is_file())
         )
         if resumable:
             b2.button(

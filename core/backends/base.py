@@ -30,6 +30,9 @@ class AgentTurn:
     """Its own step of the previous round (temporal edge), ``None`` in round 0."""
     inbox: list[Message] = field(default_factory=list)
     """Answers of this round read along in-edges, in source order."""
+    earlier: list[Message] = field(default_factory=list)
+    """Answers peers held after the previous round, read along temporal edges
+    (``RoundPlan.temporal``), in source order; empty in round 0."""
     fault: str | None = None
     """``byzantine`` when the agent is injected to answer confidently wrong."""
     episode_seed: int = 0

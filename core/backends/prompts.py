@@ -137,7 +137,7 @@ def _previous_block(previous: AgentStep | None) -> str:
     )
 
 
-def _inbox_block(inbox: Sequence[Message]) -> str:
+def _inbox_block(inbox: Sequence[Message], heading: str) -> str:
     if not inbox:
         return ""
     parts = [
@@ -145,7 +145,7 @@ def _inbox_block(inbox: Sequence[Message]) -> str:
         f"{_cut(m.text)}\n>>>"
         for m in inbox
     ]
-    return "Answers you read from your teammates this round:\n\n" + "\n\n".join(parts) + "\n\n"
+    return f"{heading}:\n\n" + "\n\n".join(parts) + "\n\n"
 
 
 def agent_chat(
@@ -157,6 +157,7 @@ def agent_chat(
     previous: AgentStep | None,
     inbox: Sequence[Message],
     byzantine: bool = False,
+    earlier: Sequence[Message] = (),
 ) -> Chat:
     """The chat for one agent's turn: the team's shared system prompt + format, then the
     task, the agent's role, action, memory and inbox — shared text first, so that the
@@ -164,7 +165,8 @@ def agent_chat(
 
     ``previous``: the agent's own step of the round before (None in round 0); ``inbox``:
     the answers it read this round, in source order; ``byzantine``: injected to answer
-    confidently wrong.
+    confidently wrong; ``earlier``: peers' answers of the round before, read along
+    temporal edges (``RoundPlan.temporal``).
     """
     system = f"{TEAM_SYSTEM}\n\n{answer_format(task)}"
     user = (
@@ -173,7 +175,8 @@ def agent_chat(
         f"Round {round_ + 1} of {n_rounds}. "
         f"{ACTION_INSTRUCTIONS[Action(action)]}\n\n"
         f"{_previous_block(previous)}"
-        f"{_inbox_block(inbox)}"
+        f"{_inbox_block(earlier, f'Answers your teammates gave in round {round_}')}"
+        f"{_inbox_block(inbox, 'Answers you read from your teammates this round')}"
     )
     if byzantine:
         user += BYZANTINE_INSTRUCTION + "\n\n"
@@ -192,6 +195,7 @@ def agent_messages(turn: AgentTurn) -> Chat:
         turn.previous,
         turn.inbox,
         byzantine=turn.fault == "byzantine",
+        earlier=turn.earlier,
     )
 
 

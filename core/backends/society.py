@@ -395,7 +395,7 @@ class SimBackend:
                 answer, conf = self._solve(task, tm, turn.role, rng)
             else:
                 answer, conf = prev.answer, prev.confidence
-            read = [m for m in turn.inbox if m.answer is not None]
+            read = [m for m in (*turn.inbox, *turn.earlier) if m.answer is not None]
             if action is Action.EXECUTE_VERIFY:
                 answer, conf = self._verify(task, tm, turn.role, answer, conf, rng)
                 verified = True
@@ -408,7 +408,7 @@ class SimBackend:
 
         if not has_prev:
             effort = 1.0
-        elif reworked or verified or turn.inbox:
+        elif reworked or verified or turn.inbox or turn.earlier:
             effort = c.refine_fraction
         else:
             effort = c.keep_fraction
@@ -428,7 +428,7 @@ class SimBackend:
         prompt_tokens = (
             tm.prompt_tokens
             + c.preamble_tokens
-            + sum(m.tokens for m in turn.inbox)
+            + sum(m.tokens for m in (*turn.inbox, *turn.earlier))
             + int(c.memory_fraction * prev.completion_tokens if prev is not None else 0)
         )
         call = LLMCall(

@@ -28,16 +28,28 @@ EVAL_THREADS = 1
 """Torch CPU threads while evaluating: the forward passes are small, extra threads only wait."""
 
 
-def learned_policy(checkpoint: Path, opts: TeamOptions, device: str = "auto") -> QMixPolicy:
-    """The greedy decentralised policy from a checkpoint, checked against the team's shapes."""
+def learned_policy(checkpoint: Path, opts: TeamOptions, device: str = "auto") -> Any:
+    """The learned policy in a checkpoint, checked against the team's shapes: Agent Q-Mix's
+    greedy decentralised policy, or a learned-topology method's (:mod:`core.baselines`)
+    decoded graphs — whichever family wrote the file. Its ``info``
+    (:class:`~core.experiment.policies.PolicyInfo`) names the family, the token weight it
+    was trained at and its knob."""
+    from core.baselines.checkpoint import FORMAT as BASELINE_FORMAT
+    from core.baselines.checkpoint import read_payload
     from core.experiment.options import make_team_env
+    from core.experiment.policies import PolicyInfo, baseline_policy
 
+    if read_payload(checkpoint).get("format") == BASELINE_FORMAT:
+        return baseline_policy(checkpoint, opts)
     env = make_team_env(opts, "eval")
     shapes = EnvShapes.of(env)
     env.close()
     dev = resolve_device(device)
     ckpt = load_checkpoint(checkpoint, dev, expect=shapes)
-    return QMixPolicy(ckpt.agent, ckpt.mixer, dev, epsilon=0.0, label="qmix")
+    policy = QMixPolicy(ckpt.agent, ckpt.mixer, dev, epsilon=0.0, label="qmix")
+    weight = ckpt.env.get("team", {}).get("token_weight") if isinstance(ckpt.env, dict) else None
+    policy.info = PolicyInfo("qmix", "learned", "qmix", weight, {}, str(checkpoint))
+    return policy
 
 
 def resolve_policy(
@@ -103,8 +115,8 @@ class EvalPlan:
     """The held-out stream."""
     first: int = 0
     """Index of the first held-out episode."""
-    checkpoint: str | None = None
-    """The learned policy's checkpoint (absolute), if one plays."""
+    checkpoints: tuple[str, ...] = ()
+    """The learned policies' checkpoints (absolute), in playing order."""
     max_failed: int = 0
     """robustness: up to this many failed agents."""
     mode: str = "crash"
@@ -148,7 +160,13 @@ class EvalPlan:
     @classmethod
     def from_config(cls, d: dict[str, Any]) -> EvalPlan:
         known = {f: d[f] for f in cls.__dataclass_fields__ if f in d and f != "episodes"}
-        return cls(**{**known, "policies": tuple(d["policies"]), "episodes": d["per_policy"]})
+        # A run logged before several checkpoints could play names one as "checkpoint".
+        old = (d["checkpoint"],) if d.get("checkpoint") else ()
+        checkpoints = tuple(d.get("checkpoints") or old)
+        return cls(
+            **{**known, "policies": tuple(d["policies"]), "episodes": d["per_policy"],
+               "checkpoints": checkpoints}
+        )  # fmt: skip
 
 
 def play_plan(
@@ -239,13 +257,57 @@ def _run_plan(
     policy_label: str,
     extra_config: dict[str, Any] | None = None,
 ) -> tuple[list[dict[str, Any]], list[EpisodeRecord], str | None]:
-    """Play and log a new run of ``plan``: its summary rows, the records, the run id."""
+    """Play and log a new run of ``plan``: its rows (:func:`plan_rows`), the records, the
+    run id. The run's config describes every policy (``config["policies"]``)."""
+    from core.experiment.policies import describe
+
     if not log:
         records = play_plan(opts, plan, policies)
-        return summaries(plan, opts, records), records, None
-    with start_plan(db, kind, opts, plan, policy_label, extra_config) as logger:
+        return plan_rows(plan, opts, policies, records), records, None
+    described = {p.name: describe(p).as_dict() for p in policies}
+    extra = {"policies": described, **(extra_config or {})}
+    with start_plan(db, kind, opts, plan, policy_label, extra) as logger:
         records = play_plan(opts, plan, policies, logger)
-    return summaries(plan, opts, records), records, logger.run_id
+    return plan_rows(plan, opts, policies, records), records, logger.run_id
+
+
+def plan_rows(
+    plan: EvalPlan,
+    opts: TeamOptions,
+    policies: Sequence[Any],
+    records: Sequence[EpisodeRecord],
+    db: str | None = None,
+    run_id: str | None = None,
+) -> list[dict[str, Any]]:
+    """One row per summary row of the plan: the policy's description (family, method,
+    trained token weight, knob: :func:`~core.experiment.policies.describe`), its summary
+    (:func:`summaries`) and, for eval and compare, its figures with 95 % intervals
+    (:func:`~core.experiment.policies.point_stats`); robustness rows name the failure
+    level. From ``records`` when they are the whole run, else (``run_id``: a resumed run)
+    from the store."""
+    from core.experiment.policies import describe, point_stats
+
+    rows = summaries(plan, opts, records, db, run_id)
+    ranges = plan.groups(len(opts.roles))
+    if plan.command == "robustness":
+        points: list[dict[str, Any]] = [{} for _ in ranges]
+    elif run_id is None:
+        points = [point_stats(records[lo:hi]) if hi > lo else {} for lo, hi in ranges]
+    else:
+        from core.store.queries import episode_outcomes
+
+        stored = episode_outcomes(db, run_id)
+        points = []
+        for lo, hi in ranges:
+            part = [o for o in stored if lo <= o.episode < hi]
+            points.append(point_stats(part) if part else {})
+    out = []
+    for g, (row, point) in enumerate(zip(rows, points, strict=True)):
+        k, p = divmod(g, len(plan.policies))
+        level = {"failed_agents": k, "mode": plan.mode} if plan.command == "robustness" else {}
+        info = describe(policies[p]).as_dict()
+        out.append({**info, "policy": plan.policies[p], **level, **row, **point})
+    return out
 
 
 def resume_evaluation(
@@ -285,23 +347,26 @@ def resume_evaluation(
     with RunLogger.resume(db, run_id) as logger:
         if done < total:
             play_plan(opts, plan, policies, logger, skip=done)
-    return plan, summaries(plan, opts, [], db, run_id), info.benchmark
+    return plan, plan_rows(plan, opts, policies, [], db, run_id), info.benchmark
 
 
 def _plan_policies(plan: EvalPlan, opts: TeamOptions, device: str) -> list[Any]:
+    """The policies of a stored plan, loaded again: its checkpoints' learned policies (by
+    the names they were played under), the fixed topologies by name."""
+    for checkpoint in plan.checkpoints:
+        if not Path(checkpoint).is_file():
+            raise UserError(f"the run's checkpoint {checkpoint} is missing; put it back to resume.")
+    learned = {p.name: p for p in _policies(opts, plan.checkpoints, device, ())}
     out = []
     for name in plan.policies:
-        if name == "qmix":
-            if not plan.checkpoint:
-                raise UserError(
-                    "this run's learned policy has no recorded checkpoint to resume from."
-                )
-            path = Path(plan.checkpoint)
-            if not path.is_file():
-                raise UserError(f"the run's checkpoint {path} is missing; put it back to resume.")
-            out.append(learned_policy(path, opts, device))
-        else:
+        if name in learned:
+            out.append(learned[name])
+        elif name in FIXED_TOPOLOGIES:
             out.append(make_policy(name))
+        else:
+            raise UserError(
+                f"this run's learned policy {name!r} has no recorded checkpoint to resume from."
+            )
     return out
 
 
@@ -323,19 +388,28 @@ def evaluate_team(
     """Evaluate one policy on held-out episodes ``first..first+episodes-1``, logged as one
     run as they are played (``checkpoint``: where the learned policy came from, so that
     ``eval --resume`` can load it again)."""
-    plan = EvalPlan("eval", (policy.name,), episodes, seed, first, _absolute(checkpoint))
+    checkpoints = () if checkpoint is None else (_absolute(checkpoint),)
+    plan = EvalPlan("eval", (policy.name,), episodes, seed, first, checkpoints)
     rows, records, run_id = _run_plan(
         opts, plan, [policy], db, log, kind, policy.name, extra_config
     )
-    summary = {"policy": policy.name, **rows[0]}
+    summary = dict(rows[0])
     summary["mean_return"] = summary["mean_reward"]
     if run_id is not None:
         summary["run_id"] = run_id
     return summary, records
 
 
-def _absolute(path: Path | None) -> str | None:
-    return None if path is None else str(Path(path).absolute())
+def _absolute(path: Path | str) -> str:
+    return str(Path(path).absolute())
+
+
+def _checkpoint_list(checkpoint: Path | Sequence[Path] | None) -> tuple[str, ...]:
+    if checkpoint is None:
+        return ()
+    if isinstance(checkpoint, str | Path):
+        return (_absolute(checkpoint),)
+    return tuple(_absolute(c) for c in checkpoint)
 
 
 def log_run(
@@ -366,17 +440,26 @@ def log_run(
 
 
 def _policies(
-    opts: TeamOptions, checkpoint: Path | None, device: str, topologies: Sequence[str]
+    opts: TeamOptions,
+    checkpoints: Path | Sequence[Path] | None,
+    device: str,
+    topologies: Sequence[str],
 ) -> list[Any]:
-    policies: list[Any] = []
-    if checkpoint is not None:
-        policies.append(learned_policy(checkpoint, opts, device))
-    return policies + [make_policy(name) for name in topologies]
+    """The learned policies of ``checkpoints`` (each labelled uniquely, :func:`~core.
+    experiment.policies.unique_labels`), then the fixed topologies."""
+    from core.experiment.policies import unique_labels
+
+    if checkpoints is None:
+        checkpoints = ()
+    elif isinstance(checkpoints, str | Path):
+        checkpoints = (Path(checkpoints),)
+    learned = unique_labels([learned_policy(Path(c), opts, device) for c in checkpoints])
+    return learned + [make_policy(name) for name in topologies]
 
 
 def compare_team(
     opts: TeamOptions,
-    checkpoint: Path | None,
+    checkpoint: Path | Sequence[Path] | None,
     episodes: int,
     seed: int,
     db: str | None = None,
@@ -384,10 +467,15 @@ def compare_team(
     device: str = "auto",
     topologies: Sequence[str] = tuple(FIXED_TOPOLOGIES),
 ) -> list[dict[str, Any]]:
-    """The learned policy and every fixed topology on the same held-out episodes."""
+    """Every learned policy (one or more checkpoints, of any family) and every fixed
+    topology on the same held-out episodes, logged as they are played. Each row: the
+    policy's label, family, method, the token weight it was trained at and its knob
+    (:class:`~core.experiment.policies.PolicyInfo`), its figures with 95 % intervals
+    (:func:`~core.experiment.policies.point_stats`) and whether it is on the accuracy/token
+    front."""
     policies = _policies(opts, checkpoint, device, topologies)
     names = tuple(p.name for p in policies)
-    plan = EvalPlan("compare", names, episodes, seed, checkpoint=_absolute(checkpoint))
+    plan = EvalPlan("compare", names, episodes, seed, checkpoints=_checkpoint_list(checkpoint))
     rows, _, run_id = _run_plan(opts, plan, policies, db, log, "compare", "compare")
     return compare_rows(plan, rows, run_id)
 
@@ -395,8 +483,12 @@ def compare_team(
 def compare_rows(
     plan: EvalPlan, rows: Sequence[dict[str, Any]], run_id: str | None
 ) -> list[dict[str, Any]]:
-    """``compare``'s table: one row per policy (with the run id when logged)."""
-    out = [{"policy": name, **row} for name, row in zip(plan.policies, rows, strict=True)]
+    """``compare``'s table: one row per policy (:func:`plan_rows`), each marked on or off
+    the accuracy/token front, with the run id when logged."""
+    from core.experiment.policies import mark_front
+
+    out = [dict(row) for row in rows]
+    mark_front(out)
     if run_id is not None:
         for row in out:
             row["run_id"] = run_id
@@ -405,7 +497,7 @@ def compare_rows(
 
 def robustness_team(
     opts: TeamOptions,
-    checkpoint: Path | None,
+    checkpoint: Path | Sequence[Path] | None,
     episodes: int,
     seed: int,
     max_failed: int,
@@ -432,7 +524,7 @@ def robustness_team(
         policies = _policies(opts, checkpoint, device, topologies)
     names = tuple(p.name for p in policies)
     plan = EvalPlan(
-        "robustness", names, episodes, seed, checkpoint=_absolute(checkpoint),
+        "robustness", names, episodes, seed, checkpoints=_checkpoint_list(checkpoint),
         max_failed=max_failed, mode=mode,
     )  # fmt: skip
     extra = {"robustness": {"mode": mode}, **(extra_config or {})}
@@ -443,13 +535,12 @@ def robustness_team(
 def robustness_rows(
     plan: EvalPlan, rows: Sequence[dict[str, Any]], run_id: str | None
 ) -> list[dict[str, Any]]:
-    """``robustness``'s table: one row per failure level and policy."""
-    out = []
-    for g, row in enumerate(rows):
-        k, p = divmod(g, len(plan.policies))
-        out.append({"policy": plan.policies[p], "failed_agents": k, "mode": plan.mode, **row})
-        if run_id is not None:
-            out[-1]["run_id"] = run_id
+    """``robustness``'s table: one row per failure level and policy (:func:`plan_rows`),
+    with the run id when logged."""
+    out = [dict(row) for row in rows]
+    if run_id is not None:
+        for row in out:
+            row["run_id"] = run_id
     return out
 
 

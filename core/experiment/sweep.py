@@ -10,10 +10,13 @@ the checkpoint as bytes). The driver (:func:`run_sweep`) is the store's only wri
 writes each checkpoint under ``--out`` and logs each trial as one ``train`` run and one
 ``eval`` run, and each fixed topology as one ``eval`` run. Every run of a sweep stores
 
-    config["sweep"] = {"id": SWEEP_ID, "token_weight": w, "seed": s}
+    config["sweep"] = {"id": SWEEP_ID, "token_weight": w, "seed": s, "method": m, "knob": k}
 
-(``token_weight`` and ``seed`` are null for the fixed topologies), besides the usual
-``config["team"]`` (its ``token_weight`` and ``token_penalty`` are the trial's reward).
+(``token_weight`` and ``seed`` are null for the fixed topologies; ``method`` is ``qmix`` or
+a learned-topology method of :mod:`core.baselines` (``--methods``), ``knob`` that method's
+swept setting, e.g. ``{"prune_ratio": 0.3}`` (``--knob``), empty for qmix and the fixed
+topologies), besides the usual ``config["team"]`` (its ``token_weight`` and
+``token_penalty`` are the trial's reward).
 
 The result is every point's accuracy, mean tokens and mean reward on the held-out tasks,
 each with a 95% interval (accuracy: Wilson score interval; tokens and reward: normal
@@ -42,13 +45,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import ray
 from ray.exceptions import RayError
 
+from core.baselines.names import METHOD_NAMES
+from core.baselines.training import BaselineTrainConfig
 from core.errors import UserError
 from core.experiment.evaluate import log_run, run_policy
 from core.experiment.options import make_team_env
+from core.experiment.policies import (  # noqa: F401 - the statistics' old home re-exports them
+    Z95,
+    PolicyInfo,
+    mean_interval,
+    pareto_front,
+    point_stats,
+    wilson_interval,
+)
 from core.experiment.train import StoreHooks, save_training_checkpoint
 from core.paths import check_folder, check_not_special, check_output_dir, write_file
 from core.qmix.policy import QMixPolicy
@@ -59,8 +71,8 @@ from core.team.options import TeamOptions
 from core.team.runtime import reward
 from core.team.topologies import FIXED_TOPOLOGIES, make_policy
 
-Z95 = 1.959963984540054
-"""The standard normal's 97.5% quantile: two-sided 95% intervals."""
+SWEEP_METHODS = ("qmix", *METHOD_NAMES)
+"""What a sweep's trials can train (``--methods``)."""
 EPISODE_BATCH = 512
 """Episodes per list a trial sends back (and the driver logs with one write)."""
 CONNECT_TIMEOUT_S = 5.0
@@ -93,8 +105,21 @@ class SweepConfig:
     """Trials in flight at once; None = the cluster's CPUs."""
     topologies: tuple[str, ...] = tuple(FIXED_TOPOLOGIES)
     """Fixed topologies evaluated beside the trials."""
+    methods: tuple[str, ...] = ("qmix",)
+    """What each trial trains: Agent Q-Mix and/or learned-topology methods (docs/baselines.md)."""
+    knobs: dict[str, tuple[str, tuple[float, ...]]] = field(default_factory=dict)
+    """Per learned-topology method, the setting swept besides the token weight and its values
+    (``--knob agentprune=0.3,0.5``); a method without one trains at its defaults."""
 
     def validate(self) -> None:
+        if not self.methods:
+            raise UserError("--methods needs at least one method.")
+        unknown = [m for m in self.methods if m not in SWEEP_METHODS]
+        if unknown:
+            raise UserError(f"--methods takes {', '.join(SWEEP_METHODS)}, not {unknown[0]!r}.")
+        for method in self.knobs:
+            if method not in self.methods:
+                raise UserError(f"--knob {method}=... names a method that --methods leaves out.")
         if not self.token_weights:
             raise UserError("--token-weights needs at least one weight.")
         if not self.seeds:
@@ -166,74 +191,58 @@ def _distinct(values: tuple[Any, ...], flag: str) -> tuple[Any, ...]:
     return values
 
 
+def parse_methods(text: str) -> tuple[str, ...]:
+    """``"qmix,agentprune"`` -> ``("qmix", "agentprune")``; one sentence on bad input."""
+    methods = tuple(_items(text, "--methods", "method"))
+    unknown = [m for m in methods if m not in SWEEP_METHODS]
+    if unknown:
+        raise UserError(f"--methods takes {', '.join(SWEEP_METHODS)}, not {unknown[0]!r}.")
+    return _distinct(methods, "--methods")
+
+
+def parse_knobs(specs: Sequence[str]) -> dict[str, tuple[str, tuple[float, ...]]]:
+    """``["agentprune=0.3,0.5", "agentdropout.node_dropout=0.25,0.5"]`` -> per method, the
+    setting (its registry knob unless ``.FIELD`` names another) and its values."""
+    from core.baselines.registry import config_fields, method_class
+
+    knobs: dict[str, tuple[str, tuple[float, ...]]] = {}
+    for spec in specs:
+        target, sep, values = spec.partition("=")
+        method, _, setting = target.strip().partition(".")
+        if not sep or not method:
+            raise UserError(
+                f"--knob takes METHOD[.SETTING]=V1,V2 such as agentprune=0.3,0.5, not {spec!r}."
+            )
+        if method not in METHOD_NAMES:
+            raise UserError(f"--knob names {method!r}; knobs belong to {', '.join(METHOD_NAMES)}.")
+        setting = setting or method_class(method).knob
+        if setting is None:
+            raise UserError(f"{method} has no knob of its own; give --knob {method}.SETTING=....")
+        default = config_fields(method).get(setting)
+        if isinstance(default, bool) or not isinstance(default, int | float):
+            raise UserError(f"{method} has no numeric setting {setting!r} to sweep.")
+        if method in knobs:
+            raise UserError(f"--knob gives {method} twice.")
+        knobs[method] = (setting, _parse_list(
+            values, f"--knob {target}", "value", float, math.isfinite,
+            "comma-separated numbers such as 0.3,0.5",
+        ))  # fmt: skip
+    return knobs
+
+
 def new_sweep_id() -> str:
     """``sweep-YYYYmmdd-HHMMSS-xxxx``, like a run id."""
     return f"sweep-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
-def checkpoint_name(token_weight: float, seed: int) -> str:
-    return f"tw{token_weight:g}-seed{seed}.pt"
-
-
-# --------------------------------------------------------------------------- statistics
-
-
-def wilson_interval(p: float, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval of a proportion ``p`` observed on ``n`` trials (mean scores
-    that are fractions are treated as the share of successes)."""
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def mean_interval(values: Sequence[float], z: float = Z95) -> tuple[float, float] | None:
-    """``mean ± z·sd/√n`` (sample sd); None with fewer than two values."""
-    if len(values) < 2:
-        return None
-    x = np.asarray(values, dtype=float)
-    half = z * float(x.std(ddof=1)) / math.sqrt(len(x))
-    return float(x.mean()) - half, float(x.mean()) + half
-
-
-def point_stats(records: Sequence[EpisodeRecord], rewards: Sequence[float] | None = None) -> dict:
-    """n, accuracy, mean tokens and mean reward of held-out episodes, each with its interval.
-
-    ``rewards`` replaces the episodes' own rewards (a fixed topology re-scored at a weight).
-    """
-    n = len(records)
-    scores = [r.score for r in records]
-    tokens = [float(r.tokens) for r in records]
-    rewards = list(rewards) if rewards is not None else [r.reward for r in records]
-    accuracy = float(np.mean(scores))
-    return {
-        "n": n,
-        "accuracy": accuracy,
-        "accuracy_ci": list(wilson_interval(accuracy, n)),
-        "mean_tokens": float(np.mean(tokens)),
-        "mean_tokens_ci": _listed(mean_interval(tokens)),
-        "mean_reward": float(np.mean(rewards)),
-        "mean_reward_ci": _listed(mean_interval(rewards)),
-    }
-
-
-def _listed(ci: tuple[float, float] | None) -> list[float] | None:
-    return list(ci) if ci is not None else None
-
-
-def pareto_front(points: Sequence[dict]) -> list[dict]:
-    """The points no other point dominates (accuracy >= and mean tokens <=, one strictly),
-    cheapest first."""
-
-    def dominates(a: dict, b: dict) -> bool:
-        no_worse = a["accuracy"] >= b["accuracy"] and a["mean_tokens"] <= b["mean_tokens"]
-        better = a["accuracy"] > b["accuracy"] or a["mean_tokens"] < b["mean_tokens"]
-        return no_worse and better
-
-    front = [p for p in points if not any(dominates(q, p) for q in points)]
-    return sorted(front, key=lambda p: (p["mean_tokens"], -p["accuracy"]))
+def checkpoint_name(
+    token_weight: float, seed: int, method: str = "qmix", knob: dict[str, float] | None = None
+) -> str:
+    """``tw0.1-seed0.pt`` for Agent Q-Mix; ``agentprune-prune_ratio0.3-tw0.1-seed0.pt``."""
+    if method == "qmix":
+        return f"tw{token_weight:g}-seed{seed}.pt"
+    knobs = "".join(f"-{k}{v:g}" for k, v in (knob or {}).items())
+    return f"{method}{knobs}-tw{token_weight:g}-seed{seed}.pt"
 
 
 # --------------------------------------------------------------------------- the Ray tasks
@@ -249,18 +258,31 @@ class TrialSpec:
     team: TeamOptions
     """The team with this trial's token weight and seed."""
     train: TrainConfig
-    """The learner with this trial's seed."""
+    """The learner with this trial's seed (Agent Q-Mix)."""
     eval_episodes: int
     eval_seed: int
+    method: str = "qmix"
+    """``qmix`` or a learned-topology method."""
+    knob: dict[str, float] = field(default_factory=dict)
+    """The method's swept setting and its value in this trial (empty: its defaults)."""
+    baseline_train: BaselineTrainConfig | None = None
+    """The budget of a learned-topology method (None for qmix)."""
 
     @property
     def key(self) -> dict[str, Any]:
         """What every run of this trial stores as ``config["sweep"]``."""
-        return {"id": self.sweep_id, "token_weight": self.token_weight, "seed": self.seed}
+        return {
+            "id": self.sweep_id,
+            "token_weight": self.token_weight,
+            "seed": self.seed,
+            "method": self.method,
+            "knob": self.knob,
+        }
 
     @property
     def label(self) -> str:
-        return f"token weight {self.token_weight:g}, seed {self.seed}"
+        knob = "".join(f", {k} {v:g}" for k, v in self.knob.items())
+        return f"{self.method}{knob}, token weight {self.token_weight:g}, seed {self.seed}"
 
 
 @dataclass
@@ -335,6 +357,8 @@ class EpisodeSink:
 def train_trial(spec: TrialSpec) -> TrialResult:
     """Train one trial (nothing logged, explain on as for a logged run) and evaluate its
     greedy policy on the sweep's held-out tasks."""
+    if spec.method != "qmix":
+        return train_baseline_trial(spec)
     started = time.perf_counter()
     config = replace(spec.train, explain=True)
     sink = EpisodeSink()
@@ -360,6 +384,36 @@ def train_trial(spec: TrialSpec) -> TrialResult:
         checkpoint=blob,
         evaluation=[r.to_dict() for r in held_out],
         updates=state.learner.updates,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def train_baseline_trial(spec: TrialSpec) -> TrialResult:
+    """A learned-topology method's trial: trained with its episodes and update rows kept in
+    memory (as a qmix trial's), its checkpoint as bytes, its decoded graphs held out."""
+    from core.baselines.registry import method_config
+    from core.experiment.methods import BaselineStoreHooks, train_baseline
+    from core.experiment.policies import baseline_policy
+
+    started = time.perf_counter()
+    sink = EpisodeSink()
+    config = method_config(spec.method, spec.knob)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trial.pt"
+        outcome = train_baseline(
+            spec.team, spec.method, config, spec.baseline_train or BaselineTrainConfig(),
+            path, log=False, eval_episodes=0, hooks=BaselineStoreHooks(sink),
+        )  # fmt: skip
+        blob = path.read_bytes()
+        policy = baseline_policy(path, replace(spec.team, seed=spec.eval_seed))
+        held_out = run_policy(spec.team, policy, spec.eval_episodes, spec.eval_seed)
+    return TrialResult(
+        episodes=sink.batches(),
+        train_episodes=sink.count,
+        metrics=sink.metrics,
+        checkpoint=blob,
+        evaluation=[r.to_dict() for r in held_out],
+        updates=outcome.state.updates,
         seconds=time.perf_counter() - started,
     )
 
@@ -494,6 +548,15 @@ def interrupt_requests() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _trial_id(spec: TrialSpec) -> dict[str, Any]:
+    return {
+        "method": spec.method,
+        "knob": spec.knob,
+        "token_weight": spec.token_weight,
+        "seed": spec.seed,
+    }
+
+
 def _one_line(exc: BaseException) -> str:
     cause = getattr(exc, "cause", None)  # a RayTaskError carries the task's own exception
     if isinstance(cause, BaseException):
@@ -536,6 +599,14 @@ class _LiveStatus:
         os.replace(tmp, self.path)  # a reader never sees half a file
 
 
+def _knob_values(sweep: SweepConfig, method: str) -> list[dict[str, float]]:
+    """The knob settings ``method``'s trials take: one per swept value, else its defaults."""
+    if method not in sweep.knobs:
+        return [{}]
+    setting, values = sweep.knobs[method]
+    return [{setting: v} for v in values]
+
+
 def run_sweep(
     opts: TeamOptions,
     sweep: SweepConfig,
@@ -545,10 +616,13 @@ def run_sweep(
     progress: Callable[[SweepStatus], None] | None = None,
     report: Callable[[str], None] | None = None,
     trial_task: Any = None,
+    baseline_config: BaselineTrainConfig | None = None,
 ) -> dict[str, Any]:
     """Run the sweep on Ray; log every run from here; return the result (also written to
     ``out/sweep.json``). ``report`` gets one line per failed trial; ``trial_task`` is the
-    remote function that trains a trial (default :data:`train_trial_task`)."""
+    remote function that trains a trial (default :data:`train_trial_task`);
+    ``baseline_config`` is the budget of the learned-topology methods' trials."""
+    baseline_config = baseline_config or BaselineTrainConfig()
     import json
 
     from core.store import open_store
@@ -571,7 +645,12 @@ def run_sweep(
             replace(train_config, seed=s),
             sweep.eval_episodes,
             sweep.eval_seed,
+            method,
+            knob,
+            None if method == "qmix" else replace(baseline_config, seed=s),
         )
+        for method in sweep.methods
+        for knob in _knob_values(sweep, method)
         for w in sweep.token_weights
         for s in sweep.seeds
     ]
@@ -609,15 +688,26 @@ def run_sweep(
         "episodes": train_config.episodes,
         "eval_episodes": sweep.eval_episodes,
         "eval_seed": sweep.eval_seed,
-        "trials": sorted(driver.trials, key=lambda t: (t["token_weight"], t["seed"])),
+        "methods": list(sweep.methods),
+        "trials": sorted(
+            driver.trials,
+            key=lambda t: (
+                sweep.methods.index(t["method"]),
+                t["token_weight"],
+                sorted(t["knob"].items()),
+                t["seed"],
+            ),
+        ),  # fmt: skip
         "fixed": driver.fixed,
         "failed": driver.failed,
         "cancelled": driver.cancelled,
         "interrupted": stop.is_set(),
     }
-    points = [{"kind": "trial", "policy": "qmix", **t} for t in result["trials"]]
-    points += [{"kind": "fixed", "token_weight": None, "seed": None, **f} for f in driver.fixed]
-    keys = ("kind", "policy", "token_weight", "seed", "n", "accuracy", "accuracy_ci")
+    points = [{"kind": "trial", "policy": t["method"], **t} for t in result["trials"]]
+    points += [
+        {"kind": "fixed", "token_weight": None, "seed": None, "knob": {}, **f} for f in driver.fixed
+    ]
+    keys = ("kind", "policy", "token_weight", "knob", "seed", "n", "accuracy", "accuracy_ci")
     keys += ("mean_tokens", "mean_tokens_ci")
     result["front"] = [{k: p[k] for k in keys} for p in pareto_front(points)]
     write_file(sweep.out / "sweep.json", (json.dumps(result, indent=2) + "\n").encode(), "--out")
@@ -670,8 +760,8 @@ class _Driver:
             for ref, spec in running.items():
                 ray.cancel(ref, force=True)
                 if spec is not None:
-                    self.cancelled.append({"token_weight": spec.token_weight, "seed": spec.seed})
-            self.cancelled += [{"token_weight": s.token_weight, "seed": s.seed} for s in queue]
+                    self.cancelled.append(_trial_id(spec))
+            self.cancelled += [_trial_id(s) for s in queue]
         status.running = 0
         if self.progress:
             self.progress(status)
@@ -683,13 +773,8 @@ class _Driver:
         except RayError as exc:
             if spec is not None:
                 status.failed += 1
-            self.failed.append(
-                {
-                    "token_weight": spec.token_weight if spec else None,
-                    "seed": spec.seed if spec else None,
-                    "error": _one_line(exc),
-                }
-            )
+            trial = _trial_id(spec) if spec else {"token_weight": None, "seed": None}
+            self.failed.append({**trial, "error": _one_line(exc)})
             self.report(f"{what} failed: {_one_line(exc)}")
             return
         if spec is None:
@@ -701,19 +786,29 @@ class _Driver:
     def _log_trial(self, spec: TrialSpec, result: TrialResult) -> dict[str, Any]:
         from core.store.writer import RunLogger
 
-        path = (self.sweep.out / checkpoint_name(spec.token_weight, spec.seed)).absolute()
+        name = checkpoint_name(spec.token_weight, spec.seed, spec.method, spec.knob)
+        path = (self.sweep.out / name).absolute()
         write_file(path, result.checkpoint, "--out")
         held_out = [EpisodeRecord.from_dict(d) for d in result.evaluation]
         train_run = eval_run = None
         if self.log:
             config = {**spec.team.run_config(), "train": asdict(spec.train), "sweep": spec.key}
+            if spec.method != "qmix":
+                from core.baselines.registry import method_config
+                from core.experiment.methods import config_dict
+
+                config["train"] = asdict(spec.baseline_train or BaselineTrainConfig())
+                config["method"] = {
+                    "name": spec.method,
+                    "config": config_dict(method_config(spec.method, spec.knob)),
+                }
             with RunLogger(
                 self.db,
                 "train",
                 config,
                 backend=spec.team.backend,
                 model=spec.team.model_name(),
-                policy="qmix",
+                policy=spec.method,
                 benchmark=spec.team.benchmark,
                 seed=spec.seed,
             ) as logger:
@@ -726,12 +821,18 @@ class _Driver:
                 self.db,
                 "eval",
                 replace(spec.team, seed=spec.eval_seed),
-                "qmix",
+                spec.method,
                 spec.eval_seed,
                 held_out,
-                {"sweep": spec.key, "checkpoint": str(path)},
+                {
+                    "sweep": spec.key,
+                    "checkpoint": str(path),
+                    "policies": {spec.method: self._info(spec, path)},
+                },
             )
         return {
+            "method": spec.method,
+            "knob": spec.knob,
             "token_weight": spec.token_weight,
             "seed": spec.seed,
             "checkpoint": str(path),
@@ -744,6 +845,13 @@ class _Driver:
             "eval_run_id": eval_run,
         }
 
+    @staticmethod
+    def _info(spec: TrialSpec, path: Path) -> dict[str, Any]:
+        """The trial's :class:`~core.experiment.policies.PolicyInfo`, as its eval run stores it."""
+        return PolicyInfo(
+            spec.method, "learned", spec.method, spec.token_weight, spec.knob, str(path)
+        ).as_dict()
+
     def _log_fixed(self, played: dict[str, list[dict[str, Any]]]) -> None:
         team = self.fixed_team
         sweep_id = self.specs[0].sweep_id
@@ -751,7 +859,13 @@ class _Driver:
             records = [EpisodeRecord.from_dict(d) for d in dicts]
             run_id = None
             if self.log:
-                key = {"id": sweep_id, "token_weight": None, "seed": None}
+                key = {
+                    "id": sweep_id,
+                    "token_weight": None,
+                    "seed": None,
+                    "method": name,
+                    "knob": {},
+                }
                 run_id = log_run(
                     self.db,
                     "eval",

@@ -60,11 +60,13 @@ class StoreHooks(TrainHooks):
         self.pending: list[dict[str, Any]] = []
         self.started = time.perf_counter()
         self.next_checkpoint = checkpoint_every
+        self.train_tokens = 0
 
     def on_episodes(
         self, results: Sequence[EpisodeResult], state: TrainState, epsilon: float
     ) -> None:
         records = [r.info["episode"] for r in results]
+        self.train_tokens += sum(rec.tokens for rec in records)
         for rec in records:
             self.rewards.append(rec.reward)
             self.scores.append(rec.score)
@@ -111,6 +113,12 @@ class StopHooks(TrainHooks):
 
     def __init__(self, stop: Callable[[], bool] | None):
         self.stop = stop
+        self.train_tokens = 0
+
+    def on_episodes(
+        self, results: Sequence[EpisodeResult], state: TrainState, epsilon: float
+    ) -> None:
+        self.train_tokens += sum(int(r.info.get("tokens", 0)) for r in results)
 
     def should_stop(self) -> bool:
         return bool(self.stop and self.stop())
@@ -181,6 +189,9 @@ class TrainOutcome:
     evaluation: dict[str, Any] = field(default_factory=dict)
     stopped: str | None = None
     """Why the run stopped before its last episode, when it was its budget."""
+    train_tokens: int = 0
+    """Tokens this session's training episodes spent (a resumed run: since the resume) —
+    the training budget in tokens that ``train --method ... --train-tokens`` can match."""
 
 
 def train_team(
@@ -261,7 +272,8 @@ def train_team(
 
     every = max(config.n_envs, config.episodes // 10)
     store_hooks = StoreHooks(logger, out, every, save, stop, checkpoint_every_s) if logger else None
-    hooks: TrainHooks = store_hooks or StopHooks(stop)
+    counting = store_hooks or StopHooks(stop)  # both count the training tokens
+    hooks: TrainHooks = counting
     if meter is not None:
         hooks = BudgetHooks(hooks, meter, config.n_envs)
     status, message = "interrupted", None
@@ -283,7 +295,14 @@ def train_team(
         status = "finished" if state.episodes_done >= config.episodes else "interrupted"
         stopped = meter.reason if meter is not None and status == "interrupted" else None
         message = stopped
-        return TrainOutcome(state, logger.run_id if logger else None, out, evaluation, stopped)
+        return TrainOutcome(
+            state,
+            logger.run_id if logger else None,
+            out,
+            evaluation,
+            stopped,
+            counting.train_tokens,
+        )
     finally:
         team.close()
         if logger:

@@ -336,6 +336,26 @@ def list_runs(db: Db, *, kind: str | None = None, status: str | None = None) -> 
         return cur.execute(_RUN_HEADLINES.format(where=where), params).df()
 
 
+def policy_descriptions(db: Db) -> pd.DataFrame:
+    """What each learned or fixed policy of a run is, from ``config["policies"]`` (eval,
+    compare and robustness runs store it; docs/baselines.md): ``run_id``, ``policy`` (the
+    label its episodes carry), ``family`` (``learned`` / ``fixed``), ``method`` (``qmix``,
+    ``gptswarm``, ..., or the topology), ``token_weight`` (trained at; NULL for a fixed
+    topology) and ``knob`` (JSON text, e.g. ``{"prune_ratio":0.5}``) — what a chart colours
+    by. Runs logged before issue 20 have none."""
+    with read_session(db) as cur:
+        return cur.execute(
+            "SELECT r.id AS run_id, k.policy, "
+            "json_extract_string(r.config, '$.policies.\"' || k.policy || '\".family') AS family, "
+            "json_extract_string(r.config, '$.policies.\"' || k.policy || '\".method') AS method, "
+            "TRY_CAST(json_extract_string(r.config, "
+            "'$.policies.\"' || k.policy || '\".token_weight') AS DOUBLE) AS token_weight, "
+            "json_extract(r.config, '$.policies.\"' || k.policy || '\".knob')::VARCHAR AS knob "
+            "FROM runs r, unnest(json_keys(r.config, '$.policies')) AS k(policy) "
+            "ORDER BY r.started_at, k.policy"
+        ).df()
+
+
 def get_run(db: Db, run_id: str) -> RunInfo | None:
     """One run (for ``train --resume``: its checkpoint and episode), or None."""
     runs = _run_infos(db, "WHERE r.id = ?", [run_id])
@@ -453,6 +473,27 @@ def task_outcomes(db: Db, filters: EpisodeFilter | None = None) -> pd.DataFrame:
             f"FROM episodes e {where} GROUP BY e.task_id ORDER BY e.task_id",
             params,
         ).df()
+
+
+@dataclass(frozen=True)
+class EpisodeOutcome:
+    """What an evaluation's figures need of one logged episode."""
+
+    episode: int
+    score: float
+    tokens: int
+    reward: float
+
+
+def episode_outcomes(db: Db, run_id: str) -> list[EpisodeOutcome]:
+    """Every logged episode of a run (live spool included), in order: its score, tokens
+    and reward."""
+    with read_session(db) as cur:
+        rows = cur.execute(
+            "SELECT episode, score, tokens, reward FROM episodes WHERE run_id = ? ORDER BY episode",
+            [run_id],
+        ).fetchall()
+    return [EpisodeOutcome(int(e), float(s), int(t), float(r)) for e, s, t, r in rows]
 
 
 def summarize_ranges(db: Db, run_id: str, ranges: Sequence[tuple[int, int]]) -> list[dict]:
@@ -675,7 +716,9 @@ def list_sweeps(db: Db) -> pd.DataFrame:
 def sweep_points(db: Db, sweep_id: str) -> pd.DataFrame:
     """Every held-out point of one sweep: one row per ``eval`` run of it (a trial's learned
     policy, or a fixed topology with ``token_weight`` and ``seed`` NULL), with ``run_id``,
-    ``policy``, ``backend``, ``model``, ``token_weight``, ``seed``, ``episodes``, ``n_correct``, ``accuracy``,
+    ``policy`` (``qmix``, a learned-topology method or a topology), ``backend``, ``model``,
+    ``token_weight``, ``seed``, ``knob`` (JSON text of the method's swept setting, e.g.
+    ``{"prune_ratio":0.3}``; NULL or ``{}`` without one), ``episodes``, ``n_correct``, ``accuracy``,
     ``mean_score``, ``mean_tokens``, ``std_tokens``, ``mean_reward``, ``std_reward`` (the
     columns :func:`lab.stats.with_intervals` reads), cheapest first."""
     with read_session(db) as cur:
@@ -684,6 +727,7 @@ def sweep_points(db: Db, sweep_id: str) -> pd.DataFrame:
             "TRY_CAST(json_extract_string(r.config, '$.sweep.token_weight') AS DOUBLE) "
             "AS token_weight, "
             "TRY_CAST(json_extract_string(r.config, '$.sweep.seed') AS BIGINT) AS seed, "
+            "json_extract_string(r.config, '$.sweep.knob') AS knob, "
             "count(*) AS episodes, sum(e.correct::INTEGER) AS n_correct, "
             "avg(e.correct::DOUBLE) AS accuracy, avg(e.score) AS mean_score, "
             "avg(e.tokens) AS mean_tokens, stddev_samp(e.tokens) AS std_tokens, "

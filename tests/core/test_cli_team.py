@@ -190,6 +190,9 @@ def test_train_eval_compare_export(tmp_path: Path) -> None:
     assert out["episodes"] == 48 and ckpt.is_file()
     run = out["run_id"]
     assert count(db, f"SELECT count(*) FROM episodes WHERE run_id = '{run}'") == 48
+    # The training budget in tokens: what the logged training episodes spent.
+    spent = count(db, f"SELECT sum(tokens) FROM episodes WHERE run_id = '{run}'")
+    assert out["train_tokens"] == spent > 0
     assert count(db, f"SELECT count(*) FROM train_metrics WHERE run_id = '{run}'") > 0
     # the learned policy's view is logged: six Q-values per step, and the mixer's credit per round
     assert (

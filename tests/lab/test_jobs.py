@@ -11,6 +11,7 @@ import typer.main
 from core.cli import app
 from lab.demo import demo_steps
 from lab.jobs import (
+    TRAIN_METHODS,
     CommandQueue,
     FailureChoice,
     JobManager,
@@ -39,7 +40,14 @@ def _parses(argv):
 
 def test_command_lines_use_existing_flags(tmp_path):
     team = TeamSpec(roles=team_roles(3), rounds=2)
-    _parses(train_command(tmp_path / "db", TrainParams(team, episodes=5), tmp_path / "c.pt"))
+    for method in TRAIN_METHODS:
+        params = TrainParams(team, episodes=5, method=method)
+        argv = train_command(tmp_path / "db", params, tmp_path / "c.pt")
+        _parses(argv)
+        assert argv[argv.index("--method") + 1] == method
+        assert ("--hidden" in argv) == (method == "qmix")  # refused for the methods
+    with pytest.raises(ValueError, match="method must be one of"):
+        TrainParams(team, method="swarm").validate()
     _parses(
         eval_command(tmp_path / "db", team, policy="full", failures=[FailureChoice(1, "crash", 1)])
     )

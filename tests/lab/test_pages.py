@@ -400,6 +400,33 @@ def test_training_from_the_train_page_logs_episodes(own_db):
     assert Path(runs.iloc[0]["checkpoint"]).exists()
 
 
+def test_a_learned_topology_method_trains_from_the_train_page(own_db):
+    """The Method choice: an AgentPrune run from the page is logged as ``agentprune``, its
+    checkpoint is a method's, it offers no resume, and the Failure lab lists it."""
+    at = _open("pages/train.py")
+    assert at.selectbox(key="train_method").options[0] == "Agent Q-Mix"
+    at.selectbox(key="train_method").set_value("agentprune")
+    at.number_input(key="train_episodes").set_value(8)
+    next(b for b in at.button if b.label == "Start training").click().run()
+    assert not at.exception
+    finished = lambda: list_runs(own_db, kind="train", status="finished").query(  # noqa: E731
+        "policy == 'agentprune'"
+    )
+    _wait_for(lambda: not finished().empty)
+    run = finished().iloc[0]
+    assert run["episodes"] == 8
+    from core.baselines.checkpoint import load_method
+
+    assert load_method(run["checkpoint"]).method.name == "agentprune"
+    at.run()
+    assert not at.exception
+    assert not any(b.key == f"train_resume_{run['id']}" for b in at.button)
+    fail = _open("pages/failure_lab.py")
+    assert any(
+        o.startswith("learned · agentprune · ") for o in fail.selectbox(key="fail_policy").options
+    )
+
+
 def test_seed_store_is_what_the_tests_assume(tmp_path):
     ids = seed_store(tmp_path / "s.duckdb", episodes_per_run=2)
     assert set(ids) == {"train", "qmix", "full", "chain", "single"}

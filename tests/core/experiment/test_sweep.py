@@ -95,6 +95,7 @@ def check_sweep(result: dict, db: Path, out: Path, weights: list[float], seeds: 
     assert len(runs) == 2 * len(trials) + len(FIXED_TOPOLOGIES)
     for t in trials:
         key = {"id": sweep_id, "token_weight": t["token_weight"], "seed": t["seed"]}
+        key |= {"method": "qmix", "knob": {}}
         for run_id, kind, n in (
             (t["train_run_id"], "train", EPISODES),
             (t["eval_run_id"], "eval", EVAL),
@@ -221,9 +222,17 @@ def test_a_failed_trial_is_reported_and_the_others_finish(tmp_path: Path) -> Non
         report=reports.append,
         trial_task=train_or_fail,
     )
-    assert reports == ["token weight 0.1, seed 1 failed: RuntimeError: no space left on device"]
+    assert reports == [
+        "qmix, token weight 0.1, seed 1 failed: RuntimeError: no space left on device"
+    ]
     assert result["failed"] == [
-        {"token_weight": 0.1, "seed": 1, "error": "RuntimeError: no space left on device"}
+        {
+            "method": "qmix",
+            "knob": {},
+            "token_weight": 0.1,
+            "seed": 1,
+            "error": "RuntimeError: no space left on device",
+        }
     ]
     assert [t["seed"] for t in result["trials"]] == [0]
     assert (seen[-1].done, seen[-1].failed, seen[-1].running) == (1, 1, 0)
