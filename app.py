@@ -18,6 +18,7 @@ PAGES = [
     st.Page("pages/train.py", title="Train", icon=":material/model_training:"),
     st.Page("pages/failure_lab.py", title="Failure lab", icon=":material/bolt:"),
     st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page("pages/diff.py", title="Run diff", icon=":material/difference:"),
     st.Page("pages/ctde.py", title="CTDE explained", icon=":material/school:"),
     st.Page("pages/runs.py", title="Runs", icon=":material/table_view:"),
 ]

@@ -251,16 +251,17 @@ def time_slider(cfg: LabBenchConfig) -> dict[str, Any]:
     _clear_caches()
     at = _open("pages/replay.py")
     _run(at)
-    at.slider(key="replay_round").set_value(1)
+    at.slider(key="replay_round").set_value(2)  # rounds count from 1 on the page
     immediate = _run(at)
     _wait_for_prebuild()
-    path = list(range(cfg.n_rounds)) + list(range(cfg.n_rounds - 2, 0, -1))  # 0, 1, …, 1
+    n = cfg.n_rounds
+    path = list(range(1, n + 1)) + list(range(n - 1, 1, -1))  # 1, 2, …, n, …, 2
     times = []
     for k in range(cfg.slider_moves):
         r = path[(k + 2) % len(path)]
         at.slider(key="replay_round").set_value(r)
         times.append(_run(at))
-        if not any(f"Round {r} of {cfg.n_rounds - 1}" in m.value for m in at.markdown):
+        if not any(f"Round {r} of {n}" in m.value for m in at.markdown):
             raise RuntimeError(f"the Replay page did not move to round {r}")
     return {
         "moves": len(times),

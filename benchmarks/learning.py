@@ -33,6 +33,7 @@ import numpy as np
 from benchmarks.common import Parser, run_main, user_errors
 from core.errors import UserError
 from core.experiment import TeamOptions, run_policy, train_team
+from core.experiment.sweep import parse_seeds
 from core.qmix.policy import QMixPolicy
 from core.records import EpisodeRecord
 from core.team.options import options_from_dict
@@ -191,7 +192,8 @@ def main(argv: list[str] | None = None) -> None:
         with user_errors():
             run_main(from_sweep(args.from_sweep, args.sweep_id, args.token_weight), args.json)
         return
-    seeds = [int(s) for s in args.seeds.split(",")]
+    with user_errors():
+        seeds = parse_seeds(args.seeds)
     learned: dict[int, QMixPolicy] = {}
     timings = {}
     for seed in seeds:

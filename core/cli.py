@@ -10,7 +10,7 @@ import inspect
 import json
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from core.backends.registry import BACKENDS
 from core.backends.society import PRESETS
+from core.baselines.names import METHOD_NAMES
 from core.errors import StoreBusy, UserError
 from core.qmix.config import PRECISIONS
 from core.tasks.registry import TASK_SOURCES
@@ -30,6 +31,8 @@ from core.team.recipes import ENV_RECIPE, RECIPES, TEAM_RECIPE, recipe_value
 from core.team.runtime import IDLE_RULES, PASS_THROUGH_RULES, TOKEN_PENALTIES
 from core.team.topologies import FIXED_TOPOLOGIES
 
+LEARNED_METHODS = ("qmix", *METHOD_NAMES)
+"""``train --method``: Agent Q-Mix (the default) or a learned-topology method."""
 BENCHMARK_HELP = f"Task source: {', '.join(TASK_SOURCES)} or jsonl:PATH (the agent team)."
 MAX_EPISODES = 10**9
 """Largest episode count a flag takes: the store numbers episodes with 32-bit integers."""
@@ -52,7 +55,7 @@ def emit_json(obj: Any) -> None:
 class ProgressBar:
     """A rich progress bar fed by the training loop's progress callback."""
 
-    def __init__(self, total: int, label: str = "training"):
+    def __init__(self, total: int, label: str = "training", meter: Any = None):
         self.bar = Progress(
             TextColumn(f"[bold]{label}"),
             BarColumn(),
@@ -62,6 +65,8 @@ class ProgressBar:
             console=console,
         )
         self.task = self.bar.add_task(label, total=total, info="")
+        self.meter = meter
+        """A :class:`~core.experiment.finetune.BudgetMeter`: the bar shows what was spent."""
 
     def __enter__(self) -> ProgressBar:
         self.bar.__enter__()
@@ -74,7 +79,11 @@ class ProgressBar:
         self.bar.__exit__(exc_type, *exc)
 
     def __call__(self, done: int, total: int, summary: dict[str, float]) -> None:
-        info = f"return {summary['return_ma']:+.3f}  ε {summary['epsilon']:.2f}"
+        info = f"return {summary['return_ma']:+.3f}"
+        if "epsilon" in summary:
+            info += f"  ε {summary['epsilon']:.2f}"
+        if self.meter is not None:
+            info += f"  {self.meter.describe()}"
         self.bar.update(self.task, completed=done, info=info)
 
 
@@ -88,8 +97,27 @@ Db = Annotated[
 ]
 NoLog = Annotated[bool, typer.Option("--no-log", help="Do not log episodes to the database.")]
 Json = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-Device = Annotated[str, typer.Option(help="auto (CUDA when present), cpu or cuda.")]
+
+
+def _check_device(value: str) -> str:
+    """Every command's ``--device``, checked before any work (``cuda`` without a GPU too)."""
+    from core.qmix.seeding import resolve_device
+
+    resolve_device(value)
+    return value
+
+
+Device = Annotated[
+    str, typer.Option(help="auto (CUDA when present), cpu or cuda.", callback=_check_device)
+]
 Seed = Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seed of the episode stream.")]
+Resume = Annotated[
+    str | None,
+    typer.Option(
+        help="Continue evaluation run RUN_ID where it stopped: the episodes it has not "
+        "logged, under the same id (its own settings; other flags are ignored)."
+    ),
+]
 
 
 def _roles(text: str) -> tuple[str, ...]:
@@ -117,11 +145,34 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
     "preset": TeamFlag(
         "preset", Annotated[str, typer.Option(help=f"Simulator preset: {', '.join(PRESETS)}.")]
     ),
+    "society": TeamFlag(
+        "society",
+        Annotated[
+            str | None,
+            typer.Option(
+                help="Society file (agentqmix calibrate --out): replaces --preset, budget included."
+            ),
+        ],
+    ),
     "model": TeamFlag("model", Annotated[str | None, typer.Option(help="Model name (openai).")]),
     "base_url": TeamFlag(
         "base_url",
         Annotated[
             str | None, typer.Option(help="OpenAI-compatible endpoint; default $OPENAI_BASE_URL.")
+        ],
+    ),
+    "model_file": TeamFlag(
+        "model_file",
+        Annotated[
+            str | None,
+            typer.Option(help="local: GGUF model file (default: SmolLM2-135M-Instruct Q4_1)."),
+        ],
+    ),
+    "max_tokens": TeamFlag(
+        "max_tokens",
+        Annotated[
+            int | None,
+            typer.Option(help="openai/local: completion cap per call (default: by task kind)."),
         ],
     ),
     "agents": TeamFlag(
@@ -188,7 +239,12 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
     ),
     "concurrency": TeamFlag(
         "concurrency",
-        Annotated[int, typer.Option(help="Episodes in lockstep (and openai calls) at once.")],
+        Annotated[
+            int,
+            typer.Option(
+                help="Episodes in lockstep and openai calls in flight (local: always 1 call)."
+            ),
+        ],
     ),
     "no_cache": TeamFlag(
         "use_cache",
@@ -204,10 +260,36 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
         "cache_dir", Annotated[str | None, typer.Option(help="openai: response cache directory.")]
     ),
     "timeout": TeamFlag(
-        "timeout_s", Annotated[float, typer.Option(help="openai: per-attempt timeout, seconds.")]
+        "timeout_s",
+        Annotated[
+            float | None,
+            typer.Option(
+                help="openai/local: per-attempt timeout, seconds (default 60; local 600)."
+            ),
+        ],
+    ),
+    "sandbox": TeamFlag(
+        "sandbox",
+        Annotated[
+            str,
+            typer.Option(
+                help="Where generated code runs: auto or bwrap (bubblewrap, else refuse to "
+                "run) or process (the weaker sandbox, warned about on every run)."
+            ),
+        ],
     ),
     "max_attempts": TeamFlag(
         "max_attempts", Annotated[int, typer.Option(help="openai: attempts per call.")]
+    ),
+    "deadline": TeamFlag(
+        "deadline_s",
+        Annotated[
+            float | None,
+            typer.Option(
+                help="openai/local: seconds one call may take, retries included "
+                "(default 120; local 1800)."
+            ),
+        ],
     ),
 }
 TEAM = (
@@ -219,10 +301,20 @@ TEAM = (
     "idle",
     "pass_through",
     "preset",
+    "society",
     "embedding",
 )
-BACKEND = ("backend", "model", "base_url", "concurrency", "no_cache")
-OPENAI_EXTRA = ("cache_counts_tokens", "cache_dir", "timeout", "max_attempts")
+BACKEND = (
+    "backend",
+    "model",
+    "base_url",
+    "model_file",
+    "max_tokens",
+    "concurrency",
+    "no_cache",
+    "sandbox",
+)
+OPENAI_EXTRA = ("cache_counts_tokens", "cache_dir", "timeout", "max_attempts", "deadline")
 
 
 def team_flags(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -422,7 +514,7 @@ def print_table(rows: list[dict[str, Any]], columns: list[str], title: str) -> N
 
     table = Table(title=title)
     for c in columns:
-        table.add_column(c, justify="left" if c in ("policy", "mode") else "right")
+        table.add_column(c, justify="left" if c in ("policy", "method", "mode") else "right")
     for row in rows:
         table.add_row(
             *(f"{row[c]:.3f}" if isinstance(row[c], float) else str(row[c]) for c in columns)
@@ -434,7 +526,7 @@ def print_table(rows: list[dict[str, Any]], columns: list[str], title: str) -> N
 
 
 @app.command()
-@team_flags(*TEAM, *BACKEND, "fail_prob")
+@team_flags(*TEAM, *BACKEND, "fail_prob", "fail")
 @learner_flags
 def train(
     opts: TeamOptions,
@@ -504,29 +596,104 @@ def train(
             "besides every 10% of its episodes."
         ),
     ] = None,
+    init: Annotated[
+        Path | None,
+        typer.Option(
+            help="Continue this checkpoint's policy (e.g. trained on the simulator) instead of "
+            "a random one: its network shapes, ε from the schedule's end."
+        ),
+    ] = None,
+    budget_tokens: Annotated[
+        int | None,
+        typer.Option(min=1, help="Stop cleanly (resumable) before spending more tokens than this."),
+    ] = None,
+    budget_calls: Annotated[
+        int | None,
+        typer.Option(min=1, help="Stop cleanly (resumable) before more calls than this."),
+    ] = None,
+    method: Annotated[
+        str,
+        typer.Option(
+            help=f"What to train: {', '.join(LEARNED_METHODS)} (qmix = Agent Q-Mix; the others "
+            "are the learned-topology methods of docs/baselines.md)."
+        ),
+    ] = "qmix",
+    settings: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="A learned-topology method's setting, KEY=VALUE (repeatable), e.g. "
+            "prune_ratio=0.3; docs/baselines.md lists them.",
+        ),
+    ] = None,
+    train_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="A learned-topology method's budget in tokens too: it stops when its training "
+            "episodes have spent this many or --episodes are played, whichever comes first "
+            "(e.g. an Agent Q-Mix run's train_tokens: equal tokens).",
+        ),
+    ] = None,
     as_json: Json = False,
 ) -> None:
-    """Train the QMIX team (--benchmark) or any protocol env (--env); writes a checkpoint.
+    """Train the QMIX team (--benchmark) or any protocol env (--env), or a learned-topology
+    method (--method); writes a checkpoint.
+
     Settings start from a recipe (--recipe), each flag given overrides its one; the run and
-    the checkpoint store them all."""
+    the checkpoint store them all. On a real back-end it first times a few calls and prints
+    an estimate; a budget (--budget-tokens/--budget-calls, required off this machine) stops
+    it cleanly."""
     from core.qmix.mixers import MIXERS
     from core.team.recipes import get_recipe, recipe_config
 
+    if method not in LEARNED_METHODS:
+        raise UserError(f"--method must be one of {', '.join(LEARNED_METHODS)}, not {method!r}.")
+    if method != "qmix":
+        if tuning or recipe is not None:
+            raise UserError(
+                "--recipe and the learner flags (--td-lambda, ...) are for --method qmix; "
+                f"{method} takes its settings with --set."
+            )
+        if env is not None or resume or mixer != "qmix" or hidden is not None:
+            flag = (
+                "--env"
+                if env
+                else "--resume"
+                if resume
+                else "--mixer"
+                if mixer != "qmix"
+                else "--hidden"
+            )
+            raise UserError(f"{flag} is for --method qmix; {method} takes its settings with --set.")
+        return _train_baseline(
+            opts, method, settings or [], out, benchmark, episodes, seed, n_envs, threads, db,
+            no_log, eval_episodes, as_json, train_tokens,
+        )  # fmt: skip
+    if train_tokens is not None:
+        raise UserError(
+            "--train-tokens is for the learned-topology methods (--method gptswarm, ...)."
+        )
+    if settings:
+        raise UserError("--set is for the learned-topology methods (--method gptswarm, ...).")
     if mixer not in MIXERS:
         raise UserError(f"--mixer must be one of {', '.join(MIXERS)}, not {mixer!r}.")
+    from core.experiment.finetune import Budget
+
     if recipe is not None:
         get_recipe(recipe)
     given = {"episodes": episodes, "n_envs": n_envs, "cpu_threads": threads}
     tuning = {**tuning, **{k: v for k, v in given.items() if v is not None}}
     if hidden is not None:
         tuning.update({f"agent.{k}": hidden for k in ("gnn_hidden", "gru_hidden", "q_hidden")})
+    budget = Budget(budget_tokens, budget_calls)
     if resume:
         if tuning or recipe or mixer != "qmix":
             raise UserError(
                 "--resume continues a run with the settings it stored; leave out the training "
                 "settings (--recipe, --mixer, --episodes, --td-lambda, ...)."
             )
-        return _resume_training(resume, db, device, as_json, out, checkpoint_every_s)
+        return _resume_training(resume, db, device, as_json, out, checkpoint_every_s, budget)
     if (env is None) == (benchmark is None):
         raise UserError("train needs exactly one of --env SPEC or --benchmark NAME.")
     if out is None:
@@ -536,6 +703,9 @@ def train(
     config = checked(recipe_config(recipe, given))
     if env is not None:
         from core.experiment.train import train_env
+
+        if init is not None or budget.given:
+            raise UserError("--init and the budgets train the agent team (--benchmark), not --env.")
         from core.qmix.env import load_env
 
         load_env(env)  # a bad spec is one sentence, before any progress bar
@@ -552,7 +722,10 @@ def train(
         return None
     from core.experiment import train_team
 
-    with ProgressBar(config.episodes) as bar:
+    if init is not None and not init.is_file():
+        raise UserError(f"--init {init} is not a checkpoint file.")
+    meter = _budget_meter(opts, budget, config.episodes)
+    with ProgressBar(config.episodes, meter=meter) as bar:
         outcome = train_team(
             opts,
             config,
@@ -563,18 +736,114 @@ def train(
             eval_episodes=eval_episodes,
             checkpoint_every_s=checkpoint_every_s,
             recipe=recipe,
+            init=init,
+            meter=meter,
         )
-    _report_training(outcome, as_json)
+    _report_training(outcome, as_json, meter)
 
 
-def _report_training(outcome: Any, as_json: bool) -> None:
+def _train_baseline(
+    opts: TeamOptions,
+    method: str,
+    settings: list[str],
+    out: Path | None,
+    benchmark: str | None,
+    episodes: int | None,
+    seed: int,
+    n_envs: int | None,
+    threads: int | None,
+    db: str | None,
+    no_log: bool,
+    eval_episodes: int,
+    as_json: bool,
+    train_tokens: int | None = None,
+) -> None:
+    """``train --method NAME`` for a learned-topology method (docs/baselines.md)."""
+    from core.baselines.registry import method_config, parse_pairs
+    from core.baselines.training import BaselineTrainConfig
+    from core.experiment.methods import train_baseline
+
+    if benchmark is None:
+        raise UserError(f"train --method {method} needs --benchmark NAME.")
+    if out is None:
+        raise UserError("train needs --out CKPT (where to write the checkpoint).")
+    config = method_config(method, parse_pairs(settings))
+    given = {
+        "episodes": episodes, "n_envs": n_envs, "cpu_threads": threads, "max_tokens": train_tokens,
+    }  # fmt: skip
+    train_config = BaselineTrainConfig(
+        seed=seed, **{k: v for k, v in given.items() if v is not None}
+    )
+    with ProgressBar(train_config.episodes, label=method) as bar:
+        outcome = train_baseline(
+            opts, method, config, train_config, out, db=db, log=not no_log,
+            progress=lambda done, total, stats: bar(done, total, _bar_info(stats)),
+            eval_episodes=eval_episodes,
+        )  # fmt: skip
+    state = outcome.state
+    summary = {
+        "method": method,
+        "run_id": outcome.run_id,
+        "checkpoint": str(outcome.checkpoint),
+        "episodes": state.episodes_done,
+        "updates": state.updates,
+        "train_tokens": state.tokens,
+        "stages": [s.what for s in state.stages],
+        "held_out": outcome.evaluation,
+    }
+    if as_json:
+        return emit_json(summary)
+    line = (
+        f"[green]trained[/green] {method}: {state.episodes_done} episodes, {state.updates} updates"
+    )
+    ev = outcome.evaluation
+    if ev:
+        line += (
+            f"; held-out accuracy {ev['accuracy']:.3f}, mean tokens {ev['mean_tokens']:.0f}, "
+            f"mean reward {ev['mean_reward']:.3f}"
+        )
+    console.print(line + f"; run {outcome.run_id}; checkpoint {outcome.checkpoint}", soft_wrap=True)
+    return None
+
+
+def _bar_info(stats: dict[str, float]) -> dict[str, float]:
+    """What the training bar shows for a learned-topology method: its last batch's reward."""
+    return {"return_ma": stats["reward"]}
+
+
+def _budget_meter(
+    opts: TeamOptions, budget: Any, episodes: int, spent: tuple[int, int] = (0, 0)
+) -> Any:
+    """A real back-end's run: refuse a paid endpoint without a budget, time a few calls and
+    print the estimate; the meter the run spends against (None on the simulator without one)."""
+    from core.experiment.finetune import BudgetMeter, needs_budget, probe
+
+    budget.validate()
+    if needs_budget(opts) and not budget.given:
+        raise UserError(
+            "--backend openai off this machine may bill: give --budget-tokens N and/or "
+            "--budget-calls N (a local --base-url such as http://127.0.0.1:8000/v1 needs none)."
+        )
+    if opts.backend == "sim":
+        return BudgetMeter(budget, *spent) if budget.given else None
+    estimate = probe(opts, episodes)
+    console.print(estimate.describe(budget), soft_wrap=True, highlight=False)
+    tokens, calls = spent
+    return BudgetMeter(budget, tokens + estimate.probe_tokens, calls + estimate.probe_sent)
+
+
+def _report_training(outcome: Any, as_json: bool, meter: Any = None) -> None:
     summary = {
         "run_id": outcome.run_id,
         "checkpoint": str(outcome.checkpoint),
         "episodes": outcome.state.episodes_done,
         "updates": outcome.state.learner.updates,
+        "train_tokens": outcome.train_tokens,
         "held_out": outcome.evaluation,
     }
+    if meter is not None:
+        summary["spent"] = {"tokens": meter.tokens, "calls": meter.calls}
+        summary["stopped"] = outcome.stopped
     if as_json:
         emit_json(summary)
         return
@@ -585,7 +854,26 @@ def _report_training(outcome: Any, as_json: bool) -> None:
             f"; held-out accuracy {ev['accuracy']:.3f}, mean tokens {ev['mean_tokens']:.0f}, "
             f"mean reward {ev['mean_reward']:.3f}"
         )
+    if meter is not None:
+        line += f"; spent {meter.describe()}"
     console.print(line + f"; run {outcome.run_id}; checkpoint {outcome.checkpoint}", soft_wrap=True)
+    if outcome.stopped:
+        console.print(
+            f"{outcome.stopped}; resume with agentqmix train --resume {outcome.run_id} "
+            "(raise the budget with --budget-tokens/--budget-calls)",
+            soft_wrap=True,
+            highlight=False,
+        )
+
+
+def _check_store_exists(db: str | None) -> None:
+    """``--resume`` continues a run of an existing store; it never creates one."""
+    from core.store.engine import resolve_db
+
+    if not resolve_db(db).exists():
+        raise UserError(
+            f"No episode store at {resolve_db(db)}; --resume needs the --db the run was logged to."
+        )
 
 
 def _resume_training(
@@ -595,20 +883,34 @@ def _resume_training(
     as_json: bool,
     out: Path | None = None,
     checkpoint_every_s: float | None = None,
+    budget: Any = None,
 ) -> None:
     from core.experiment import options_from_dict, train_config_from_dict, train_team
     from core.store.queries import get_run
+
+    _check_store_exists(db)
 
     info = get_run(db, run_id)
     if info is None:
         raise UserError(f"no run {run_id!r} in the database.")
     if info.kind != "train" or "team" not in info.config or "train" not in info.config:
         raise UserError(f"run {run_id} is not a team training run; only those can be resumed.")
+    if "method" in info.config:
+        method = info.config["method"].get("name", "a learned-topology method")
+        raise UserError(
+            f"run {run_id} trained {method}; only Agent Q-Mix runs resume (train {method} again)."
+        )
     opts = options_from_dict(info.config["team"])
     recipe = info.config.get("recipe", TEAM_RECIPE)  # runs before recipes were the society's
     config = train_config_from_dict(info.config["train"], recipe)
     config.device = device
-    with ProgressBar(config.episodes, label="resuming") as bar:
+    from core.experiment.finetune import Budget
+    from core.store.queries import run_spend
+
+    stored = (info.config.get("finetune") or {}).get("budget") or {}
+    given = budget if budget is not None and budget.given else Budget(**stored)
+    meter = _budget_meter(opts, given, config.episodes, run_spend(db, run_id))
+    with ProgressBar(config.episodes, label="resuming", meter=meter) as bar:
         outcome = train_team(
             opts,
             config,
@@ -618,8 +920,29 @@ def _resume_training(
             resume_run=run_id,
             checkpoint_every_s=checkpoint_every_s,
             recipe=recipe,
+            meter=meter,
         )
-    _report_training(outcome, as_json)
+    _report_training(outcome, as_json, meter)
+
+
+def _resume_evaluation(
+    run_id: str, db: str | None, device: str, as_json: bool, command: str
+) -> None:
+    """``eval/compare/robustness --resume RUN_ID``: play what the run has not logged yet."""
+    from core.experiment.evaluate import compare_rows, resume_evaluation, robustness_rows
+
+    _check_store_exists(db)
+    plan, rows, benchmark = resume_evaluation(db, run_id, device, command)
+    if plan.command == "eval":
+        summary = {"policy": plan.policies[0], **rows[0], "run_id": run_id}
+        summary["mean_return"] = summary["mean_reward"]
+        _report_evaluation(summary, as_json)
+    elif plan.command == "compare":
+        rows = compare_rows(plan, rows, run_id)
+        _report_comparison(rows, benchmark, plan.episodes, plan.seed, as_json)
+    else:
+        rows = robustness_rows(plan, rows, run_id)
+        _report_robustness(rows, benchmark, plan.mode, plan.episodes, as_json)
 
 
 @app.command("eval")
@@ -638,9 +961,12 @@ def evaluate(
     device: Device = "auto",
     db: Db = None,
     no_log: NoLog = False,
+    resume: Resume = None,
     as_json: Json = False,
 ) -> None:
     """Run a policy greedily and decentralised (each agent on its own Q-values), held out."""
+    if resume:
+        return _resume_evaluation(resume, db, device, as_json, "eval")
     if (env is None) == (benchmark is None):
         raise UserError("eval needs exactly one of --env SPEC or --benchmark NAME.")
     if env is not None:
@@ -656,7 +982,13 @@ def evaluate(
     from core.experiment import evaluate_team, resolve_policy
 
     chosen = resolve_policy(policy, checkpoint, opts, device)
-    summary, _ = evaluate_team(opts, chosen, episodes, seed, db=db, log=not no_log, first=first)
+    summary, _ = evaluate_team(
+        opts, chosen, episodes, seed, db=db, log=not no_log, first=first, checkpoint=checkpoint
+    )
+    _report_evaluation(summary, as_json)
+
+
+def _report_evaluation(summary: dict[str, Any], as_json: bool) -> None:
     if summary["calls"] and summary["failed_calls"] == summary["calls"]:
         console.print(
             "[yellow]warning:[/yellow] every call to the back-end failed; check --model, "
@@ -677,38 +1009,79 @@ def evaluate(
 @team_flags(*TEAM, *BACKEND, "fail")
 def compare(
     opts: TeamOptions,
-    benchmark: Annotated[str, typer.Option(help=BENCHMARK_HELP)],
+    benchmark: Annotated[str | None, typer.Option(help=BENCHMARK_HELP)] = None,
     checkpoint: Annotated[
-        Path | None, typer.Option(help="Learned policy to compare (optional).")
+        list[Path] | None,
+        typer.Option(
+            help="Learned policy to compare (repeatable; any family: qmix or a "
+            "learned-topology method)."
+        ),
     ] = None,
     episodes: Annotated[int, typer.Option(min=1, help="Held-out episodes per policy.")] = 100,
     seed: Seed = 0,
     device: Device = "auto",
     db: Db = None,
     no_log: NoLog = False,
+    resume: Resume = None,
     as_json: Json = False,
 ) -> None:
-    """The learned policy and every fixed topology on the same seeded held-out tasks."""
+    """Every learned policy given and every fixed topology on the same seeded held-out
+    tasks, with 95% intervals and the accuracy/token front."""
     from core.experiment import compare_team
 
-    rows = compare_team(opts, checkpoint, episodes, seed, db=db, log=not no_log, device=device)
+    if resume:
+        return _resume_evaluation(resume, db, device, as_json, "compare")
+    if benchmark is None:
+        raise UserError("compare needs --benchmark NAME (or --resume RUN_ID).")
+    rows = compare_team(
+        opts, checkpoint or [], episodes, seed, db=db, log=not no_log, device=device
+    )
+    _report_comparison(rows, benchmark, episodes, seed, as_json, opts.token_weight)
+
+
+def _report_comparison(
+    rows: list[dict[str, Any]],
+    benchmark: str,
+    episodes: int,
+    seed: int,
+    as_json: bool,
+    token_weight: float | None = None,
+) -> None:
     rows.sort(key=lambda r: -r["mean_reward"])
     if as_json:
         emit_json({"benchmark": benchmark, "episodes": episodes, "seed": seed, "policies": rows})
     else:
         print_table(
-            rows,
-            ["policy", "accuracy", "mean_tokens", "mean_reward"],
-            f"{benchmark}, {episodes} held-out episodes",
+            [_shown(r) for r in rows],
+            ["policy", "method", "trained_w", "accuracy", "mean_tokens", "mean_reward", "front"],
+            f"{benchmark}, {episodes} held-out episodes"
+            + ("" if token_weight is None else f" (reward at w_tok {token_weight:g})")
+            + "; front: on the accuracy/token front",
         )
 
 
+def _shown(row: dict[str, Any]) -> dict[str, Any]:
+    """A compare or robustness row as the table prints it: the trained token weight and the
+    front as short text."""
+    weight = row.get("token_weight")
+    knob = ", ".join(f"{k} {v:g}" for k, v in (row.get("knob") or {}).items())
+    method = row.get("method", row["policy"]) + (f" ({knob})" if knob else "")
+    return {
+        **row,
+        "method": method,
+        "trained_w": "—" if weight is None else f"{weight:g}",
+        "front": "*" if row.get("front") else "",
+    }
+
+
 @app.command()
-@team_flags(*TEAM, "concurrency")
+@team_flags(*TEAM, *BACKEND)
 def robustness(
     opts: TeamOptions,
-    benchmark: Annotated[str, typer.Option(help=BENCHMARK_HELP)],
-    checkpoint: Annotated[Path | None, typer.Option(help="Learned policy (optional).")] = None,
+    benchmark: Annotated[str | None, typer.Option(help=BENCHMARK_HELP)] = None,
+    checkpoint: Annotated[
+        list[Path] | None, typer.Option(help="Learned policy (repeatable; any family).")
+    ] = None,
     episodes: Annotated[int, typer.Option(min=1, help="Held-out episodes per point.")] = 100,
     max_failed: Annotated[int, typer.Option(min=0, help="Largest number of failed agents.")] = 2,
     mode: Annotated[str, typer.Option(help=f"Failure mode: {', '.join(FAILURE_MODES)}.")] = "crash",
@@ -716,22 +1089,41 @@ def robustness(
     device: Device = "auto",
     db: Db = None,
     no_log: NoLog = False,
+    resume: Resume = None,
     as_json: Json = False,
 ) -> None:
     """Accuracy and reward vs number of failed agents: learned policy against fixed topologies."""
     from core.experiment import robustness_team
 
+    if resume:
+        return _resume_evaluation(resume, db, device, as_json, "robustness")
+    if benchmark is None:
+        raise UserError("robustness needs --benchmark NAME (or --resume RUN_ID).")
     if mode not in FAILURE_MODES:
         raise UserError(f"--mode must be one of {', '.join(FAILURE_MODES)}, not {mode!r}.")
     rows = robustness_team(
-        opts, checkpoint, episodes, seed, max_failed, mode, db=db, log=not no_log, device=device
+        opts,
+        checkpoint or [],
+        episodes,
+        seed,
+        max_failed,
+        mode,
+        db=db,
+        log=not no_log,
+        device=device,
     )
+    _report_robustness(rows, benchmark, mode, episodes, as_json)
+
+
+def _report_robustness(
+    rows: list[dict[str, Any]], benchmark: str, mode: str, episodes: int, as_json: bool
+) -> None:
     if as_json:
         emit_json({"benchmark": benchmark, "mode": mode, "episodes": episodes, "points": rows})
     else:
         print_table(
-            rows,
-            ["policy", "failed_agents", "accuracy", "mean_tokens", "mean_reward"],
+            [_shown(r) for r in rows],
+            ["policy", "method", "failed_agents", "accuracy", "mean_tokens", "mean_reward"],
             f"robustness ({mode})",
         )
 
@@ -770,17 +1162,41 @@ def sweep(
     max_parallel: Annotated[
         int | None, typer.Option(min=1, help="Trials at once (default: the cluster's CPUs).")
     ] = None,
-    n_envs: Annotated[int, typer.Option(min=1, help="Episodes collected in lockstep.")] = 32,
+    n_envs: Annotated[
+        int, typer.Option(min=1, max=4096, help="Episodes collected in lockstep.")
+    ] = 32,
     hidden: Annotated[
-        int, typer.Option(min=1, help="Width of the GNN, GRU and Q-head layers.")
+        int, typer.Option(min=1, max=4096, help="Width of the GNN, GRU and Q-head layers.")
     ] = 128,
+    methods: Annotated[
+        str,
+        typer.Option(
+            help=f"Comma-separated methods to train: {', '.join(LEARNED_METHODS)} "
+            "(a trial per method, knob value, token weight and seed)."
+        ),
+    ] = "qmix",
+    knob: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A learned-topology method's knob values, METHOD[.SETTING]=V1,V2 "
+            "(repeatable), e.g. agentprune=0.3,0.5 (its prune_ratio)."
+        ),
+    ] = None,
     db: Db = None,
     no_log: NoLog = False,
     as_json: Json = False,
 ) -> None:
-    """The token/accuracy front: train one policy per (token weight, seed) on Ray, then
-    evaluate every trial and fixed topology on the same held-out tasks."""
-    from core.experiment.sweep import SweepConfig, parse_seeds, parse_token_weights, run_sweep
+    """The token/accuracy front: train one policy per (method, knob, token weight, seed) on
+    Ray, then evaluate every trial and fixed topology on the same held-out tasks."""
+    from core.baselines.training import BaselineTrainConfig
+    from core.experiment.sweep import (
+        SweepConfig,
+        parse_knobs,
+        parse_methods,
+        parse_seeds,
+        parse_token_weights,
+        run_sweep,
+    )
     from core.team.recipes import recipe_config
 
     config = SweepConfig(
@@ -791,16 +1207,24 @@ def sweep(
         eval_seed=eval_seed,
         ray_address=ray_address,
         max_parallel=max_parallel,
+        methods=parse_methods(methods),
+        knobs=parse_knobs(knob or []),
     )
+    budget = {"episodes": episodes} if episodes is not None else {}
     widths = {f"agent.{k}": hidden for k in ("gnn_hidden", "gru_hidden", "q_hidden")}
-    given = {**tuning, **widths, "n_envs": n_envs, "device": "cpu"}
-    if episodes is not None:
-        given["episodes"] = episodes
+    given = {**tuning, **widths, **budget, "n_envs": n_envs, "device": "cpu"}
     train_config = checked(recipe_config(TEAM_RECIPE, given))
-    with SweepBar(len(config.token_weights) * len(config.seeds)) as bar:
+    baseline_config = BaselineTrainConfig(**budget, n_envs=max(n_envs, 2))
+    trials = (
+        sum(len(config.knobs[m][1]) if m in config.knobs else 1 for m in config.methods)
+        * len(config.token_weights)
+        * len(config.seeds)
+    )
+    with SweepBar(trials) as bar:
         result = run_sweep(
-            opts, config, train_config, db=db, log=not no_log, progress=bar, report=bar.report
-        )
+            opts, config, train_config, db=db, log=not no_log, progress=bar,
+            report=bar.report, baseline_config=baseline_config,
+        )  # fmt: skip
     if as_json:
         emit_json(result)
     else:
@@ -842,6 +1266,10 @@ class SweepBar(ProgressBar):
         self.bar.console.print(f"[red]failed:[/red] {line}", highlight=False, soft_wrap=True)
 
 
+def _knob_text(point: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v:g}" for k, v in (point.get("knob") or {}).items())
+
+
 def _print_sweep(result: dict[str, Any]) -> None:
     from rich.table import Table
 
@@ -850,7 +1278,10 @@ def _print_sweep(result: dict[str, Any]) -> None:
         bounds = f" [{lo_hi[0]:{fmt}}, {lo_hi[1]:{fmt}}]" if lo_hi else ""
         return f"{row[key]:{fmt}}{bounds}"
 
-    front = {(p["kind"], p["policy"], p["token_weight"], p["seed"]) for p in result["front"]}
+    front = {
+        (p["kind"], p["policy"], p["token_weight"], p["seed"], _knob_text(p))
+        for p in result["front"]
+    }
     table = Table(
         title=f"{result['benchmark']}: {result['eval_episodes']} held-out tasks (eval seed "
         f"{result['eval_seed']}); [lo, hi] = 95% interval; * = on the accuracy/token front",
@@ -859,13 +1290,14 @@ def _print_sweep(result: dict[str, Any]) -> None:
     for name in ("policy", "token_weight", "seed", "accuracy", "mean_tokens", "mean_reward", ""):
         table.add_column(name, justify="left" if name == "policy" else "right")
     for t in result["trials"]:
-        on = ("trial", "qmix", t["token_weight"], t["seed"]) in front
+        on = ("trial", t["method"], t["token_weight"], t["seed"], _knob_text(t)) in front
         table.add_row(
-            "qmix", f"{t['token_weight']:g}", str(t["seed"]), ci(t, "accuracy", ".3f"),
-            ci(t, "mean_tokens", ".0f"), ci(t, "mean_reward", ".3f"), "*" if on else "",
+            t["method"] + (f" ({_knob_text(t)})" if t["knob"] else ""), f"{t['token_weight']:g}",
+            str(t["seed"]), ci(t, "accuracy", ".3f"), ci(t, "mean_tokens", ".0f"),
+            ci(t, "mean_reward", ".3f"), "*" if on else "",
         )  # fmt: skip
     for f in result["fixed"]:
-        on = ("fixed", f["policy"], None, None) in front
+        on = ("fixed", f["policy"], None, None, "") in front
         weights = " / ".join(f"{r['token_weight']:g}" for r in f["rewards"])
         rewards = " / ".join(f"{r['mean_reward']:.3f}" for r in f["rewards"])
         table.add_row(
@@ -873,6 +1305,105 @@ def _print_sweep(result: dict[str, Any]) -> None:
             rewards, "*" if on else "",
         )  # fmt: skip
     Console().print(table)
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+@app.command()
+def calibrate(
+    run: Annotated[
+        list[str], typer.Option(help="RUN_ID of a real run to fit on (repeat for several).")
+    ],
+    out: Annotated[Path, typer.Option(help="Where to write the fitted society (JSON).")],
+    check_fraction: Annotated[
+        float, typer.Option(help="Share of the tasks held out to check the fit (by task hash).")
+    ] = 0.3,
+    draws: Annotated[
+        int, typer.Option(help="Simulated replays of each held-out real episode.")
+    ] = 20,
+    base: Annotated[
+        str, typer.Option(help=f"Preset the fit shrinks toward: {', '.join(PRESETS)}.")
+    ] = "flash-lite",
+    prior_scale: Annotated[
+        float, typer.Option(help="Widen (>1) or narrow (<1) the priors around --base.")
+    ] = 1.0,
+    name: Annotated[
+        str | None, typer.Option(help="Name of the fitted society (default calibrated-MODEL).")
+    ] = None,
+    seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seeds replays, bootstrap.")] = 0,
+    db: Db = None,
+    no_log: NoLog = False,
+    as_json: Json = False,
+) -> None:
+    """Fit the synthetic society to real runs; check it on tasks the fit never saw."""
+    from core.experiment.calibrate import CalibrateOptions
+    from core.experiment.calibrate import calibrate as run_calibration
+
+    options = CalibrateOptions(
+        runs=tuple(run), out=out, check_fraction=check_fraction, draws=draws, base=base,
+        prior_scale=prior_scale, seed=seed, name=name,
+    )  # fmt: skip
+    with console.status("calibrating") as status:
+        result = run_calibration(
+            options, db=db, log=not no_log, progress=lambda m: status.update(m)
+        )
+    if as_json:
+        emit_json({"out": str(out), "run_id": result.run_id, **result.report()})
+        return
+    _print_calibration(result)
+
+
+def _ci(t: Any, fmt: str) -> str:
+    return f"{t[0]:{fmt}} ({t[1]:{fmt}}, {t[2]:{fmt}})"
+
+
+def _print_calibration(result: Any) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    out = Console(width=None if sys.stdout.isatty() else 200)
+    fit, split = result.fit, result.split
+    table = Table(title=f"fitted parameters of {fit.config.name} (base {result.extra['base']})")
+    for col in ("parameter", "stock", "fitted (95% interval)", "n"):
+        table.add_column(col, justify="left" if col == "parameter" else "right")
+    for p in fit.params:
+        table.add_row(p.name, f"{p.stock:.4g}", f"{p.value:.4g} ({p.lo:.4g}, {p.hi:.4g})", str(p.n))
+    out.print(table)
+    out.print("[bold]kept at the base preset's value:[/bold]")
+    for what, why in fit.stock.items():
+        out.print(escape(f"  {what}: {why}"), highlight=False, soft_wrap=True)
+    out.print(
+        f"[bold]simulated vs real[/bold]: fitted on {split['fit_episodes']} episodes of "
+        f"{split['fit_tasks']} tasks; checked on {split['check_episodes']} episodes of "
+        f"{split['check_tasks']} other tasks (split by task hash, {split['check_fraction']:.0%} "
+        f"held out), each replayed {split['draws']}x in the fitted society. (lo, hi) = 95% "
+        "bootstrap interval over tasks; err = simulated - real; base err = the base preset's.",
+        highlight=False,
+        soft_wrap=True,
+    )
+    for title, rows in (
+        ("per policy", result.by_topology),
+        ("per action (calls)", result.by_action),
+    ):
+        t = Table(title=f"held-out check, {title}")
+        for col in (
+            "group", "n", "real acc", "sim acc", "err acc", "base err",
+            "real tokens", "sim tokens", "err tokens", "base err",
+        ):  # fmt: skip
+            t.add_column(col, justify="left" if col == "group" else "right")
+        for r in rows:
+            t.add_row(
+                r["group"], str(r["n"]), _ci(r["real_acc"], ".2f"), _ci(r["sim_acc"], ".2f"),
+                _ci(r["err_acc"], "+.2f"), f"{r['stock_err_acc'][0]:+.2f}",
+                _ci(r["real_tok"], ".0f"), _ci(r["sim_tok"], ".0f"),
+                _ci(r["err_tok"], "+.0f"), f"{r['stock_err_tok'][0]:+.0f}",
+            )  # fmt: skip
+        out.print(t)
+    console.print(
+        f"wrote {result.out}" + (f"; logged as run {result.run_id}" if result.run_id else ""),
+        soft_wrap=True,
+    )
 
 
 # --------------------------------------------------------------------------- the store
@@ -1004,13 +1535,18 @@ BENCHMARKS: dict[str, str] = {
     "lab": "page render times and replay-slider latency on a large store",
     "openai-concurrency": "seconds per episode against a local server with fixed latency",
     "sim-calibration": "accuracy and tokens per fixed topology and difficulty (the simulator)",
+    "calibration-real": "simulated vs real per action and policy on held-out real episodes",
     "actions-by-difficulty": "what a trained policy does on easy and hard tasks",
     "headroom": "the oracle, a hand-written adaptive plan and the best fixed plan per task",
     "fuzz-checker": "the maths checker on random explosive expressions (time per check)",
+    "humaneval-checker": "every HumanEval reference passes and an exit-0 forgery fails",
+    "extraction": "our maths answer reading vs math-verify: recorded replies, hostile answers",
     "learning": "learned policy vs every fixed topology on held-out episodes, paired SEs",
     "rollouts": "rollout episodes/s of the learned policy on the simulator, per lockstep width",
     "scaling": "learner updates/s and rollout episodes/s against agents N and rounds T, memory",
     "time-to-quality": "wall seconds until default training reaches held-out reward thresholds",
+    "real": "local model: seconds per episode by topology, tokens/s, runtime overhead",
+    "baselines": "learned-topology methods vs Agent Q-Mix and fixed topologies: paired SEs, graphs",
 }
 """``agentqmix bench NAME``: the modules of ``benchmarks/`` (``benchmarks.<name>``), run as
 their own process so that the lab's benchmark never loads the lab into ``core``."""
@@ -1027,6 +1563,7 @@ def bench(
     ctx: typer.Context,
     name: Annotated[str | None, typer.Argument(help="Which benchmark.")] = None,
 ) -> None:
+    import os
     import subprocess
 
     if name is None or name in ("--help", "-h"):
@@ -1037,7 +1574,11 @@ def bench(
     if name not in BENCHMARKS:
         raise UserError(f"no benchmark {name!r}; choose one of {', '.join(BENCHMARKS)}.")
     module = "benchmarks." + name.replace("-", "_")
-    raise typer.Exit(subprocess.call([sys.executable, "-m", module, *ctx.args]))
+    # The benchmarks of this checkout, not of whichever one is installed.
+    root = str(Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path}
+    raise typer.Exit(subprocess.call([sys.executable, "-m", module, *ctx.args], env=env))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1053,11 +1594,11 @@ def main(argv: list[str] | None = None) -> int:
         result = app(args=args, standalone_mode=False)
         return_code = result if isinstance(result, int) else 0
     except (UserError, StoreBusy) as exc:
-        return_code = _error(str(exc))
+        return_code = _error(str(exc), args)
     except typer.TyperException as exc:  # click's usage errors (typer vendors click)
         message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
         # An empty message: the help text was already printed (no command given).
-        return_code = _error(f"{message.rstrip('.')}. See --help.") if message.strip() else 2
+        return_code = _error(f"{message.rstrip('.')}. See --help.", args) if message.strip() else 2
     except typer.Abort:
         console.print("Aborted!")
         return_code = 1
@@ -1068,10 +1609,19 @@ def main(argv: list[str] | None = None) -> int:
     return return_code
 
 
-def _error(message: str) -> int:
-    """Print ``error: message`` as one line (never as rich markup) and return exit code 2."""
+def _error(message: str, args: Sequence[str] = ()) -> int:
+    """Print ``error: message`` as one line (never as rich markup) and return exit code 2.
+
+    Credentials are masked (:func:`core.sanitize.mask_message`): those of any URL in the
+    message, parsed or not, the secrets of the environment (``OPENAI_API_KEY``...) and
+    those of every URL among the command's arguments."""
     from rich.markup import escape
 
+    from core.sanitize import mask_message, secrets_in_environment, url_secrets
+
+    urls = [part for arg in args for part in (arg, arg.partition("=")[2])]
+    secrets = secrets_in_environment() + [s for url in urls for s in url_secrets(url)]
+    message = mask_message(message, secrets)
     line = " ".join(part.strip() for part in message.splitlines() if part.strip())
     console.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
     return 2

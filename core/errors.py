@@ -7,3 +7,8 @@ class UserError(Exception):
 
 class StoreBusy(RuntimeError):
     """The database stayed locked by another process for longer than the allowed wait."""
+
+
+class DiskFull(UserError):
+    """A write failed because the disk (or the user's quota) is full: the run stops cleanly,
+    what it stored stays consistent, and it can be resumed once there is room."""

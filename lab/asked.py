@@ -103,7 +103,14 @@ def rebuilt_agent_prompt(record: EpisodeRecord, round_: int, agent: int) -> Chat
     if step is None:
         raise ValueError(f"agent {agent} has no step in round {round_}")
     previous = _remembered(record, round_, agent)
-    inbox = [m for m in record.rounds[round_].messages if m.dst == agent]
+    rnd = record.rounds[round_]
+    # A message on one of the round's edges was read this round (the first from each source);
+    # any other came along a temporal edge: an answer of the round before.
+    on_edge = {src for src, dst in rnd.edges if dst == agent}
+    inbox, earlier = [], []
+    for m in (m for m in rnd.messages if m.dst == agent):
+        (inbox if m.src in on_edge else earlier).append(m)
+        on_edge.discard(m.src)
     return prompts.agent_chat(
         record_task(record),
         step.role,
@@ -113,6 +120,7 @@ def rebuilt_agent_prompt(record: EpisodeRecord, round_: int, agent: int) -> Chat
         previous,
         sorted(inbox, key=lambda m: m.src),
         byzantine=step.fault == "byzantine",
+        earlier=sorted(earlier, key=lambda m: m.src),
     )
 
 

@@ -3,9 +3,16 @@
 A seeded :class:`core.qmix.mixers.QMixer` (untrained: monotonicity comes from its
 architecture, not from training) mixes per-agent Q-tables the student edits. Everything
 is exact: credit from :meth:`QMixer.view`, the centralised argmax by enumerating every
-joint action. :class:`UnconstrainedMixer` is the same network without the ``abs`` on its
+joint action. ``monotonic=False`` is the same network without the ``abs`` on its
 weights — the counter-example that shows why QMIX needs monotonicity: with signed
 weights the agents' own greedy choices can miss the joint argmax.
+
+The scale: Q-values are in units of the team's reward, which lies in
+:data:`REWARD_RANGE` on the default settings. The Q-value sliders span that range, and
+the seeded mixer is rescaled per state (a positive factor and a shift on its output, so
+monotonicity, the argmax and the credit's ranking are untouched) so that its Q_tot spans
+the same range over the sliders' box: a monotonic Q_tot is lowest with every Q_i at the
+bottom and highest with every Q_i at the top, so it never leaves the range.
 """
 
 from __future__ import annotations
@@ -14,10 +21,20 @@ import itertools
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from core.actions import ACTION_NAMES, N_ACTIONS
 from core.qmix.mixers import MixerConfig, MixerView, QMixer
 from core.records import RoundRecord
+from core.team.options import TeamOptions
+
+_TEAM = TeamOptions()
+REWARD_RANGE: tuple[float, float] = (-_TEAM.token_weight, _TEAM.accuracy_weight)
+"""The team's reward on the default settings (capped token penalty):
+``w_acc · score − w_tok · min(tokens / budget, 1)`` lies in ``[−w_tok, w_acc]``."""
+
+Q_STEP = 0.05
+"""Slider step of the Q-values (and the rounding of the example tables)."""
 
 
 @dataclass
@@ -54,23 +71,56 @@ CRASHED: dict[str, int] = {"multiple choice, one agent crashed": 2}
 available action is ``solo_process`` (as in the real team's ``avail`` mask)."""
 
 
-class UnconstrainedMixer(QMixer):
-    """QMIX's network without ``abs``: signed mixing weights, so Q_tot is not monotonic in
-    each Q_i and a per-agent argmax no longer has to be the joint argmax."""
+class TeachingMixer(QMixer):
+    """A seeded QMixer whose output is rescaled per state to :data:`REWARD_RANGE` over the
+    sliders' box; ``monotonic=False`` drops the ``abs`` on its weights (the same parameters,
+    signed), so Q_tot is no longer monotonic in each Q_i and a per-agent argmax no longer
+    has to be the joint argmax.
 
-    def weights(self, states: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    The rescaling is ``k(s) · Q_tot + c(s)`` with ``k > 0``, read off the monotonic
+    network at the box's two corners and folded into its final weights and V(s), so
+    :meth:`QMixer.forward` and :meth:`QMixer.view` (credit included) see one network.
+    """
+
+    def __init__(self, n_agents: int, state_dim: int, config: MixerConfig, monotonic: bool):
+        super().__init__(n_agents, state_dim, config)
+        self.monotonic = monotonic
+
+    def _raw(self, states: torch.Tensor, monotonic: bool) -> tuple[torch.Tensor, ...]:
+        if monotonic:
+            return super().weights(states)
         w1 = self.hyper_w1(states).view(-1, self.n_agents, self.embed)
         return w1, self.hyper_b1(states), self.hyper_w_final(states), self.v(states).squeeze(-1)
 
+    def weights(self, states: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        w1, b1, w_final, v = self._raw(states, self.monotonic)
+        k, c = self._scale(states)  # (B,), (B,)
+        return w1, b1, w_final * k.unsqueeze(-1), v * k + c
 
-def build_mixer(config: CtdeConfig | None = None, monotonic: bool = True) -> QMixer:
-    """A seeded QMixer for the toy team (weights are a deterministic function of the seed);
-    ``monotonic=False`` gives the same parameters in an :class:`UnconstrainedMixer`."""
+    def _scale(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        w1, b1, w_final, v = self._raw(states, True)
+        lo, hi = REWARD_RANGE
+
+        def q_tot(value: float) -> torch.Tensor:  # (B,) with every Q_i = value
+            qs = torch.full((states.shape[0], 1, self.n_agents), value)
+            return (F.elu(torch.bmm(qs, w1).squeeze(1) + b1) * w_final).sum(-1) + v
+
+        bottom, top = q_tot(lo), q_tot(hi)
+        k = (hi - lo) / (top - bottom)
+        return k, lo - k * bottom
+
+
+def build_mixer(config: CtdeConfig | None = None, monotonic: bool = True) -> TeachingMixer:
+    """A seeded :class:`TeachingMixer` for the toy team (weights are a deterministic
+    function of the seed); ``monotonic=False`` gives the same parameters without ``abs``."""
     config = config or CtdeConfig()
     config.validate()
     gen = torch.Generator().manual_seed(config.seed)
-    mixer = (QMixer if monotonic else UnconstrainedMixer)(
-        config.n_agents, config.state_dim, MixerConfig(embed=config.embed, hypernet_hidden=16)
+    mixer = TeachingMixer(
+        config.n_agents,
+        config.state_dim,
+        MixerConfig(embed=config.embed, hypernet_hidden=16),
+        monotonic,
     )
     with torch.no_grad():
         for p in mixer.parameters():
@@ -79,12 +129,14 @@ def build_mixer(config: CtdeConfig | None = None, monotonic: bool = True) -> QMi
 
 
 def example_q_table(state: str, config: CtdeConfig | None = None) -> list[list[float]]:
-    """Per-agent Q-values ``(N, 6)`` for one of :data:`STATES`, rounded for sliders."""
+    """Per-agent Q-values ``(N, 6)`` for one of :data:`STATES`, in :data:`REWARD_RANGE` and
+    on the sliders' grid."""
     config = config or CtdeConfig()
     index = list(STATES).index(state)
     gen = torch.Generator().manual_seed(config.seed * 100 + index)
-    table = torch.randn(config.n_agents, N_ACTIONS, generator=gen)
-    return [[round(float(v), 1) for v in row] for row in table]
+    lo, hi = REWARD_RANGE
+    table = lo + (hi - lo) * torch.rand(config.n_agents, N_ACTIONS, generator=gen)
+    return [[round(round(float(v) / Q_STEP) * Q_STEP, 2) for v in row] for row in table]
 
 
 def state_tensor(state: str, config: CtdeConfig | None = None) -> torch.Tensor:
@@ -108,6 +160,14 @@ def available(state: str, config: CtdeConfig | None = None) -> list[list[bool]]:
     if crashed is not None and crashed < config.n_agents:
         avail[crashed] = [a == 0 for a in range(N_ACTIONS)]
     return avail
+
+
+def joint_count(avail: list[list[bool]]) -> int:
+    """How many joint actions the team can take (a crashed agent has one)."""
+    count = 1
+    for row in avail:
+        count *= sum(row)
+    return count
 
 
 def greedy_actions(q_table: list[list[float]], avail: list[list[bool]] | None = None) -> list[int]:

@@ -13,6 +13,7 @@ import json
 import tempfile
 import threading
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ import streamlit as st
 from core.records import DECISION_AGENT, EpisodeRecord
 from core.store import queries as q
 from core.store.commands import export_run
-from core.store.engine import resolve_db
+from core.store.engine import resolve_db, sweep_status_dir
 from core.team.options import options_from_dict
 from lab import asked, figures, forks
 from lab import jobs as jobs_module
@@ -62,6 +63,14 @@ def short_run(run_id: str) -> str:
     """``eval-…-e490`` → ``eval-e490``: enough to tell runs apart on a chart."""
     parts = str(run_id).split("-")
     return f"{parts[0]}-{parts[-1]}" if len(parts) > 2 else str(run_id)
+
+
+def engine_label(backend: str | None, model: str | None) -> str:
+    """What answered a run's questions, as charts name it: ``simulated`` for the synthetic
+    society, else ``back-end · model`` (``openai · SmolLM2-135M-Instruct``)."""
+    if backend in (None, "", "sim"):
+        return "simulated"
+    return f"{backend} · {model}" if model else str(backend)
 
 
 def _label_policies(df: pd.DataFrame, include_training: bool) -> pd.DataFrame:
@@ -107,6 +116,13 @@ def runs(db: str, kind: str | None = None) -> pd.DataFrame:
     df = df.merge(q.run_tags(db), on="id", how="left")
     fork = (df["kind"] == forks.FORK_KIND).astype(int)
     return df.assign(_fork=fork).sort_values("_fork", kind="stable").drop(columns="_fork")
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def calibration_report(db: str, run_id: str) -> dict[str, Any]:
+    """The report an ``agentqmix calibrate`` run logged ({} if it has none)."""
+    info = q.get_run(db, run_id)
+    return (info.config.get("calibration") or {}) if info is not None else {}
 
 
 def fork_run_ids(db: str) -> set[str]:
@@ -174,10 +190,22 @@ def count(
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
-def episode_position(db: str, run_id: str, index: int) -> int:
-    """Where episode ``index`` stands in the run's episodes in index order (for paging)."""
-    total = q.count_episodes(db, _filters(run_id))
-    return total - q.count_episodes(db, _filters(run_id, from_episode=index))
+def episode_position(
+    db: str,
+    run_id: str,
+    index: int,
+    benchmark: str | None = None,
+    policy: str | None = None,
+    correct: bool | None = None,
+    with_failures: bool | None = None,
+    text: str | None = None,
+    order_by: str = "episode",
+    descending: bool = False,
+) -> int | None:
+    """Where episode ``index`` stands in the run's listing with these filters and this order
+    (for paging to it); None when it does not match them."""
+    flt = _filters(run_id, benchmark, policy, correct, with_failures, None, text)
+    return q.episode_rank(db, flt, index, order_by=order_by, descending=descending)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -186,6 +214,14 @@ def run_values(db: str, run_id: str, column: str) -> list:
     names), sorted: filters then offer only what the run has."""
     df = q.aggregate(db, (column,), q.EpisodeFilter(run_ids=[run_id]))
     return sorted(df[column].dropna().tolist())
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def task_outcomes(db: str, run_id: str, policy: str, healthy: bool = True) -> pd.DataFrame:
+    """One side of a run diff: per task, how one policy of one run did (healthy episodes
+    only, unless ``healthy`` is False)."""
+    flt = _filters(run_id, None, policy, None, False if healthy else None)
+    return q.task_outcomes(db, flt)
 
 
 @st.cache_data(ttl=600, show_spinner=False, max_entries=256)
@@ -220,6 +256,8 @@ def aggregate(
         # A fork is two episodes of one task: a point of n = 1 that says nothing of a policy.
         df = df[~df["run_id"].isin(fork_run_ids(db))]
     df = _label_policies(df, include_training)
+    if "backend" in df:
+        df["engine"] = [engine_label(b, m) for b, m in zip(df["backend"], df["model"], strict=True)]
     if "run_id" in df and "policy" in df:
         df["label"] = [
             f"{p} · {short_run(r)}" for p, r in zip(df["policy"], df["run_id"], strict=True)
@@ -272,19 +310,94 @@ def sweeps(db: str) -> pd.DataFrame:
     return q.list_sweeps(db)
 
 
+@dataclass(frozen=True)
+class LiveSweep:
+    """How far a sweep is, as its driver last said (``<db>.sweeps/SWEEP_ID.json``)."""
+
+    sweep_id: str
+    benchmark: str
+    total: int
+    done: int
+    running: int
+    failed: int
+    state: str
+    """``running``, ``finished``, ``interrupted``, ``failed`` — or ``stopped``: it said it
+    was running, but its process is gone."""
+    started_at: float
+    error: str = ""
+
+    @property
+    def live(self) -> bool:
+        return self.state == "running"
+
+    def line(self) -> str:
+        """``4 of 6 trials done · 2 running · 1 failed`` (and how it ended)."""
+        parts = [f"{self.done} of {self.total} trials done"]
+        parts += [f"{self.running} running"] if self.running and self.live else []
+        parts += [f"{self.failed} failed"] if self.failed else []
+        parts += [] if self.live or self.state == "finished" else [self.state]
+        return " · ".join(parts)
+
+
+def live_sweeps(db: str) -> dict[str, LiveSweep]:
+    """Every sweep that logs into ``db`` and said how far it is, newest first (not cached:
+    a few small files, read every refresh while one runs)."""
+    found = []
+    for path in sweep_status_dir(db).glob("*.json"):
+        try:
+            d = json.loads(path.read_text())
+            state = d["state"]
+            if state == "running" and not jobs_module.process_alive(int(d["pid"]), None):
+                state = "stopped"
+            found.append(
+                LiveSweep(
+                    d["sweep_id"], str(d.get("benchmark") or "?"), int(d["total"]),
+                    int(d["done"]), int(d["running"]), int(d["failed"]), state,
+                    float(d.get("started_at") or 0.0), str(d.get("error") or ""),
+                )
+            )  # fmt: skip
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # being replaced, or not a sweep's: the next refresh reads it
+    return {s.sweep_id: s for s in sorted(found, key=lambda s: -s.started_at)}
+
+
+def sweep_label(row: pd.Series) -> str:
+    """``sweep-… · mixed · 6 trials (weights 0.1, 0.3) · 7 fixed`` — how a sweep is named
+    in pickers; a sweep whose runs are still being written may have no trial yet (its
+    weights are NULL, its benchmark too when no run has logged an episode)."""
+    weights = row.get("token_weights")
+    listed = [] if weights is None or not hasattr(weights, "__iter__") else list(weights)
+    bench = row.get("benchmark") if isinstance(row.get("benchmark"), str) else "?"
+    trials = f"{int(row['trials'])} trials" + (
+        f" (weights {', '.join(f'{w:g}' for w in listed)})" if listed else ""
+    )
+    return f"{row['sweep_id']} · {bench} · {trials} · {int(row['fixed'])} fixed"
+
+
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def sweep_points(db: str, sweep_id: str) -> pd.DataFrame:
     """One sweep's held-out points (a trial's learned policy or a fixed topology) with 95 %
-    intervals and a ``label``: ``w=0.3 · seed 1`` for a trial, the topology's name for a
-    fixed one."""
+    intervals and a ``label``: ``w=0.3 · seed 1`` for an Agent Q-Mix trial, ``agentprune
+    prune_ratio=0.3 · w=0.3 · seed 1`` for a learned-topology method's, the topology's name
+    for a fixed one; ``knob`` as a dict."""
     df = q.sweep_points(db, sweep_id)
     if df.empty:
         return df
+    df["knob"] = [json.loads(k) if isinstance(k, str) else {} for k in df["knob"]]
+
+    def label(policy: str, w: float | None, seed: float, knob: dict) -> str:
+        if w is None or w != w:
+            return str(policy)
+        method = "" if policy == "qmix" else f"{policy} "
+        method += "".join(f"{k}={v:g} " for k, v in knob.items())
+        return f"{method}{'· ' if method else ''}w={w:g} · seed {int(seed)}"
+
     df["label"] = [
-        str(p) if w != w or w is None else f"w={w:g} · seed {int(s)}"
-        for p, w, s in zip(df["policy"], df["token_weight"], df["seed"], strict=True)
+        label(*row)
+        for row in zip(df["policy"], df["token_weight"], df["seed"], df["knob"], strict=True)
     ]
     df["learned"] = df["token_weight"].notna()
+    df["engine"] = [engine_label(b, m) for b, m in zip(df["backend"], df["model"], strict=True)]
     return with_intervals(df)
 
 
@@ -300,6 +413,20 @@ def curves(db: str, run_id: str, window: int = 1) -> tuple[pd.DataFrame, pd.Data
         q.episode_curves(db, run_id, window, CURVE_POINTS),
         q.training_curves(db, run_id, CURVE_POINTS),
     )
+
+
+def run_of_job(db: str, pid: int, since: float) -> str | None:
+    """The training run a lab job logs (the run started since ``since``, a Unix time, by
+    process ``pid``), once the store has it; None before. Not cached: the Train page asks
+    until it shows."""
+    df = q.list_runs(db, kind="train")
+    if df.empty:
+        return None
+    for run_id in df.loc[df["started_at"] >= pd.Timestamp(since - 2, unit="s"), "id"]:
+        info = q.get_run(db, run_id)
+        if info is not None and info.pid == pid:
+            return str(run_id)
+    return None
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -145,7 +146,8 @@ class DemoStatus:
     """What the demo is doing, shared through ``<db>.lab/demo.json`` (written by the runner)."""
 
     state: str = "starting"
-    """``starting``, ``running``, ``finished`` or ``failed``."""
+    """``starting``, ``running``, ``finished``, ``failed`` or ``cancelled`` (by the user:
+    the lab then never starts it again on its own)."""
     phase: str = LOADING
     """What it is doing now (a step label while a step runs)."""
     fraction: float = 0.0
@@ -172,6 +174,10 @@ class DemoStatus:
     def lost(self) -> bool:
         """Said it was running, but its process is gone (killed, or the machine rebooted)."""
         return self.state in ("starting", "running") and not self.live
+
+    @property
+    def cancelled(self) -> bool:
+        return self.state == "cancelled"
 
     def line(self) -> str:
         """One terminal line: ``demo  42% · train a QMIX team · 32 of 64 episodes``."""
@@ -242,11 +248,31 @@ def _count_while(
     return thread
 
 
+class _Cancelled(BaseException):
+    """SIGTERM from :func:`cancel_demo`: stop at once, say so."""
+
+
+def _cancel_on_sigterm(signum: int, frame: object) -> None:
+    raise _Cancelled
+
+
 def run_demo(db: str | os.PathLike[str], config: DemoConfig | None = None) -> int:
-    """Run the demo's three commands in this process, reporting progress; 0 on success."""
-    config = config or DemoConfig()
-    folder = workdir(db)
+    """Run the demo's three commands in this process, reporting progress; 0 on success.
+    SIGTERM (:func:`cancel_demo`) stops it wherever it is and marks it ``cancelled``."""
     path = status_path(db)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _cancel_on_sigterm)
+    try:
+        return _run_steps(db, config or DemoConfig(), path)
+    except _Cancelled:
+        status = DemoStatus.read(path) or DemoStatus()
+        _Progress(status, path).finish("cancelled")
+        print("demo cancelled", file=sys.stderr, flush=True)
+        return 1
+
+
+def _run_steps(db: str | os.PathLike[str], config: DemoConfig, path: Path) -> int:
+    folder = workdir(db)
     status = DemoStatus.read(path) or DemoStatus()
     status.pid, status.proc_start = os.getpid(), proc_start_time(os.getpid())
     status.fraction, status.step, status.error = 0.0, 0, None
@@ -323,6 +349,23 @@ def spawn_demo(db: str | os.PathLike[str], *, new_session: bool) -> subprocess.P
         status_path(db)
     )
     return proc
+
+
+def cancel_demo(db: str | os.PathLike[str], wait_s: float = 15.0) -> bool:
+    """Stop the running demo of ``db`` (SIGTERM: it marks itself ``cancelled``); False when
+    none runs. Waits up to ``wait_s`` for it to say so, then marks it cancelled itself."""
+    status = read_status(db)
+    if status is None or not status.live:
+        return False
+    os.kill(status.pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and process_alive(status.pid, status.proc_start):
+        time.sleep(0.1)
+    now = read_status(db) or status
+    if not now.cancelled:
+        now.state, now.phase, now.detail = "cancelled", "cancelled", ""
+        now.write(status_path(db))
+    return True
 
 
 def demo_enabled() -> bool:

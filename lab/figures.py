@@ -3,10 +3,8 @@
 Nothing here touches Streamlit or the database, so every figure can be built and checked
 in a test from a hand-made :class:`~core.records.EpisodeRecord` or DataFrame.
 
-Three palettes that never share a colour, so a colour means one thing on every page:
-:data:`ACTION_COLORS` (the six actions: graph nodes, Q-value bars, action mixes),
-:data:`AGENT_COLORS` (agents: the token chart) and :data:`POLICY_PALETTE` (policies and
-runs: comparisons). Figures carry no titles of their own (the page's headings name them),
+Colours come from :mod:`lab.palette` (an action, an agent and a policy each have one
+colour on every page). Figures carry no titles of their own (the page's headings name them),
 and legends sit under the plot, so nothing overlaps on a narrow screen.
 """
 
@@ -23,43 +21,14 @@ import plotly.io as pio
 
 from core.actions import ACTION_NAMES
 from core.records import AgentStep, EpisodeRecord, RoundRecord
+from lab.palette import (
+    ACTION_COLORS,
+    AGENT_COLORS,
+    policy_color,
+    shade,
+    variant_symbols,
+)
 from lab.stats import ema
-
-ACTION_COLORS: tuple[str, ...] = (
-    "#4C78A8",  # solo_process
-    "#F58518",  # broadcast_all
-    "#54A24B",  # selective_query
-    "#B279A2",  # aggregate_refine
-    "#72B7B2",  # execute_verify
-    "#E45756",  # debate_check
-)
-"""Colour of each action, indexed like :data:`core.actions.ACTION_NAMES`."""
-
-AGENT_COLORS: tuple[str, ...] = (
-    "#8C6D31",  # ochre
-    "#393B79",  # indigo
-    "#A0A0A0",  # grey
-    "#6B2D1F",  # brick brown
-    "#C7B03B",  # mustard
-    "#2F4F4F",  # slate
-    "#D9A6A0",  # dusty rose
-    "#5C5C3D",  # olive drab
-)
-"""Colour of agent 0, 1, ... in the token chart (none is an action's colour)."""
-
-POLICY_PALETTE: tuple[str, ...] = (
-    "#1B9E77",
-    "#D95F02",
-    "#7570B3",
-    "#E7298A",
-    "#66A61E",
-    "#E6AB02",
-    "#A6761D",
-    "#666666",
-    "#1F78B4",
-    "#B15928",
-)
-"""Colour of each policy (comparisons; ColorBrewer Dark2 + Paired)."""
 
 FAILED_COLOR = "#D62728"
 DECISION_COLOR = "#222222"
@@ -107,11 +76,18 @@ def _layout(fig: go.Figure, height: int, legend: bool = True) -> go.Figure:
         height=height,
         margin=dict(l=10, r=10, t=30, b=10),
         showlegend=legend,
+        xaxis=dict(automargin=True),
+        yaxis=dict(automargin=True),
         legend=dict(
             orientation="h", yref="container", yanchor="bottom", y=0.0, xanchor="left", x=0.0
         ),
     )
     return fig
+
+
+def round_name(index: int) -> str:
+    """``round 1`` for the record's round 0: people count rounds from 1 (so do the prompts)."""
+    return f"round {int(index) + 1}"
 
 
 def agent_labels(roles: Sequence[str]) -> list[str]:
@@ -443,9 +419,9 @@ def q_values_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 330) -
     """Per-agent Q-values of the six actions (one bar group per agent); None for fixed policies.
 
     Traces 0-5 are the actions' bars (6-11: their legend swatches, no data). The chosen
-    action's bar is labelled with :func:`choice`: ``greedy`` (thick outline),
-    ``explored`` (outlined and hatched: ε-exploration picked it against the argmax) or, for
-    an agent out of the round, ``failed (crash)`` (no outline: it did not choose).
+    action's bar is outlined (``greedy``), outlined and hatched (``explored``: ε-exploration
+    picked it against the argmax) or faded (an agent out of the round: it did not choose);
+    the agent's tick label says which (:func:`choice`), under the axis, clear of the bars.
     """
     steps = [s for s in sorted(rnd.steps, key=lambda s: s.agent) if s.q_values is not None]
     if not steps:
@@ -471,27 +447,19 @@ def q_values_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 330) -
                     fgcolor="black",
                 ),
             ),
-            text=[choice(s) if c else "" for s, c in zip(steps, chosen, strict=True)],
-            textposition="outside",
-            # The label is wider than its bar: draw it at full size, not shrunk to the bar.
-            constraintext="none",
-            textfont=dict(size=11),
-            cliponaxis=False,
-            hovertemplate=f"%{{x}}<br>{name}: %{{y:.3f}}<extra></extra>",
+            customdata=[choice(s) if c else "" for s, c in zip(steps, chosen, strict=True)],
+            hovertemplate=f"%{{x}}<br>{name}: %{{y:.3f}} %{{customdata}}<extra></extra>",
             legendgroup=name,
             showlegend=False,
         )
     for a, name in enumerate(ACTION_NAMES):
         # Plain swatches for the legend (a trace's first bar may be outlined or hatched).
         fig.add_bar(x=[None], y=[None], name=name, marker_color=ACTION_COLORS[a], legendgroup=name)
-    values = [v for s in steps for v in s.q_values]
-    lo, hi = min(values + [0.0]), max(values + [0.0])
-    pad = (hi - lo or 1.0) * 0.22  # room above the bars for the "greedy" / "explored" labels
-    fig.update_layout(
-        barmode="group",
-        yaxis=dict(title="Q(o, a)", range=[lo - pad / 3, hi + pad]),
-        bargap=0.25,
-        uniformtext=dict(minsize=10, mode="show"),
+    fig.update_layout(barmode="group", yaxis=dict(title="Q(o, a)"), bargap=0.25)
+    fig.update_xaxes(
+        tickangle=0,
+        tickvals=labels,
+        ticktext=[f"{lbl}<br><i>{choice(s)}</i>" for lbl, s in zip(labels, steps, strict=True)],
     )
     return _layout(fig, height)
 
@@ -516,6 +484,10 @@ def credit_figure(
     if rnd.credit is None:
         return None
     labels = list(labels or [agent_name(i, roles) for i in range(len(rnd.credit))])
+    total = sum(rnd.credit)
+    # A rate, not a share: the credits need not add up to 1; the percentage is each one's
+    # part of their sum.
+    shares = [c / total if total > 0 else math.nan for c in rnd.credit]
     fig = go.Figure(
         go.Bar(
             x=list(rnd.credit),
@@ -523,13 +495,20 @@ def credit_figure(
             orientation="h",
             marker_color=NEUTRAL_COLOR,
             name="credit",
-            text=[f"{c:.3f}" for c in rnd.credit],
-            textposition="auto",
-            hovertemplate="%{y}: %{x:.4f}<extra></extra>",
+            text=[
+                f"{c:.3f}" + ("" if math.isnan(p) else f" ({100 * p:.0f} %)")
+                for c, p in zip(rnd.credit, shares, strict=True)
+            ],
+            textposition="outside",
+            cliponaxis=False,
+            customdata=shares,
+            hovertemplate="%{y}: ∂Q_tot/∂Q_i = %{x:.4f} (%{customdata:.1%} of the sum)<extra></extra>",
         )
     )
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="∂Q_tot/∂Q_i")
+    # Room right of the longest bar for its label (outside the bar, never over the next).
+    top = max([*rnd.credit, 0.0])
+    fig.update_xaxes(title_text="∂Q_tot/∂Q_i", range=[0, top * 1.9 or 1.0])
     return _layout(fig, height, legend=False)
 
 
@@ -568,7 +547,7 @@ def tokens_figure(record: EpisodeRecord, active_round: int | None = None, height
     """Tokens of the whole episode: per agent per round (stacked), the decision agent's call,
     and the running total (line). The bars add up to the episode's total; ``active_round``
     is drawn solid, the other rounds faded."""
-    x = [f"round {r.round}" for r in record.rounds]
+    x = [round_name(r.round) for r in record.rounds]
     if record.decision is not None:
         x.append(DECISION)
     n = len(record.rounds)
@@ -684,7 +663,7 @@ def sent_table(record: EpisodeRecord, agents: Sequence[int]) -> pd.DataFrame:
             if s.agent in wanted:
                 rows.append(
                     {
-                        "round": rnd.round,
+                        "round": rnd.round + 1,
                         "agent": f"{s.agent} {s.role}",
                         "what": "its answer" if s.alive else "nothing (silent)",
                         "fault": s.fault or "",
@@ -697,7 +676,7 @@ def sent_table(record: EpisodeRecord, agents: Sequence[int]) -> pd.DataFrame:
                 role = record.roles[m.src] if m.src < len(record.roles) else "?"
                 rows.append(
                     {
-                        "round": rnd.round,
+                        "round": rnd.round + 1,
                         "agent": f"{m.src} {role}",
                         "what": f"message to {m.dst}",
                         "fault": faults.get(m.src, ""),
@@ -727,33 +706,37 @@ def training_curve_figure(
     smoothing: float = 0.9,
     height: int = 260,
 ) -> go.Figure:
-    """One metric of one or more training runs against the episode: the raw values faint,
-    their EMA (``smoothing`` in [0, 1), 0 = none) bold, one colour per run.
+    """One metric of one or more training runs against the episode: the raw values faint
+    (legend ``… raw``), their EMA (``smoothing`` in [0, 1), 0 = none) bold (legend
+    ``… smoothed``), in the learned policy's colour, one shade and dash per run.
 
     ``runs`` maps a run's label to (per-episode curves, per-update metrics) as returned by
     :func:`core.store.queries.episode_curves` / :func:`~core.store.queries.training_curves`.
     """
     source = next(src for col, _, src in CURVE_METRICS if col == column)
     fig = go.Figure()
+    dashes = ("solid", "dash", "dot", "dashdot")
     for k, (label, (episodes, metrics)) in enumerate(runs.items()):
         df = episodes if source == "episodes" else metrics
         if df is None or df.empty or column not in df:
             continue
         x = df["episode"] if "episode" in df else df["step"]
         y = df[column].astype(float)
-        color = POLICY_PALETTE[k % len(POLICY_PALETTE)]
+        color = shade(policy_color("qmix"), len(runs) - 1 - k, len(runs))
+        name = f"{label} · " if len(runs) > 1 else ""
         fig.add_scatter(
-            x=x, y=y, mode="lines", name=f"{label} (raw)", legendgroup=label, showlegend=False,
-            line=dict(color=color, width=1), opacity=0.25, hoverinfo="skip",
+            x=x, y=y, mode="lines", name=f"{name}raw", legendgroup=label,
+            line=dict(color=color, width=1), opacity=0.3, hoverinfo="skip",
         )  # fmt: skip
+        smoothed = f"{name}smoothed (EMA {smoothing:g})" if smoothing > 0 else f"{name}unsmoothed"
         fig.add_scatter(
-            x=x, y=ema(y, smoothing), mode="lines", name=label, legendgroup=label,
-            line=dict(color=color, width=2.2),
+            x=x, y=ema(y, smoothing), mode="lines", name=smoothed, legendgroup=label,
+            line=dict(color=color, width=2.6, dash=dashes[k % len(dashes)]),
             hovertemplate=f"{label}<br>episode %{{x}}: %{{y:.4g}}<extra></extra>",
         )  # fmt: skip
     if column == "correct":
         fig.update_yaxes(tickformat=".0%", range=[-0.02, 1.02])
-    return _layout(fig, height, legend=len(runs) > 1)
+    return _layout(fig, height)
 
 
 def action_mix_figure(df: pd.DataFrame, by: str, height: int = 320) -> go.Figure:
@@ -784,7 +767,9 @@ def action_mix_figure(df: pd.DataFrame, by: str, height: int = 320) -> go.Figure
 
 def _group_label(by: str, value) -> str:
     # Episode blocks are numbers on a long axis; other groups name themselves.
-    return str(value) if by == "episode" else f"{by} {value}"
+    if by == "episode":
+        return str(value)
+    return round_name(value) if by == "round" else f"{by} {value}"
 
 
 def pareto_front(df: pd.DataFrame, x: str = "mean_tokens", y: str = "accuracy") -> pd.DataFrame:
@@ -802,69 +787,161 @@ def pareto_front(df: pd.DataFrame, x: str = "mean_tokens", y: str = "accuracy") 
     return rows.loc[keep]
 
 
-def pareto_figure(df: pd.DataFrame, height: int = 440) -> go.Figure:
-    """Accuracy vs mean tokens, one point per row (a policy in one run), with 95 % intervals
-    and the Pareto front.
+def engines(df: pd.DataFrame) -> list[str]:
+    """The back-end · model labels of ``df``'s points (its ``engine`` column), simulated first."""
+    if "engine" not in df or df.empty:
+        return []
+    return sorted(df["engine"].unique(), key=lambda e: (not e.startswith("simulated"), e))
 
-    ``df`` has ``label`` (the point's name), ``policy`` (its colour), ``run_id``,
-    ``policy_id``, ``episodes``, ``accuracy`` and ``mean_tokens``, and optionally the
-    interval columns of :func:`lab.stats.with_intervals`. Every point carries
+
+def fronts(df: pd.DataFrame) -> dict[str | None, pd.DataFrame]:
+    """The Pareto front of each back-end · model (``None``: ``df`` names none). Simulated
+    and real tokens and accuracies are not one trade-off: a front never mixes them."""
+    names = engines(df)
+    if not names:
+        return {None: pareto_front(df)}
+    return {name: pareto_front(df[df["engine"] == name]) for name in names}
+
+
+def _facets(df: pd.DataFrame) -> tuple[go.Figure, list[tuple[pd.DataFrame, int]]]:
+    """A figure with one panel per back-end · model of ``df`` (one panel when it names one
+    or none), and each panel's rows with its column number."""
+    names = engines(df)
+    if len(names) <= 1:
+        return go.Figure(), [(df, 1)]
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(
+        rows=1, cols=len(names), subplot_titles=names, shared_yaxes=True, horizontal_spacing=0.06
+    )
+    return fig, [(df[df["engine"] == name], k + 1) for k, name in enumerate(names)]
+
+
+def _in_panel(panels: list[tuple[pd.DataFrame, int]], col: int) -> dict[str, int]:
+    """The ``row``/``col`` keywords of a trace in panel ``col`` (none for a single panel)."""
+    return {"row": 1, "col": col} if len(panels) > 1 else {}
+
+
+def _data_range(lo: pd.Series, hi: pd.Series, pad: float = 0.08) -> list[float]:
+    """[low, high] of the values with ``pad`` of their span either side."""
+    low, high = float(lo.min()), float(hi.max())
+    span = (high - low) or max(abs(high), 1.0) * 0.1
+    return [low - pad * span, high + pad * span]
+
+
+def _label_front(
+    fig: go.Figure, front: pd.DataFrame, y_range: list[float], plot_px: int, col: int = 1
+) -> None:
+    """Name the points of the front (of panel ``col``) with annotations stacked so no two
+    overlap.
+
+    The front rises to the right, so above-left of each point nothing dominates it: labels
+    sit above their point with a short leader, and each one at least a line (18 px) above
+    the previous; a label leans into the chart (right of a point in its left half, left of
+    one in its right half), so none is clipped at an edge.
+    """
+    pts = front.sort_values("accuracy")
+    span = y_range[1] - y_range[0] or 1.0
+    x_max = max(float(front["mean_tokens"].max()), 1.0) if not front.empty else 1.0
+    axis = "" if col == 1 else str(col)
+    prev_top = -math.inf
+    for x, y, text in zip(pts["mean_tokens"], pts["accuracy"], pts["label"], strict=True):
+        py = (y - y_range[0]) / span * plot_px
+        rise = max(22.0, prev_top + 18.0 - py)
+        prev_top = py + rise
+        right_half = x > 0.5 * x_max
+        fig.add_annotation(
+            x=x, y=y, xref=f"x{axis}", yref=f"y{axis}", text=str(text), showarrow=True,
+            arrowhead=0, arrowwidth=1, arrowcolor="#999999", ax=-12 if right_half else 12,
+            ay=-rise, xanchor="right" if right_half else "left", yanchor="bottom",
+            font=dict(size=12, color="#333333"), bgcolor="rgba(255,255,255,0.8)",
+        )  # fmt: skip
+
+
+def _trade_off_axes(
+    fig: go.Figure, df: pd.DataFrame, height: int, panels: list[tuple[pd.DataFrame, int]]
+) -> None:
+    """Axes of an accuracy-vs-tokens chart: tokens from 0, accuracy over its intervals plus
+    room above for the fronts' labels (one shared accuracy axis over every panel)."""
+    has_ci = "accuracy_lo" in df
+    y_range = _data_range(
+        df["accuracy_lo"].fillna(df["accuracy"]) if has_ci else df["accuracy"],
+        df["accuracy_hi"].fillna(df["accuracy"]) if has_ci else df["accuracy"],
+    )
+    panel_fronts = [(pareto_front(panel), col) for panel, col in panels if not panel.empty]
+    plot_px = height - 150  # the figure less its margins and a two-row legend
+    # Room above the highest label: each front point may sit a line above the one before.
+    most = max((len(front) for front, _ in panel_fronts), default=0)
+    headroom = (22 + 18 * most) / plot_px * (y_range[1] - y_range[0])
+    y_range = [y_range[0], min(y_range[1] + headroom, max(1.08, y_range[1]))]
+    for front, col in panel_fronts:
+        _label_front(fig, front, y_range, plot_px, col)
+    # The headroom may reach past 100 %: no tick there (no accuracy is 105 %).
+    span = y_range[1] - y_range[0]
+    step = 0.05 if span <= 0.4 else 0.1 if span <= 0.8 else 0.2
+    ticks = np.arange(math.ceil(y_range[0] / step) * step, min(y_range[1], 1.0) + 1e-9, step)
+    fig.update_xaxes(ticksuffix=" tok", rangemode="tozero", title="mean tokens per episode")
+    fig.update_yaxes(tickformat=".0%", range=y_range, tickvals=ticks.round(4))
+    fig.update_yaxes(title="accuracy", col=1 if len(panels) > 1 else None)
+
+
+def pareto_figure(df: pd.DataFrame, height: int = 480) -> go.Figure:
+    """Accuracy vs mean tokens, one point per row (a policy in one run), with 95 % intervals
+    and the Pareto front, whose points are named (the others in their hover); one panel
+    (with its own front) per back-end · model when ``df`` holds more than one (its
+    ``engine`` column: simulated and real points never share a front).
+
+    ``df`` has ``label`` (the point's name), ``policy`` (its colour: :func:`policy_color`),
+    ``run_id``, ``policy_id``, ``episodes``, ``accuracy`` and ``mean_tokens``, optionally
+    ``engine`` and the interval columns of :func:`lab.stats.with_intervals`. Points of one
+    policy from several runs differ by marker. Every point carries
     ``customdata = [run_id, policy_id, episodes]`` (what a click selects).
     """
-    fig = go.Figure()
-    colors = {
-        p: POLICY_PALETTE[k % len(POLICY_PALETTE)]
-        for k, p in enumerate(sorted(df["policy"].unique()))
-    }
-    front = set(pareto_front(df).index)
-    has_ci = "accuracy_lo" in df
-    for policy, part in df.groupby("policy", sort=True):
-        err_y = err_x = None
-        if has_ci:
-            err_y = dict(
-                type="data", symmetric=False, thickness=1.2, width=3,
-                array=(part["accuracy_hi"] - part["accuracy"]).fillna(0).tolist(),
-                arrayminus=(part["accuracy"] - part["accuracy_lo"]).fillna(0).tolist(),
-            )  # fmt: skip
-            err_x = dict(
-                type="data", symmetric=False, thickness=1.2, width=3,
-                array=(part["tokens_hi"] - part["mean_tokens"]).fillna(0).tolist(),
-                arrayminus=(part["mean_tokens"] - part["tokens_lo"]).fillna(0).tolist(),
-            )  # fmt: skip
+    fig, panels = _facets(df)
+    shown: set[str] = set()
+    for panel, col in panels:
+        for policy, part in panel.groupby("policy", sort=True):
+            err_x, err_y = _error_bars(part)
+            symbols = variant_symbols(part["run_id"])
+            fig.add_scatter(
+                x=part["mean_tokens"],
+                y=part["accuracy"],
+                mode="markers",
+                name=str(policy),
+                legendgroup=str(policy),
+                showlegend=policy not in shown,
+                marker=dict(
+                    size=13,
+                    color=policy_color(str(policy)),
+                    symbol=[symbols[r] for r in part["run_id"]],
+                    line=dict(color="white", width=1),
+                ),
+                error_x=err_x,
+                error_y=err_y,
+                customdata=part[["run_id", "policy_id", "episodes"]].to_numpy(),
+                hovertext=part["label"],
+                hovertemplate=(
+                    "<b>%{hovertext}</b><br>tokens %{x:,.0f}<br>accuracy %{y:.1%}"
+                    "<br>n = %{customdata[2]} episodes<extra></extra>"
+                ),
+                **_in_panel(panels, col),
+            )
+            shown.add(policy)
+        line = pareto_front(panel)
         fig.add_scatter(
-            x=part["mean_tokens"],
-            y=part["accuracy"],
-            mode="markers+text",
-            text=[
-                lbl if i in front else "" for i, lbl in zip(part.index, part["label"], strict=True)
-            ],
-            textposition="top center",
-            name=str(policy),
-            marker=dict(size=13, color=colors[policy], line=dict(color="white", width=1)),
-            error_x=err_x,
-            error_y=err_y,
-            customdata=part[["run_id", "policy_id", "episodes"]].to_numpy(),
-            hovertext=part["label"],
-            hovertemplate=(
-                "<b>%{hovertext}</b><br>tokens %{x:,.0f}<br>accuracy %{y:.1%}"
-                "<br>n = %{customdata[2]} episodes<extra></extra>"
-            ),
+            x=line["mean_tokens"],
+            y=line["accuracy"],
+            mode="lines",
+            name="Pareto front",
+            legendgroup="front",
+            showlegend=col == 1,
+            line=dict(color="black", dash="dash", shape="hv"),
+            hoverinfo="skip",
+            **_in_panel(panels, col),
         )
-    line = pareto_front(df)
-    fig.add_scatter(
-        x=line["mean_tokens"],
-        y=line["accuracy"],
-        mode="lines",
-        name="Pareto front",
-        line=dict(color="black", dash="dash", shape="hv"),
-        hoverinfo="skip",
-    )
-    fig.update_layout(
-        xaxis=dict(ticksuffix=" tok", rangemode="tozero"),  # mean tokens per episode
-        yaxis=dict(title="accuracy", tickformat=".0%"),
-        clickmode="event+select",
-        dragmode="zoom",
-    )
+    if not df.empty:
+        _trade_off_axes(fig, df, height, panels)
+    fig.update_layout(clickmode="event+select", dragmode="zoom")
     return _layout(fig, height)
 
 
@@ -883,12 +960,13 @@ def point_key(fig: go.Figure, point: dict) -> str | None:
     return f"{custom[0]}:{custom[1]}"
 
 
-def robustness_figure(df: pd.DataFrame, height: int = 360) -> go.Figure:
+def robustness_figure(df: pd.DataFrame, height: int = 380) -> go.Figure:
     """Accuracy vs number of failed agents, one line per policy (``df`` from the store's
     ``robustness``, with the display ``policy`` label), with 95 % Wilson intervals when the
-    ``accuracy_lo/hi`` columns are there."""
+    ``accuracy_lo/hi`` columns are there. The y axis spans the intervals (not 0-100 %), so
+    close policies stay apart."""
     fig = go.Figure()
-    for k, (name, part) in enumerate(df.sort_values("n_failed").groupby("policy", sort=True)):
+    for name, part in df.sort_values("n_failed").groupby("policy", sort=True):
         err = None
         if "accuracy_lo" in part:
             err = dict(
@@ -903,17 +981,21 @@ def robustness_figure(df: pd.DataFrame, height: int = 360) -> go.Figure:
             mode="lines+markers",
             # The count in the legend when every point has the same n (a measurement does).
             name=f"{name} (n = {ns[0]:,})" if len(ns) == 1 else str(name),
-            line=dict(
-                color=POLICY_PALETTE[k % len(POLICY_PALETTE)], width=3 if name == "qmix" else 2
-            ),
+            line=dict(color=policy_color(str(name)), width=3 if name == "qmix" else 2),
             error_y=err,
             customdata=part[["episodes"]].to_numpy(),
             hovertemplate=f"{name}<br>%{{x}} failed: %{{y:.1%}} (n = %{{customdata[0]}})<extra></extra>",
         )
     ns = sorted(int(n) for n in df["n_failed"].unique()) if not df.empty else []
+    y_range = [0.0, 1.02]
+    if not df.empty:
+        lo = df["accuracy_lo"].fillna(df["accuracy"]) if "accuracy_lo" in df else df["accuracy"]
+        hi = df["accuracy_hi"].fillna(df["accuracy"]) if "accuracy_hi" in df else df["accuracy"]
+        low, high = _data_range(lo, hi, pad=0.05)
+        y_range = [max(low, -0.02), min(high, 1.02)]
     fig.update_layout(
         xaxis=dict(tickvals=ns, ticktext=[f"{n} failed" for n in ns]),
-        yaxis=dict(title="accuracy", tickformat=".0%", range=[0, 1.02]),
+        yaxis=dict(title="accuracy", tickformat=".0%", range=y_range),
     )
     return _layout(fig, height)
 
@@ -934,52 +1016,67 @@ def _error_bars(part: pd.DataFrame) -> tuple[dict | None, dict | None]:
     return err_x, err_y
 
 
-def sweep_figure(df: pd.DataFrame, height: int = 460) -> go.Figure:
-    """A sweep's trade-off: accuracy vs mean tokens of every learned trial (one colour per
-    token weight, each point labelled ``w=… · s…``) against the fixed topologies (grey
-    diamonds, labelled by name), with 95 % intervals and the front over all points.
+def sweep_figure(df: pd.DataFrame, height: int = 500) -> go.Figure:
+    """A sweep's trade-off: accuracy vs mean tokens of every learned trial (the learned
+    policy's colour, one shade per token weight — darker costs tokens more — and one marker
+    per training seed) against the fixed topologies (diamonds in their own colours), with
+    95 % intervals and the front over all points; the front's points are named, the others
+    in their hover; one panel (with its own front) per back-end · model when ``df`` holds
+    more than one.
 
     ``df`` as :func:`lab.data.sweep_points` returns it: ``label``, ``policy``,
     ``token_weight`` and ``seed`` (NaN for a fixed topology), ``run_id``, ``episodes``,
-    ``accuracy``, ``mean_tokens`` and the interval columns. Points carry
-    ``customdata = [run_id, policy, episodes]``.
+    ``accuracy``, ``mean_tokens``, optionally ``engine``, and the interval columns. Points
+    carry ``customdata = [run_id, policy, episodes]``.
     """
-    fig = go.Figure()
-    learned = df[df["token_weight"].notna()]
-    fixed = df[df["token_weight"].isna()]
     hover = (
         "<b>%{hovertext}</b><br>tokens %{x:,.0f}<br>accuracy %{y:.1%}"
         "<br>n = %{customdata[2]} episodes<extra></extra>"
     )
-    for k, (w, part) in enumerate(learned.groupby("token_weight", sort=True)):
-        err_x, err_y = _error_bars(part)
+    learned_all = df[df["token_weight"].notna()]
+    weights = sorted(learned_all["token_weight"].unique())
+    symbols = variant_symbols(learned_all["seed"].astype(int))
+    fig, panels = _facets(df)
+    shown: set[str] = set()
+    for panel, col in panels:
+        where = _in_panel(panels, col)
+        learned = panel[panel["token_weight"].notna()]
+        fixed = panel[panel["token_weight"].isna()]
+        for w, part in learned.groupby("token_weight", sort=True):
+            k = weights.index(w)
+            name = f"learned, token weight {w:g}"
+            err_x, err_y = _error_bars(part)
+            fig.add_scatter(
+                x=part["mean_tokens"], y=part["accuracy"], mode="markers", name=name,
+                legendgroup=name, showlegend=name not in shown,
+                marker=dict(size=12, color=shade(policy_color("qmix"), k, len(weights)),
+                            symbol=[symbols[int(s)] for s in part["seed"]],
+                            line=dict(color="white", width=1)),
+                error_x=err_x, error_y=err_y, hovertext=part["label"],
+                customdata=part[["run_id", "policy", "episodes"]].to_numpy(),
+                hovertemplate=hover, **where,
+            )  # fmt: skip
+            shown.add(name)
+        for policy, part in fixed.groupby("policy", sort=True):
+            err_x, err_y = _error_bars(part)
+            fig.add_scatter(
+                x=part["mean_tokens"], y=part["accuracy"], mode="markers", name=str(policy),
+                legendgroup=str(policy), showlegend=str(policy) not in shown,
+                marker=dict(size=11, symbol="diamond", color=policy_color(str(policy)),
+                            line=dict(color="white", width=1)),
+                error_x=err_x, error_y=err_y, hovertext=part["label"],
+                customdata=part[["run_id", "policy", "episodes"]].to_numpy(),
+                hovertemplate=hover, **where,
+            )  # fmt: skip
+            shown.add(str(policy))
+        line = pareto_front(panel)
         fig.add_scatter(
-            x=part["mean_tokens"], y=part["accuracy"], mode="markers+text",
-            text=[f"w={w:g} · s{int(s)}" for s in part["seed"]], textposition="top center",
-            name=f"learned, token weight {w:g}",
-            marker=dict(size=12, color=POLICY_PALETTE[k % len(POLICY_PALETTE)],
-                        line=dict(color="white", width=1)),
-            error_x=err_x, error_y=err_y, hovertext=part["label"],
-            customdata=part[["run_id", "policy", "episodes"]].to_numpy(), hovertemplate=hover,
+            x=line["mean_tokens"], y=line["accuracy"], mode="lines", name="front",
+            legendgroup="front", showlegend=col == 1,
+            line=dict(color="black", dash="dash", shape="hv"), hoverinfo="skip", **where,
         )  # fmt: skip
-    if not fixed.empty:
-        err_x, err_y = _error_bars(fixed)
-        fig.add_scatter(
-            x=fixed["mean_tokens"], y=fixed["accuracy"], mode="markers+text",
-            text=fixed["label"], textposition="bottom center", name="fixed topologies",
-            marker=dict(size=11, symbol="diamond", color=NEUTRAL_COLOR),
-            error_x=err_x, error_y=err_y, hovertext=fixed["label"],
-            customdata=fixed[["run_id", "policy", "episodes"]].to_numpy(), hovertemplate=hover,
-        )  # fmt: skip
-    line = pareto_front(df)
-    fig.add_scatter(
-        x=line["mean_tokens"], y=line["accuracy"], mode="lines", name="front",
-        line=dict(color="black", dash="dash", shape="hv"), hoverinfo="skip",
-    )  # fmt: skip
-    fig.update_layout(
-        xaxis=dict(ticksuffix=" tok", rangemode="tozero"),
-        yaxis=dict(title="accuracy", tickformat=".0%"),
-    )
+    if not df.empty:
+        _trade_off_axes(fig, df, height, panels)
     return _layout(fig, height)
 
 
@@ -1024,3 +1121,41 @@ def ctde_sweep_figure(
         )
     fig.update_layout(yaxis_title="Q_tot")  # x: the agent's Q_i (the page's heading says so)
     return _layout(fig, height)
+
+
+def figure_table(fig: go.Figure) -> pd.DataFrame:
+    """Every drawn value of ``fig`` as one long table (the data behind a chart, for its CSV):
+    a row per point with its trace's name, x, y, and — where the trace has them — the hover
+    text and the error bars; a heat map gives a row per cell (x, y, z)."""
+    parts = []
+    for trace in fig.data:
+        if trace.type == "heatmap":
+            z = np.asarray(trace.z, dtype=float)
+            ys = list(trace.y) if trace.y is not None else list(range(z.shape[0]))
+            xs = list(trace.x) if trace.x is not None else list(range(z.shape[1]))
+            parts.append(
+                pd.DataFrame(
+                    [
+                        (trace.name, x, y, z[i, j])
+                        for i, y in enumerate(ys)
+                        for j, x in enumerate(xs)
+                    ],
+                    columns=["trace", "x", "y", "z"],
+                )
+            )
+            continue
+        if trace.x is None or trace.y is None or all(v is None for v in trace.y):
+            continue  # a legend swatch
+        part = pd.DataFrame({"trace": trace.name, "x": list(trace.x), "y": list(trace.y)})
+        text = trace.hovertext if trace.hovertext is not None else None
+        if text is not None and not isinstance(text, str):
+            part["label"] = list(text)
+        for axis in ("x", "y"):
+            err = getattr(trace, f"error_{axis}")
+            if err is not None and err.array is not None:
+                part[f"{axis}_plus"] = list(err.array)
+                part[f"{axis}_minus"] = list(err.arrayminus or err.array)
+        parts.append(part)
+    return (
+        pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["trace", "x", "y"])
+    )

@@ -70,10 +70,11 @@ def load_policy(choice: PolicyChoice, opts: TeamOptions) -> Any:
 
 
 def failure_text(failures: Sequence[FailureSpec], roles: Sequence[str]) -> str:
-    """``1 coder byzantine from round 0, 2 analyst crash from round 1``."""
+    """``1 coder byzantine from round 1, 2 analyst crash from round 2`` (rounds counted from 1,
+    as people count them; a spec's ``from_round`` counts from 0)."""
     return ", ".join(
         f"{f.agent} {roles[f.agent] if f.agent < len(roles) else '?'} {f.mode} from round "
-        f"{f.from_round}"
+        f"{f.from_round + 1}"
         for f in failures
     )
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.baselines.names import METHOD_NAMES
 from core.team.failures import FAILURE_MODES
 from core.team.options import TeamOptions, options_from_dict
 from core.team.runtime import DEFAULT_ROLES
@@ -54,6 +55,8 @@ def team_roles(n_agents: int) -> tuple[str, ...]:
     return ROLE_POOL[:n_agents]
 
 
+LAB_BACKENDS = ("sim", "local")
+"""What the lab's forms offer: the back-ends that need no key or URL."""
 _TEAM = TeamOptions()
 """Every default of the lab's team specs is the team options' own."""
 
@@ -64,7 +67,7 @@ class TeamSpec:
     the part of :class:`TeamOptions` the lab lets a user choose."""
 
     benchmark: str = _TEAM.benchmark
-    """Benchmark (math, code, mcq, mixed)."""
+    """Benchmark (a name of core.tasks.registry.BENCHMARKS, or jsonl:PATH)."""
     roles: tuple[str, ...] = _TEAM.roles
     """One role per agent."""
     rounds: int = _TEAM.rounds
@@ -73,6 +76,8 @@ class TeamSpec:
     """w_tok: how much a token costs in the reward."""
     preset: str = _TEAM.preset
     """Synthetic-society preset."""
+    backend: str = _TEAM.backend
+    """What plays the agents: ``sim`` (the synthetic society) or ``local`` (the local model)."""
 
     def validate(self) -> None:
         if not self.roles:
@@ -81,6 +86,8 @@ class TeamSpec:
             raise ValueError(f"rounds must be in 1..10, got {self.rounds}")
         if self.token_weight < 0:
             raise ValueError(f"token_weight must be >= 0, got {self.token_weight}")
+        if self.backend not in LAB_BACKENDS:
+            raise ValueError(f"backend must be one of {LAB_BACKENDS}, got {self.backend!r}")
 
     def args(self) -> list[str]:
         self.validate()
@@ -90,13 +97,21 @@ class TeamSpec:
             "--rounds", str(self.rounds),
             "--token-weight", str(self.token_weight),
             "--preset", self.preset,
+            "--backend", self.backend,
         ]  # fmt: skip
 
     @classmethod
     def from_run_config(cls, config: dict[str, Any]) -> TeamSpec:
         """The team a logged run used (its ``config["team"]``, as the CLI stores it)."""
         team = options_from_dict(config.get("team", {}))
-        return cls(team.benchmark, team.roles, team.rounds, team.token_weight, team.preset)
+        # A run on the local model is re-run on it; one on a remote endpoint (which needs a
+        # key and a model name the lab does not ask for) on the synthetic society, as before.
+        backend = "local" if team.backend == "local" else "sim"
+        return cls(team.benchmark, team.roles, team.rounds, team.token_weight, team.preset, backend)
+
+
+TRAIN_METHODS = ("qmix", *METHOD_NAMES)
+"""What the Train page can train: Agent Q-Mix first, then the learned-topology methods."""
 
 
 @dataclass
@@ -114,10 +129,15 @@ class TrainParams:
     eval_episodes: int = 20
     """Held-out episodes evaluated at the end (not logged; printed in the summary)."""
     hidden: int = 128
-    """Width of the GNN, GRU and Q-head layers."""
+    """Width of the GNN, GRU and Q-head layers (Agent Q-Mix only)."""
+    method: str = "qmix"
+    """What learns the topology: ``qmix`` (Agent Q-Mix) or a learned-topology method of
+    :data:`TRAIN_METHODS` at its defaults (docs/baselines.md)."""
 
     def validate(self) -> None:
         self.team.validate()
+        if self.method not in TRAIN_METHODS:
+            raise ValueError(f"method must be one of {TRAIN_METHODS}, got {self.method!r}")
         if self.episodes < 1:
             raise ValueError(f"episodes must be >= 1, got {self.episodes}")
         if not 0.0 <= self.fail_prob < 1.0:
@@ -138,7 +158,9 @@ def train_command(db: str | os.PathLike[str], params: TrainParams, checkpoint: P
         "--fail-prob", str(params.fail_prob),
         "--seed", str(params.seed),
         "--eval-episodes", str(params.eval_episodes),
-        "--hidden", str(params.hidden),
+        "--method", params.method,
+        # The methods keep their parameters in --set (their defaults here), not --hidden.
+        *(["--hidden", str(params.hidden)] if params.method == "qmix" else []),
         "--out", str(checkpoint),
         "--db", str(db),
         "--json",
@@ -224,6 +246,23 @@ def robustness_command(
     if checkpoint:
         args += ["--checkpoint", checkpoint]
     return cli_command(*args, "--db", str(db), "--json")
+
+
+def local_server_env(argv: Sequence[str]) -> dict[str, str]:
+    """For a ``--backend local`` command: the environment that hands it this process's
+    server. Empty for other commands, and when the server cannot start here (the command
+    then reports why, in its own log)."""
+    args = list(argv)
+    if "--backend" not in args or args[args.index("--backend") + 1 :][:1] != ["local"]:
+        return {}
+    from core.backends.local_server import LocalServerConfig, serve
+    from core.errors import UserError
+
+    model_file = args[args.index("--model-file") + 1] if "--model-file" in args else None
+    try:
+        return serve(LocalServerConfig(model_file=model_file)).attach_env()
+    except UserError:
+        return {}
 
 
 JOB_STATUSES = ("running", "finished", "failed", "stopped", "ended")
@@ -426,7 +465,11 @@ class JobManager:
         env: dict[str, str] | None = None,
         kind: str = "job",
     ) -> Job:
-        """Run ``argv`` in the background, registered on disk; output goes to log files."""
+        """Run ``argv`` in the background, registered on disk; output goes to log files.
+
+        A ``--backend local`` command uses the lab session's local model server (started
+        here on first use, gone with the lab) instead of starting its own."""
+        env = {**local_server_env(argv), **(env or {})}
         with self._lock:
             job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(self._ids)}"
             stem = self.folder / job_id
@@ -438,7 +481,7 @@ class JobManager:
                     stderr=log,
                     stdin=subprocess.DEVNULL,
                     cwd=self.cwd,
-                    env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+                    env={**os.environ, "PYTHONUNBUFFERED": "1", **env},
                 )
             job = Job(
                 job_id, label, list(argv), log_path, out_path, proc.pid, time.time(),

@@ -133,6 +133,9 @@ class _DemoReporter:
         if status.state == "finished":
             _say("demo ready: every page has data now")
             self.done = True
+        elif status.cancelled:
+            _say("demo cancelled (from the lab); the Overview page can start it again")
+            self.done = True
         elif status.state == "failed" or status.lost:
             first = (status.error or "its process ended early").splitlines()[0]
             _say(f"demo stopped: {first} (log: {status.log_path})")
@@ -157,7 +160,9 @@ def serve(config: LaunchConfig) -> int:
     reporter: _DemoReporter | None = None
     code = 0
     try:
-        if demo_enabled() and database_is_empty(config.db):
+        previous = DemoStatus.read(status_path(config.db))
+        cancelled = previous is not None and previous.cancelled
+        if demo_enabled() and not cancelled and database_is_empty(config.db):
             procs.append(spawn_demo(config.db, new_session=True))
             reporter = _DemoReporter(config.db)
             _say(f"first start: building a demo in {config.db} (progress below and in the lab)")

@@ -3,7 +3,7 @@ progress and the sidebar status."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlencode
@@ -14,10 +14,15 @@ import streamlit as st
 
 from core.errors import UserError
 from core.store.engine import StoreBusy
-from lab import asked, data
-from lab.demo import DemoStatus, demo_enabled, spawn_demo
+from lab import asked, data, figures, params
+from lab.demo import DemoStatus, cancel_demo, demo_enabled, spawn_demo
 
-PLOTLY_CONFIG = {"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d"]}
+PLOTLY_CONFIG = {
+    "displaylogo": False,
+    "modeBarButtonsToRemove": ["lasso2d"],
+    # The toolbar's camera saves the chart as it is shown, at twice the pixels (slides).
+    "toImageButtonOptions": {"format": "png", "scale": 2},
+}
 
 
 @contextmanager
@@ -42,21 +47,25 @@ def chart(
     empty: str = "Nothing to draw.",
     on_select: str | Callable[[], None] = "ignore",
 ) -> Any:
-    """Render a Plotly figure at full width (or an info line when there is none); with
-    ``on_select``, returns the chart's selection state."""
+    """Render a Plotly figure at full width (or an info line when there is none) with a
+    button under it that downloads the data behind it as CSV (the toolbar's camera saves the
+    picture); with ``on_select``, returns the chart's selection state."""
     if fig is None:
         st.info(empty)
         return None
-    if on_select == "ignore":
-        return st.plotly_chart(fig, width="stretch", config=PLOTLY_CONFIG, key=key)
-    return st.plotly_chart(
-        fig,
-        width="stretch",
-        config=PLOTLY_CONFIG,
-        key=key,
-        on_select=on_select,
-        selection_mode="points",
+    extra = {} if on_select == "ignore" else dict(on_select=on_select, selection_mode="points")
+    state = st.plotly_chart(fig, width="stretch", config=PLOTLY_CONFIG, key=key, **extra)
+    st.download_button(
+        "Data (CSV)",
+        figures.figure_table(fig).to_csv(index=False),
+        file_name=f"{key}.csv",
+        mime="text/csv",
+        icon=":material/download:",
+        key=f"{key}_csv",
+        on_click="ignore",
+        type="tertiary",
     )
+    return state
 
 
 def show_asked(a: asked.Asked) -> None:
@@ -97,8 +106,24 @@ def require_runs(db: str) -> pd.DataFrame:
     return runs
 
 
+SANDBOX_LABELS = {
+    "bwrap": "generated code ran in bubblewrap",
+    "process": "generated code ran in the weaker process sandbox (chosen with --sandbox process)",
+    "none": "no generated code ran",
+}
+
+
+def run_provenance(row: pd.Series) -> str:
+    """``back-end sim · model sim/flash-lite · no generated code ran``: where a run's answers
+    came from and where its generated code ran."""
+    sandbox = row.get("sandbox")
+    where = SANDBOX_LABELS.get(sandbox if isinstance(sandbox, str) else "", "sandbox not recorded")
+    return f"back-end {row['backend']} · model {row['model']} · {where}"
+
+
 def run_label(row: pd.Series) -> str:
-    """``train-… · qmix · mixed · 200 ep`` — how a run is named in pickers; a Failure-lab
+    """``train-… · qmix · mixed · 200 ep`` — how a run is named in pickers (a real model's
+    run also names its back-end and model: ``eval-… · star · gsm8k · local · SmolLM2… · 3 ep``); a Failure-lab
     fork says what it forked (``lab · fork of eval-… #3 · fixed · full · 1 coder crash…``),
     a sweep's run its sweep, weight and seed."""
     status = "" if row["status"] == "finished" else f" · {row['status']}"
@@ -111,7 +136,9 @@ def run_label(row: pd.Series) -> str:
         policy = data.policy_label(row["policy"]) if row["policy"] else row["kind"]
         return f"{row['id']} · {policy} · {sweep} · {part} · {row['episodes']} ep{status}"
     policy = data.policy_label(row["policy"]) if row["policy"] else row["kind"]
-    return f"{row['id']} · {policy} · {row['benchmark']} · {row['episodes']} ep{status}"
+    real = row.get("backend") not in (None, "", "sim")
+    engine = f" · {data.engine_label(row['backend'], row.get('model'))}" if real else ""
+    return f"{row['id']} · {policy} · {row['benchmark']}{engine} · {row['episodes']} ep{status}"
 
 
 # ---------------------------------------------------------------- links
@@ -123,41 +150,79 @@ class UrlState:
     ``seed`` (before a widget is drawn) puts a ``?param=`` value the session has not seen
     yet into the widget's state; ``write`` (after the widgets) puts the view back into the
     address bar, so copying it reopens this exact view. What was written counts as seen,
-    so the page's own writes never re-seed a widget.
+    so the page's own writes never re-seed a widget. A value that does not parse (see
+    :mod:`lab.params`) is never clamped or dropped in silence: the page shows its default
+    and a warning names the parameter and the reason.
     """
 
     def __init__(self, page: str):
+        self.page = page
         self.seen: dict[str, str] = st.session_state.setdefault(f"_url_seen_{page}", {})
+        for name in list(st.query_params):
+            if name not in params.PAGE_PARAMS[page] and (raw := self.new(name)) is not None:
+                self.refuse(name, raw, "is not a parameter of this page", "the page without it")
+                del st.query_params[name]
 
-    def seed(
-        self,
-        key: str,
-        param: str,
-        parse: Callable[[str], Any] = str,
-        choices: Sequence[Any] | None = None,
-    ) -> bool:
-        """Seed widget ``key`` from ``?param=``; True when it did (a new value from a link).
-
-        A value that does not parse, or is not among ``choices``, is ignored with a warning.
-        """
+    def new(self, param: str) -> str | None:
+        """The link's raw ``?param=`` value if this session has not seen it yet, else None
+        (it is then marked seen)."""
         raw = st.query_params.get(param)
         if raw is None or self.seen.get(param) == raw:
-            return False
+            return None
         self.seen[param] = raw
+        return raw
+
+    def seed(self, key: str, param: str, parse: params.Parse = params.text) -> bool:
+        """Seed widget ``key`` from ``?param=``; True when it did (a new, valid value)."""
+        raw = self.new(param)
+        if raw is None:
+            return False
         try:
             value = parse(raw)
-        except (ValueError, TypeError):
-            st.warning(f"The link's {param}={raw!r} is not valid here; showing the default.")
-            return False
-        if choices is not None and value not in choices:
-            st.warning(f"The link's {param}={raw!r} is not in this database; showing the default.")
+        except params.BadParam as err:
+            self.refuse(param, raw, str(err))
             return False
         st.session_state[key] = value
         return True
 
-    def write(self, **params: Any) -> None:
+    def seed_run(
+        self, key: str, param: str, labels: dict[str, str], raw: str | None = None
+    ) -> bool:
+        """:meth:`seed` for a run picker: a run the database does not have is named, and
+        the runs it does have are offered as links (this page, that run). ``raw``: the
+        link's value when the page has read it already (:meth:`new`)."""
+        raw = raw if raw is not None else self.new(param)
+        if raw is None:
+            return False
+        if raw.strip() in labels:
+            st.session_state[key] = raw.strip()
+            return True
+        st.warning(
+            f"The link's `{param}={params.shown(raw)}` names a run that does not exist in "
+            "this database (deleted, or a link from another database); showing the first "
+            "run instead. The runs it has:",
+            icon=":material/link_off:",
+        )
+        listed = list(labels.items())[:RUNS_OFFERED]
+        more = len(labels) - len(listed)
+        st.markdown(
+            "\n".join(
+                f"- [{label}](/{self.page}?{urlencode({param: rid})})" for rid, label in listed
+            )
+            + (f"\n- … and {more:,} more in the picker below" if more > 0 else "")
+        )
+        return False
+
+    def refuse(self, param: str, raw: str, reason: str, instead: str = "the default") -> None:
+        """Say that the link's ``param=raw`` is not used, and why."""
+        st.warning(
+            f"The link's `{param}={params.shown(raw)}` {reason}; showing {instead}.",
+            icon=":material/link_off:",
+        )
+
+    def write(self, **values: Any) -> None:
         """Put these values into the URL (``None``, ``""`` or ``[]`` removes the parameter)."""
-        for name, value in params.items():
+        for name, value in values.items():
             if value is None or value == "" or (isinstance(value, list | tuple) and not value):
                 if name in st.query_params:
                     del st.query_params[name]
@@ -169,24 +234,18 @@ class UrlState:
             self.seen[name] = text
 
 
-def bool_param(raw: str) -> bool:
-    if raw.lower() in ("1", "true", "yes", "on"):
-        return True
-    if raw.lower() in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(raw)
-
-
-def optional_bool_param(raw: str) -> bool | None:
-    return None if raw.lower() in ("", "any") else bool_param(raw)
+RUNS_OFFERED = 8
+"""Runs listed as links under a warning about a link's missing run."""
 
 
 def replay_link(run_id: str, episode: int, round_index: int | None = None) -> str:
-    """``/replay?run=…&episode=…`` (and ``&round=…``): opens that episode at that round."""
-    params: dict[str, Any] = {"run": run_id, "episode": int(episode)}
+    """``/replay?run=…&episode=…`` (and ``&round=…``): opens that episode at that round.
+
+    ``round_index`` counts from 0 as the store does; the link, read by people, from 1."""
+    query: dict[str, Any] = {"run": run_id, "episode": int(episode)}
     if round_index is not None:
-        params["round"] = int(round_index)
-    return "/replay?" + urlencode(params)
+        query["round"] = int(round_index) + 1
+    return "/replay?" + urlencode(query)
 
 
 # ---------------------------------------------------------------- the first-start demo
@@ -206,16 +265,32 @@ def ensure_demo(db: str) -> None:
         return
     guard["checked"] = True
     status = data.demo_status(db)
-    if status is not None and status.live:
-        return
+    if status is not None and (status.live or status.cancelled):
+        return  # running, or the user stopped it: never start it behind their back
     if data.runs(db).empty:
         spawn_demo(db, new_session=False)
 
 
-def demo_progress(status: DemoStatus, compact: bool = False) -> None:
-    """The demo's bar, what it is doing, and the steps done (no emoji: Material icons)."""
+def restart_demo(db: str) -> None:
+    """Start the demo again after the user cancelled it (a new status: not cancelled)."""
+    spawn_demo(db, new_session=False)
+    data.clear()
+
+
+def demo_progress(status: DemoStatus, db: str, compact: bool = False) -> None:
+    """The demo's bar, what it is doing, a button that cancels it, and the steps done (no
+    emoji: Material icons)."""
     text = status.phase + (f" · {status.detail}" if status.detail else "")
     st.progress(min(max(status.fraction, 0.0), 1.0), text=f"Demo {status.fraction:.0%}: {text}")
+    if st.button(
+        "Cancel the demo", key="sidebar_demo_cancel" if compact else "home_demo_cancel",
+        icon=":material/cancel:", type="tertiary",
+        help="Stops it now; what it logged so far stays. The Overview page can start it again.",
+    ):  # fmt: skip
+        with st.spinner("Stopping the demo…"):
+            cancel_demo(db)
+        data.clear()
+        st.rerun(scope="app")
     if compact:
         return
     labels = ("train a QMIX team", "evaluate the learned policy", "learned vs fixed topologies")
@@ -235,11 +310,17 @@ def sidebar_status(db: str) -> None:
     def status() -> None:
         demo = data.demo_status(db)
         if demo is not None and demo.live:
-            demo_progress(demo, compact=True)
+            demo_progress(demo, db, compact=True)
         elif demo is not None and (demo.state == "failed" or demo.lost):
             st.error(f"The demo stopped: {(demo.error or 'its process ended').splitlines()[0]}")
         for job in data.jobs(db).running():
             st.caption(f":material/hourglass_top: {job.label}")
+        for sweep in data.live_sweeps(db).values():
+            if sweep.live:
+                st.progress(
+                    (sweep.done + sweep.failed) / max(sweep.total, 1),
+                    text=f"[{sweep.sweep_id}](/compare?sweep={sweep.sweep_id}): {sweep.line()}",
+                )
 
     with st.sidebar:
         st.caption(f"Database: `{db}`")

@@ -7,7 +7,7 @@ in the URL (``/compare?benchmark=math&point=RUN_ID:POLICY&a=RUN&b=RUN``).
 
 import streamlit as st
 
-from lab import data, figures, ui
+from lab import calibration, data, figures, params, ui
 
 db = data.db_path()
 st.title("Compare policies and topologies")
@@ -16,9 +16,9 @@ url = ui.UrlState("compare")
 with ui.friendly():
     benchmarks = data.distinct(db, "benchmark")
 
-url.seed("compare_benchmark", "benchmark", choices=benchmarks)
-url.seed("compare_healthy", "healthy", ui.bool_param)
-url.seed("compare_training", "training", ui.bool_param)
+url.seed("compare_benchmark", "benchmark", params.one_of(benchmarks, "benchmark in this database"))
+url.seed("compare_healthy", "healthy", params.flag)
+url.seed("compare_training", "training", params.flag)
 c1, c2, c3 = st.columns([2, 3, 3])
 benchmark = c1.selectbox(
     "Benchmark", [None, *benchmarks], format_func=lambda v: v or "all", key="compare_benchmark"
@@ -35,7 +35,12 @@ training = c3.toggle(
 )
 with ui.friendly():
     agg = data.aggregate(
-        db, ("run_id", "policy"), None, benchmark, False if healthy else None, training
+        db,
+        ("run_id", "policy", "backend", "model"),
+        None,
+        benchmark,
+        False if healthy else None,
+        training,
     )
 if agg.empty:
     st.info("No episodes match; try another benchmark or include episodes with failures.")
@@ -62,16 +67,19 @@ def _picked(fig) -> None:
 st.subheader("Accuracy vs tokens")
 st.caption(
     "One point per policy in each run (two checkpoints never merge); bars: 95 % intervals "
-    "(Wilson for accuracy, normal SE for mean tokens). Click a point for its episodes."
+    "(Wilson for accuracy, normal SE for mean tokens). Click a point for its episodes. "
+    "Simulated and real-model runs are drawn in separate panels, each with its own front: "
+    "their tokens and accuracies are not one trade-off."
 )
 fig = figures.pareto_figure(agg)
 ui.chart(fig, key="compare_pareto", on_select=lambda: _picked(fig))
-front = figures.pareto_front(agg)["label"].tolist()
-st.caption(
-    f"On the Pareto front (nothing is both cheaper and more accurate): **{', '.join(front)}**."
-)
+for engine, front in figures.fronts(agg).items():
+    st.caption(
+        f"On the Pareto front{f' of {engine}' if engine else ''} (nothing is both cheaper and "
+        f"more accurate): **{', '.join(front['label'])}**."
+    )
 
-url.seed("compare_point", "point", choices=list(points))
+url.seed("compare_point", "point", params.one_of(list(points), "point of this chart"))
 if st.session_state.get("compare_point") not in points:
     st.session_state.pop("compare_point", None)
 point = st.selectbox(
@@ -123,12 +131,22 @@ table = agg.assign(
 ).sort_values("mean_reward", ascending=False)
 st.dataframe(
     table[
-        ["label", "episodes", "accuracy", "accuracy_ci", "mean_tokens", "mean_reward", "reward_ci"]
+        [
+            "label",
+            "engine",
+            "episodes",
+            "accuracy",
+            "accuracy_ci",
+            "mean_tokens",
+            "mean_reward",
+            "reward_ci",
+        ]
     ],  # fmt: skip
     hide_index=True,
     width="stretch",
     column_config={
         "label": st.column_config.TextColumn("policy · run", width="medium", pinned=True),
+        "engine": st.column_config.TextColumn("back-end · model"),
         "episodes": st.column_config.NumberColumn("n"),
         "accuracy": st.column_config.NumberColumn(format="percent"),
         "accuracy_ci": st.column_config.TextColumn("accuracy 95 % CI"),
@@ -142,34 +160,51 @@ st.dataframe(
 st.subheader("Sweeps: the learned trade-off against the fixed topologies")
 with ui.friendly():
     sweeps = data.sweeps(db)
+live = data.live_sweeps(db)
+sweep_labels = {r["sweep_id"]: data.sweep_label(r) for _, r in sweeps.iterrows()}
+for sid, progress in live.items():  # started, maybe with no trial in the store yet
+    sweep_labels.setdefault(sid, f"{sid} · {progress.benchmark} · {progress.line()}")
+sweep_labels = dict(
+    sorted(sweep_labels.items(), key=lambda kv: kv[0] not in live or not live[kv[0]].live)
+)  # running sweeps first
+url.seed("compare_sweep", "sweep", params.one_of(list(sweep_labels), "sweep in this database"))
 sweep = None
-if sweeps.empty:
+if not sweep_labels:
     st.caption(
         "No sweep yet. `agentqmix sweep --benchmark mixed --token-weights 0.1,0.3,1.0 "
         "--seeds 0,1 ...` with the same `--db` trains one policy per token weight and seed and "
-        "plays them and every fixed topology on the same held-out tasks (docs/sweep.md)."
+        "plays them and every fixed topology on the same held-out tasks (docs/sweep.md); "
+        "it shows here live while it runs."
     )
 else:
-    sweep_labels = {
-        r["sweep_id"]: f"{r['sweep_id']} · {r['benchmark']} · {r['trials']} trials "
-        f"(weights {', '.join(f'{w:g}' for w in r['token_weights'])}) · {r['fixed']} fixed"
-        for _, r in sweeps.iterrows()
-    }
-    url.seed("compare_sweep", "sweep", choices=list(sweep_labels))
     if st.session_state.get("compare_sweep") not in sweep_labels:
         st.session_state["compare_sweep"] = next(iter(sweep_labels))
     sweep = st.selectbox(
         "Sweep", list(sweep_labels), format_func=sweep_labels.get, key="compare_sweep"
     )
-    with ui.friendly():
-        sweep_pts = data.sweep_points(db, sweep)
-    if sweep_pts.empty:
-        st.info("This sweep has no held-out episodes yet (still running?).")
-    else:
+    running = sweep in live and live[sweep].live
+
+    @st.fragment(run_every=3.0 if running else None)
+    def sweep_view() -> None:
+        # While the sweep runs, its trials land in the store one by one: redraw every 3 s.
+        progress = data.live_sweeps(db).get(sweep)
+        if progress is not None and progress.state != "finished":
+            st.progress(
+                (progress.done + progress.failed) / max(progress.total, 1),
+                text=f"{'Running' if progress.live else 'Ended'}: {progress.line()}"
+                + (f" — {progress.error}" if progress.error else ""),
+            )
+        with ui.friendly():
+            sweep_pts = data.sweep_points(db, sweep)
+        if sweep_pts.empty:
+            st.info("No held-out episodes of this sweep yet: its first trial is still training.")
+            return
         st.caption(
-            "Each coloured point is one trial (token weight w, training seed s); grey diamonds "
-            "are the fixed topologies on the same held-out tasks. Bars: 95 % intervals "
-            "(Wilson for accuracy, normal SE for mean tokens); dashed: the front."
+            f"Answered by **{', '.join(figures.engines(sweep_pts))}**. "
+            "Learned trials in the learned policy's colour, darker for a larger token weight, "
+            "one marker per training seed; diamonds: the fixed topologies on the same held-out "
+            "tasks, each in its own colour. Bars: 95 % intervals (Wilson for accuracy, normal SE "
+            "for mean tokens); dashed: the front so far, its points named (hover for the rest). One panel and front per back-end · model when the sweep has several."
         )
         ui.chart(figures.sweep_figure(sweep_pts), key="compare_sweep_chart")
         st.dataframe(
@@ -178,12 +213,15 @@ else:
                     f"{lo:.0%}–{hi:.0%}"
                     for lo, hi in zip(sweep_pts["accuracy_lo"], sweep_pts["accuracy_hi"], strict=True)
                 ],
-                on_front=sweep_pts.index.isin(figures.pareto_front(sweep_pts).index),
-            )[["label", "episodes", "accuracy", "accuracy_ci", "mean_tokens", "mean_reward",
-               "on_front"]],
+                on_front=sweep_pts.index.isin(
+                    [i for front in figures.fronts(sweep_pts).values() for i in front.index]
+                ),
+            )[["label", "engine", "episodes", "accuracy", "accuracy_ci", "mean_tokens",
+               "mean_reward", "on_front"]],
             hide_index=True, width="stretch", key="compare_sweep_table",
             column_config={
                 "label": st.column_config.TextColumn("point", pinned=True),
+                "engine": st.column_config.TextColumn("back-end · model"),
                 "episodes": st.column_config.NumberColumn("n"),
                 "accuracy": st.column_config.NumberColumn(format="percent"),
                 "accuracy_ci": st.column_config.TextColumn("accuracy 95 % CI"),
@@ -193,9 +231,11 @@ else:
             },
         )  # fmt: skip
 
+    sweep_view()
+
 st.subheader("Which actions, when")
 policies = sorted(agg["policy_id"].unique())
-url.seed("compare_policy", "policy", choices=policies)
+url.seed("compare_policy", "policy", params.one_of(policies, "policy here"))
 if st.session_state.get("compare_policy") not in policies:
     st.session_state["compare_policy"] = "qmix" if "qmix" in policies else policies[0]
 policy = st.selectbox("Policy", policies, format_func=data.policy_label, key="compare_policy")
@@ -214,8 +254,8 @@ st.subheader("Two runs side by side")
 done = runs[runs["episodes"] > 0]
 labels = {r["id"]: ui.run_label(r) for _, r in done.iterrows()}
 ids = list(labels)
-url.seed("compare_run_a", "a", choices=ids)
-url.seed("compare_run_b", "b", choices=ids)
+url.seed_run("compare_run_a", "a", labels)
+url.seed_run("compare_run_b", "b", labels)
 for key, default in (("compare_run_a", 0), ("compare_run_b", min(1, len(ids) - 1))):
     if st.session_state.get(key) not in labels:
         st.session_state[key] = ids[default]
@@ -235,6 +275,20 @@ for col, run_id, side in zip((s1, s2), pair, ("a", "b"), strict=True):
             mix = data.action_distribution(db, "round", (run_id,))
         st.markdown("##### actions by round")
         ui.chart(figures.action_mix_figure(mix, "round", height=260), key=f"compare_mix_{side}")
+
+calibrations = data.runs(db, "calibrate")
+if not calibrations.empty:
+    st.subheader("Simulated vs real")
+    cal_labels = {r["id"]: calibration.label(r) for _, r in calibrations.iterrows()}
+    cal = st.selectbox(
+        "Calibration (agentqmix calibrate)", list(cal_labels), format_func=cal_labels.get,
+        key="compare_calibration",
+    )  # fmt: skip
+    with ui.friendly():
+        report = data.calibration_report(db, cal)
+    st.caption(calibration.caption(report))
+    for which in ("by_topology", "by_action"):
+        st.dataframe(calibration.check_frame(report, which), hide_index=True)
 
 url.write(
     benchmark=benchmark, healthy=None if healthy else "false", training="true" if training else None,

@@ -8,7 +8,7 @@ import streamlit as st
 
 from core.actions import ACTION_NAMES
 from core.qmix.games import CLIMBING_PAYOFF
-from lab import ctde, figures, ui
+from lab import ctde, figures, params, ui
 
 st.title("Centralised training, decentralised execution")
 url = ui.UrlState("ctde")
@@ -20,6 +20,7 @@ def mixer(monotonic: bool):
 
 
 config = ctde.CtdeConfig()
+lo, hi = ctde.REWARD_RANGE
 st.markdown(
     """
 **1 · Each agent has its own Q-head.** During a round an agent sees only its own observation
@@ -37,8 +38,8 @@ the mixer to *unconstrained* to see what goes wrong without that rule.
 """
 )
 
-url.seed("ctde_state", "state", choices=list(ctde.STATES))
-url.seed("ctde_free", "mixer", lambda v: {"free": True, "qmix": False}[v])
+url.seed("ctde_state", "state", params.one_of(list(ctde.STATES), "state"))
+url.seed("ctde_free", "mixer", params.one_of({"qmix": False, "free": True}, "mixer"))
 s1, s2 = st.columns([3, 2])
 state = s1.selectbox("Pick a state", list(ctde.STATES), key="ctde_state")
 free = s2.toggle(
@@ -67,10 +68,10 @@ for i, col in enumerate(cols):
         row = [
             st.slider(
                 ctde.action_label(i, a),
-                -3.0,
-                3.0,
+                lo,
+                hi,
                 table[i][a],
-                0.1,
+                ctde.Q_STEP,
                 key=f"ctde_q_{state}_{i}_{a}",
                 disabled=not avail[i][a],
                 help=None if avail[i][a] else "Not available to a crashed agent.",
@@ -98,7 +99,7 @@ t.dataframe(
             ],
             "decentralised: own argmax": [ACTION_NAMES[x] for x in greedy],
             "its Q-value": chosen,
-            f"centralised: argmax of Q_tot over all {6**config.n_agents} joint actions": [
+            f"centralised: argmax of Q_tot over all {ctde.joint_count(avail)} joint actions": [
                 ACTION_NAMES[x] for x in joint
             ],
         }
@@ -126,11 +127,14 @@ else:
 
 st.info(
     "**What the numbers mean.** Q-values and Q_tot are in units of the team's reward: a "
-    "trained Q_tot predicts the episode's reward from this state on — about "
-    "`w_acc × score − w_tok × min(tokens / budget, 1)`, so roughly −0.1 … 1 on the default "
-    "settings. This mixer is seeded, not trained, so its *level* (V(s), the bias) is "
-    "arbitrary; what carries over is the shape: which joint action wins and how much each "
-    "agent's Q-value moves Q_tot (the credit).",
+    "trained Q_tot predicts the episode's reward from this state on, "
+    "`w_acc × score − w_tok × min(tokens / budget, 1)`, which lies between "
+    f"**{lo:g}** and **{hi:g}** on the default settings. The sliders span that range, and "
+    "this mixer — seeded, not trained — is scaled so that its Q_tot does too (lowest with "
+    "every Q-value at the bottom, highest with every one at the top"
+    + ("; the unconstrained mixer is not monotonic, so it can leave the range" if free else "")
+    + "). Its *level* says nothing about a real team; what carries over is the shape: which "
+    "joint action wins, and how much each agent's Q-value moves Q_tot (the credit).",
     icon=":material/straighten:",
 )
 
@@ -141,23 +145,24 @@ with left:
         "##### Q_tot as one agent's Q-value moves"
         + (" (not monotonic!)" if free else " (only ever rises)")
     )
-    grid = [x / 10 for x in range(-30, 31, 2)]
+    grid = [lo + (hi - lo) * k / 30 for k in range(31)]
     curves = {f"agent {i}": ys for i, ys in ctde.sweep(m, chosen, s, grid).items()}
     ui.chart(figures.ctde_sweep_figure(grid, curves), key="ctde_sweep")
     st.caption("Hold the others fixed and move one agent's chosen Q-value (x axis).")
 with right:
     labels = [f"agent {i}" for i in range(config.n_agents)]
     rnd = ctde.view_round(view)
-    st.markdown("##### credit ∂Q_tot/∂Q_i")
+    st.markdown("##### credit ∂Q_tot/∂Q_i (and its share of the total)")
     ui.chart(figures.credit_figure(rnd, (), height=200, labels=labels), key="ctde_credit")
     st.markdown("##### weights W₁ (agent × unit)")
     ui.chart(
         figures.weights_figure(rnd.mixer_weights, (), height=200, labels=labels), key="ctde_mixer"
     )
     st.caption(
-        "Credit is each agent's share of the blame or praise. The weights change with the "
-        "state (pick another state above); QMIX's stay non-negative"
-        + (", these do not (red: negative)." if free else ".")
+        "Credit ∂Q_tot/∂Q_i is how much Q_tot moves per unit of agent i's Q-value — a rate, "
+        "so the credits need not add up to 1; the percentages are each agent's part of their "
+        "sum. The weights change with the state (pick another state above); QMIX's stay "
+        "non-negative" + (", these do not (red: negative)." if free else ".")
     )
 
 with st.expander("The price of monotonicity: the climbing game (a known limit)"):

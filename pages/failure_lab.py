@@ -1,8 +1,9 @@
 """Failure lab: fail agents on a logged task, play it again now, in this process, and compare
 with the healthy run; measure robustness.
 
-Linkable: ``/failure_lab?run=RUN&episode=N&policy=fixed · full&agents=1,2&mode=crash&from=1``
-(``&fork=LAB_RUN`` reopens a fork played before; ``&rbench=…&rrun=…`` the robustness view).
+Linkable: ``/failure_lab?run=RUN&episode=N&policy=fixed · full&agents=1,2&mode=crash&from=2``
+(``from``: the first failed round, counted from 1; ``&fork=LAB_RUN`` reopens a fork played
+before; ``&rbench=…&rrun=…`` the robustness view).
 """
 
 import json
@@ -13,7 +14,7 @@ import streamlit as st
 
 from core.team.failures import FAILURE_MODES, FailureSpec
 from core.team.topologies import FIXED_TOPOLOGIES
-from lab import data, figures, forks, ui
+from lab import data, figures, forks, params, ui
 
 # Episodes offered per evaluation run (any index forks as fast as another).
 MAX_LISTED = 200
@@ -45,7 +46,7 @@ if evals.empty:
     )
     st.stop()
 labels = {r["id"]: ui.run_label(r) for _, r in evals.iterrows()}
-if url.seed("fail_run", "run", choices=list(labels)):
+if url.seed_run("fail_run", "run", labels):
     st.session_state.pop("fail_episode", None)
 c1, c2 = st.columns([3, 2])
 base_run = c1.selectbox(
@@ -62,7 +63,10 @@ episode_labels = {
     int(i): f"#{i} · {task}"
     for i, task in zip(episodes["episode"], episodes["task_id"], strict=True)
 }
-url.seed("fail_episode", "episode", int, choices=list(episode_labels))
+url.seed(
+    "fail_episode", "episode",
+    params.one_of({str(i): i for i in episode_labels}, f"listed episode (first {MAX_LISTED}) of this run"),
+)  # fmt: skip
 if st.session_state.get("fail_episode") not in episode_labels:
     st.session_state.pop("fail_episode", None)
 base_index = c2.selectbox(
@@ -83,7 +87,7 @@ st.markdown(
 with ui.friendly():
     ckpts = data.checkpoints(db, tuple(opts.roles))
 choices = {
-    f"learned · {r['id']}": forks.PolicyChoice("checkpoint", r["checkpoint"])
+    f"learned · {r['policy']} · {r['id']}": forks.PolicyChoice("checkpoint", r["checkpoint"])
     for _, r in ckpts.iterrows()
 }
 choices |= {f"fixed · {name}": forks.PolicyChoice("topology", name) for name in FIXED_TOPOLOGIES}
@@ -93,19 +97,17 @@ if ckpts.empty:
         "learned policy."
     )
 n_agents, n_rounds = len(record.roles), len(record.rounds)
-url.seed("fail_policy", "policy", choices=list(choices))
-url.seed(
-    "fail_agents", "agents",
-    lambda v: [int(a) for a in v.split(",") if a.strip().isdigit() and int(a) < n_agents],
-)  # fmt: skip
-url.seed("fail_mode", "mode", choices=list(FAILURE_MODES))
-url.seed("fail_from_round", "from", lambda v: min(max(int(v), 0), n_rounds - 1))
+url.seed("fail_policy", "policy", params.one_of(list(choices), "policy"))
+url.seed("fail_agents", "agents", params.some_of(range(n_agents), "agent of this team"))
+url.seed("fail_mode", "mode", params.one_of(FAILURE_MODES, "failure mode"))
+url.seed("fail_from_round", "from", params.whole(1, n_rounds))
 if st.session_state.get("fail_policy") not in choices:
     st.session_state.pop("fail_policy", None)
+# Carried over from another episode (a smaller team, fewer rounds): what still applies.
 st.session_state.setdefault("fail_agents", [min(1, n_agents - 1)])
 st.session_state["fail_agents"] = [a for a in st.session_state["fail_agents"] if a < n_agents]
-if st.session_state.get("fail_from_round", 0) > n_rounds - 1:
-    st.session_state["fail_from_round"] = n_rounds - 1
+if not 1 <= st.session_state.get("fail_from_round", 1) <= n_rounds:
+    st.session_state["fail_from_round"] = 1
 p1, p2, p3, p4 = st.columns([2, 2, 1, 1])
 policy_label = p1.selectbox("Policy", list(choices), key="fail_policy")
 agents = p2.multiselect(
@@ -113,7 +115,13 @@ agents = p2.multiselect(
     format_func=lambda i: figures.agent_labels(record.roles)[i], key="fail_agents",
 )  # fmt: skip
 mode = p3.selectbox("How", FAILURE_MODES, key="fail_mode")
-from_round = p4.number_input("From round", 0, n_rounds - 1, key="fail_from_round")
+from_round = p4.number_input(
+    "From round",
+    1,
+    n_rounds,
+    key="fail_from_round",
+    help="The first failed round (1 = from the start).",
+)
 if len(agents) >= n_agents:
     st.warning("Keep at least one agent healthy.")
 
@@ -125,7 +133,7 @@ def _policy(choice: forks.PolicyChoice):
 
 
 choice = choices[policy_label]
-failures = [FailureSpec(int(a), mode, int(from_round)) for a in sorted(agents)]
+failures = [FailureSpec(int(a), mode, int(from_round) - 1) for a in sorted(agents)]
 if st.button(
     "Run it now", type="primary", key="fail_run_now", disabled=not agents or len(agents) >= n_agents
 ):
@@ -154,10 +162,11 @@ if st.button(
 fork_runs = runs[runs["kind"] == forks.FORK_KIND]
 fork_ids = [st.session_state["fail_fork"]] if st.session_state.get("fail_fork") else []
 fork_ids += [i for i in fork_runs["id"] if i not in fork_ids]
-url.seed("fail_fork", "fork", choices=fork_ids)
+url.seed("fail_fork", "fork", params.one_of(fork_ids, "fork played in this lab"))
 url.write(
     run=base_run, episode=int(base_index), policy=policy_label, agents=sorted(agents),
-    mode=mode, fork=st.session_state.get("fail_fork"), **{"from": int(from_round) or None},
+    mode=mode, fork=st.session_state.get("fail_fork"),
+    **{"from": None if int(from_round) == 1 else int(from_round)},
 )  # fmt: skip
 if fork_ids:
     st.subheader("With and without the failures")
@@ -222,7 +231,7 @@ if fork_ids:
 # ---------------------------------------------------------------- robustness
 measured = data.robustness_runs(db)
 benches = sorted(measured["benchmark"].dropna().unique()) if not measured.empty else []
-url.seed("fail_robust_bench", "rbench", choices=benches)
+url.seed("fail_robust_bench", "rbench", params.one_of(benches, "benchmark with a measurement"))
 if benches and st.session_state.get("fail_robust_bench") not in benches:
     st.session_state["fail_robust_bench"] = (
         opts.benchmark if opts.benchmark in benches else benches[0]
@@ -240,7 +249,7 @@ if benches:
         r["id"]: f"{r['id']} · {r['robustness_mode'] or 'crash'} · {r['episodes']:,} episodes"
         for _, r in of_bench.iterrows()
     }
-    url.seed("fail_robust_run", "rrun", choices=list(r_labels))
+    url.seed("fail_robust_run", "rrun", params.one_of(list(r_labels), "measurement of it"))
     if st.session_state.get("fail_robust_run") not in r_labels:
         st.session_state["fail_robust_run"] = next(iter(r_labels))
     robust_run = r2.selectbox(
@@ -253,7 +262,7 @@ if benches:
         robust = data.robustness(db, run_ids=(robust_run,))
     mode_of = of_bench.set_index("id").loc[robust_run, "robustness_mode"] or "crash"
     st.caption(
-        f"{bench}, agents failed by *{mode_of}* from round 0, every policy on the same held-out "
+        f"{bench}, agents failed by *{mode_of}* from the first round, every policy on the same held-out "
         "tasks. Bars: 95 % Wilson intervals; n = episodes per point (in the hover and the table)."
     )
     ui.chart(figures.robustness_figure(robust), key="fail_robustness")
@@ -267,7 +276,7 @@ else:
 with st.form("fail_measure_form", border=True):
     st.markdown(
         f"**Measure robustness now** on {opts.benchmark} with this run's team: the newest "
-        "learned policy for it (if any) and the fixed topologies you pick, with 0 to k "
+        "learned policy of each family for it (Agent Q-Mix, GPTSwarm, …; if any) and the fixed topologies you pick, with 0 to k "
         "failed agents, on the same held-out tasks."
     )
     m1, m2, m3, m4 = st.columns([3, 1, 1, 1])
@@ -286,11 +295,10 @@ if go:
     with st.status("Measuring robustness…") as status:
         with ui.friendly():
             policies = []
-            if not ckpts.empty:
-                status.write(f"loading learned · {ckpts.iloc[0]['id']}")
-                policies.append(
-                    _policy(forks.PolicyChoice("checkpoint", ckpts.iloc[0]["checkpoint"]))
-                )
+            # The newest checkpoint of each learned family (qmix, gptswarm, ...), side by side.
+            for _, newest in ckpts.drop_duplicates("policy").iterrows():
+                status.write(f"loading learned · {newest['policy']} · {newest['id']}")
+                policies.append(_policy(forks.PolicyChoice("checkpoint", newest["checkpoint"])))
             policies += [_policy(forks.PolicyChoice("topology", t)) for t in topologies]
             if not policies:
                 status.update(label="Pick at least one topology.", state="error")

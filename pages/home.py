@@ -2,10 +2,11 @@
 
 import streamlit as st
 
-from lab import data, ui
+from lab import data, real_demo, ui
 
 db = data.db_path()
 st.title("Agent Q-Mix Lab")
+ui.UrlState("home")  # no parameters: a link's stray ones are named
 st.markdown(
     "A team of LLM agents picks, every round, one of six **communication actions**; the "
     "actions decide who reads whom. A QMIX learner trains the agents together and lets each "
@@ -26,17 +27,79 @@ if demo is not None and demo.live:
         status = data.demo_status(db)
         if status is None:
             return
-        ui.demo_progress(status)
+        ui.demo_progress(status, db)
         if not status.live:
             data.clear()
             st.rerun(scope="app")
 
     demo_progress()
+elif demo is not None and demo.cancelled:
+    st.info("The demo was cancelled; what it logged before stays.", icon=":material/cancel:")
+    if st.button("Start the demo again", key="home_demo_restart", icon=":material/replay:"):
+        ui.restart_demo(db)
+        st.rerun()
 elif demo is not None and (demo.state == "failed" or demo.lost):
     st.error(
         f"The demo could not finish. {demo.error or 'Its process ended early.'} "
         f"(log: `{demo.log_path}`)"
     )
+
+st.subheader("Real agents on this machine")
+st.caption(
+    "Three held-out GSM8K problems played by a team of three agents (star topology, two "
+    "rounds) on the local model, SmolLM2-135M served by llama.cpp on this computer: no key, "
+    "no download. About a minute or two an episode on two cores; then open them in Replay "
+    "to read the real prompts and replies."
+)
+jobs = data.jobs(db)
+demo_jobs = jobs.jobs(real_demo.REAL_DEMO_KIND)
+latest_demo = demo_jobs[0] if demo_jobs else None
+if st.button(
+    f"Run {real_demo.RealDemoConfig().episodes} real episodes on the local model",
+    key="home_real_demo",
+    disabled=latest_demo is not None and latest_demo.alive,
+):
+    jobs.start(
+        "real episodes on the local model",
+        real_demo.real_demo_command(db, real_demo.RealDemoConfig()),
+        kind=real_demo.REAL_DEMO_KIND,
+    )
+    st.rerun()  # draw the button disabled: one demo at a time
+
+
+def real_demo_status(job) -> None:
+    total = real_demo.RealDemoConfig().episodes
+    with ui.friendly():
+        run = real_demo.run_of(job, data.runs(db))
+    done = 0 if run is None else int(run["episodes"])
+    status = job.status
+    if status == "running":
+        starting = " (starting the local model…)" if run is None else ""
+        st.progress(done / total, text=f"{done} of {total} episodes{starting}")
+    elif status == "finished":
+        st.success(f"Done: {done} real episodes.")
+    else:
+        st.error(f"The real episodes {status}: {job.log_tail(3) or 'no output'}")
+    if run is not None and done:
+        with ui.friendly():
+            eps = data.episodes(db, run["id"], limit=total)
+        links = [
+            f"[episode {e} ({'right' if c else 'wrong'})]({ui.replay_link(run['id'], e)})"
+            for e, c in zip(eps["episode"], eps["correct"], strict=True)
+        ]
+        st.markdown("Open in Replay: " + " · ".join(links))
+
+
+@st.fragment(run_every=2.0)
+def real_demo_progress(job) -> None:
+    real_demo_status(job)
+    if not job.alive:
+        data.clear()
+        st.rerun(scope="app")
+
+
+if latest_demo is not None:
+    (real_demo_progress if latest_demo.alive else real_demo_status)(latest_demo)
 
 runs = ui.require_runs(db)
 with ui.friendly():

@@ -1,7 +1,8 @@
 """Replay: pick an episode and step through its rounds; one round control moves every panel.
 
 Linkable: ``/replay?run=RUN_ID&episode=N&round=R`` opens episode N of that run at round R
-(the filters and sort order travel in the URL too).
+(rounds count from 1, as people count them; the filters, search, sort order and page
+travel in the URL too, so a shared link opens the sender's view).
 """
 
 import math
@@ -10,7 +11,7 @@ import streamlit as st
 
 from core.actions import ACTION_NAMES
 from core.records import DECISION_AGENT
-from lab import data, figures, ui
+from lab import data, episode_export, figures, params, ui
 
 # Episodes offered in the picker at a time (a long run is paged).
 PAGE = 200
@@ -30,6 +31,8 @@ RUN_DEPENDENT = (
 )  # fmt: skip
 RESULTS = {None: "any", True: "right", False: "wrong"}
 FAILURES = {None: "any", True: "with", False: "without"}
+# Episode indices a link may name (anything larger is no episode of any run).
+MAX_INDEX = 2**62
 
 db = data.db_path()
 st.title("Replay an episode")
@@ -38,7 +41,7 @@ url = ui.UrlState("replay")
 
 
 def _reset_round() -> None:
-    st.session_state["replay_round"] = 0
+    st.session_state["replay_round"] = 1
     st.session_state["replay_playing"] = False
 
 
@@ -61,37 +64,28 @@ if not run_ids:
     st.stop()
 labels = {r["id"]: ui.run_label(r) for _, r in runs.iterrows()}
 
-if url.seed("replay_run", "run", choices=run_ids):
+if url.seed_run("replay_run", "run", {r: labels[r] for r in run_ids}):
     # A link names a run: start from its plain listing, then apply the rest of the link.
-    for key in RUN_DEPENDENT:
-        st.session_state.pop(key, None)
-    _reset_round()
+    _reset_for_run()
 run_id = st.selectbox(
     "Run", run_ids, format_func=labels.get, key="replay_run", on_change=_reset_for_run
 )
+st.caption(ui.run_provenance(runs.set_index("id").loc[run_id].rename(run_id)))
 with ui.friendly():
     run_benchmarks = data.run_values(db, run_id, "benchmark")
     run_policies = data.run_values(db, run_id, "policy")
 
-url.seed("replay_benchmark", "benchmark", choices=run_benchmarks)
-url.seed("replay_policy", "policy", choices=run_policies)
-url.seed("replay_correct", "result", ui.optional_bool_param, choices=list(RESULTS))
-url.seed("replay_failures", "failures", ui.optional_bool_param, choices=list(FAILURES))
-url.seed("replay_search", "q")
-url.seed("replay_order", "sort", choices=list(ORDERS))
-url.seed("replay_page", "page", int)
-linked_episode = url.seed("replay_episode", "episode", int)
-linked_round = url.seed("replay_round", "round", int)
-if linked_episode:
-    # Open the page of the run's listing that holds the linked episode.
-    for key in RUN_DEPENDENT[:-1]:
-        st.session_state.pop(key, None)
-    with ui.friendly():
-        position = data.episode_position(db, run_id, st.session_state["replay_episode"])
-    st.session_state["replay_page"] = position // PAGE + 1
-    if not linked_round:
-        st.session_state["replay_round"] = 0
-    st.session_state["replay_playing"] = False
+url.seed("replay_benchmark", "benchmark", params.one_of(run_benchmarks, "benchmark of this run"))
+url.seed("replay_policy", "policy", params.one_of(run_policies, "policy of this run"))
+url.seed("replay_correct", "result", params.one_of({v: k for k, v in RESULTS.items()}, "result"))
+url.seed(
+    "replay_failures", "failures",
+    params.one_of({v: k for k, v in FAILURES.items()} | {"true": True, "false": False}, "choice"),
+)  # fmt: skip
+url.seed("replay_search", "q", params.text)
+url.seed("replay_order", "sort", params.one_of(list(ORDERS), "sort order"))
+# Page, episode and round are checked against the listing and the episode below.
+link_page, link_episode, link_round = url.new("page"), url.new("episode"), url.new("round")
 
 c_bench, c_pol, c_ok, c_fail = st.columns(4)
 benchmark = c_bench.selectbox(
@@ -115,23 +109,64 @@ search = c_search.text_input(
     placeholder="e.g. gsm-12 or 'prime'",
 )  # fmt: skip
 order = c_sort.selectbox("Sort by", list(ORDERS), key="replay_order", on_change=_reset_page)
+order_by, descending = ORDERS[order]
 with ui.friendly():
     n_match = data.count(db, run_id, benchmark, policy, correct, failed, search)
 n_pages = max(1, math.ceil(n_match / PAGE))
-st.session_state["replay_page"] = min(max(int(st.session_state.get("replay_page", 1)), 1), n_pages)
+if link_page is not None:
+    try:
+        st.session_state["replay_page"] = params.whole(1, n_pages)(link_page)
+    except params.BadParam as err:
+        url.refuse("page", link_page, f"{err} (pages of this listing)", "page 1")
+        st.session_state["replay_page"] = 1
+if link_episode is not None:
+    # The linked episode within the linked filters, search and sort: open the page holding it.
+    try:
+        linked = params.whole(0, MAX_INDEX)(link_episode)
+        with ui.friendly():
+            position = data.episode_position(
+                db, run_id, linked, benchmark, policy, correct, failed, search or None,
+                order_by, descending,
+            )  # fmt: skip
+            exists = position is not None or data.episode(db, run_id, linked) is not None
+        if position is None:
+            raise params.BadParam(
+                "does not match this view's filters and search"
+                if exists
+                else "is not an episode of this run"
+            )
+    except params.BadParam as err:
+        url.refuse("episode", link_episode, str(err), "the first episode of the listing")
+        st.session_state.pop("replay_episode", None)
+    else:
+        st.session_state["replay_episode"] = linked
+        st.session_state["replay_page"] = position // PAGE + 1
+        st.session_state["replay_playing"] = False
+        if link_round is None:
+            st.session_state["replay_round"] = 1
+page_value = st.session_state.get("replay_page", 1)
+if not isinstance(page_value, int) or not 1 <= page_value <= n_pages:
+    # The listing shrank under the page (a filter changed): back to its first page.
+    st.session_state["replay_page"] = 1
 page_no = c_page.number_input(
     f"Page (of {n_pages})", 1, n_pages, key="replay_page", on_change=_reset_round,
     help=f"{PAGE} matching episodes per page.",
 )  # fmt: skip
-order_by, descending = ORDERS[order]
+view = dict(
+    run=run_id, benchmark=benchmark, policy=policy,
+    result=None if correct is None else RESULTS[correct],
+    failures=None if failed is None else FAILURES[failed], q=search,
+    sort=None if order == "episode #" else order,
+    page=None if page_no == 1 else int(page_no),
+)  # fmt: skip
 with ui.friendly():
     episodes = data.episodes(
         db, run_id, benchmark, policy, correct, failed, PAGE, None, search, order_by, descending,
         (int(page_no) - 1) * PAGE,
     )  # fmt: skip
 if episodes.empty:
-    st.info("No episode of this run matches the filters.")
-    url.write(run=run_id, episode=None, round=None)
+    st.info("No episode of this run matches the filters and search.")
+    url.write(**view, episode=None, round=None)
     st.stop()
 episode_labels = data.episode_labels(episodes)
 if st.session_state.get("replay_episode") not in episode_labels:
@@ -145,9 +180,15 @@ with ui.friendly():
 if record is None or not record.rounds:
     st.warning("This episode has no rounds to replay.")
     st.stop()
+n_rounds = len(record.rounds)
+if link_round is not None:
+    try:
+        st.session_state["replay_round"] = params.whole(1, n_rounds)(link_round)
+    except params.BadParam as err:
+        url.refuse("round", link_round, f"{err} (the rounds of this episode)", "round 1")
+        st.session_state["replay_round"] = 1
 
 # ---------------------------------------------------------------- the task and the result
-n_rounds = len(record.rounds)
 with st.container(border=True):
     left, right = st.columns([3, 2])
     left.markdown(
@@ -167,32 +208,42 @@ with st.container(border=True):
         right.caption(
             "failures: "
             + ", ".join(
-                f"agent {f['agent']} {f['mode']} from round {f['from_round']}"
+                f"agent {f['agent']} {f['mode']} from round {f['from_round'] + 1}"
                 for f in record.failures
             )
         )
 
+    d1, d2, _ = right.columns([1, 1, 1])
+    stem = f"{run_id}-episode-{int(index)}"
+    d1.download_button(
+        "JSON", lambda: episode_export.episode_json(record, run_id, int(index)),
+        file_name=f"{stem}.json", mime="application/json", icon=":material/download:",
+        key="replay_export_json", on_click="ignore", type="tertiary",
+        help="Rounds, actions, graphs, Q-values, messages, what each agent was asked, tokens.",
+    )  # fmt: skip
+    d2.download_button(
+        "HTML animation", lambda: episode_export.episode_html(record, run_id, int(index)),
+        file_name=f"{stem}.html", mime="text/html", icon=":material/slideshow:",
+        key="replay_export_html", on_click="ignore", type="tertiary",
+        help="One file that steps through the rounds in any browser, with no server.",
+    )  # fmt: skip
+
 # ---------------------------------------------------------------- the one round control
-st.session_state.setdefault("replay_round", 0)
+# Rounds count from 1 here, in the URL and in the prompts; the records count from 0.
+st.session_state.setdefault("replay_round", 1)
 st.session_state.setdefault("replay_playing", False)
-st.session_state["replay_round"] = min(max(int(st.session_state["replay_round"]), 0), n_rounds - 1)
+if not 1 <= st.session_state["replay_round"] <= n_rounds:
+    st.session_state["replay_round"] = 1  # another episode, with fewer rounds
 playing = st.session_state["replay_playing"]
-url.write(
-    run=run_id, benchmark=benchmark, policy=policy,
-    result=None if correct is None else RESULTS[correct],
-    failures=None if failed is None else str(failed).lower(), q=search,
-    sort=None if order == "episode #" else order,
-    page=None if page_no == 1 else int(page_no),
-    episode=int(index),
-)  # fmt: skip
+url.write(**view, episode=int(index))
 
 
 def _toggle_play() -> None:
     st.session_state["replay_playing"] = not st.session_state["replay_playing"]
     if st.session_state["replay_playing"]:
         st.session_state["replay_just_started"] = True
-        if st.session_state["replay_round"] >= n_rounds - 1:
-            st.session_state["replay_round"] = 0
+        if st.session_state["replay_round"] >= n_rounds:
+            st.session_state["replay_round"] = 1
 
 
 st.button(
@@ -204,7 +255,7 @@ st.button(
 
 def _step(delta: int) -> None:
     st.session_state["replay_round"] = min(
-        max(st.session_state["replay_round"] + delta, 0), n_rounds - 1
+        max(st.session_state["replay_round"] + delta, 1), n_rounds
     )
 
 
@@ -221,16 +272,17 @@ def panels() -> None:
     b2.button("step", key="replay_next", on_click=_step, args=(+1,), disabled=n_rounds == 1,
               icon=":material/chevron_right:", icon_position="right")  # fmt: skip
     if n_rounds > 1:
-        slider.slider("Round", 0, n_rounds - 1, key="replay_round")
-    r = st.session_state["replay_round"]
-    url.write(round=r)
+        slider.slider("Round", 1, n_rounds, key="replay_round")
+    number = st.session_state["replay_round"]
+    url.write(round=number)
+    r = number - 1  # the record's index of the round
     figs = data.replay_figures(db, run_id, int(index), r)
     rnd = record.rounds[r]
 
     g, side = st.columns([5, 4])
     with g:
         st.markdown(
-            f"#### Round {r} of {n_rounds - 1}"
+            f"#### Round {number} of {n_rounds}"
             + (f" · Q_tot = {rnd.q_tot:.3f}" if rnd.q_tot is not None else "")
         )
         ui.chart(figs["graph"], key="replay_graph")
@@ -251,11 +303,9 @@ def panels() -> None:
             st.caption(figures.q_values_caption(rnd))
         if figs["credit"] is not None:
             st.markdown("##### The mixer: credit ∂Q_tot/∂Q_i and weights |W₁|")
-            c1, c2 = st.columns(2)
-            with c1:
-                ui.chart(figs["credit"], key="replay_credit")
-            with c2:
-                ui.chart(figs["weights"], key="replay_weights")
+            # One above the other: side by side in this column, each is too narrow to read.
+            ui.chart(figs["credit"], key="replay_credit")
+            ui.chart(figs["weights"], key="replay_weights")
 
     st.markdown("##### Agents this round")
     st.dataframe(
@@ -312,7 +362,7 @@ def panels() -> None:
         st.markdown(f"##### Tokens · {record.tokens:,} in the episode")
         ui.chart(figs["tokens"], key="replay_tokens")
     data.prebuild_rounds(db, run_id, int(index), n_rounds)
-    if st.session_state["replay_playing"] and r >= n_rounds - 1:
+    if st.session_state["replay_playing"] and number >= n_rounds:
         st.session_state["replay_playing"] = False
         st.rerun(scope="app")
 

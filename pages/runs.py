@@ -9,7 +9,7 @@ import streamlit as st
 
 from core.errors import UserError
 from core.store.commands import delete_run, export_run
-from lab import data, ui
+from lab import data, params, ui
 
 db = data.db_path()
 st.title("Runs")
@@ -18,8 +18,9 @@ url = ui.UrlState("runs")
 
 kind_options = sorted(runs["kind"].unique())
 status_options = sorted(runs["status"].unique())
-url.seed("runs_kind", "kind", lambda v: [k for k in v.split(",") if k in kind_options])
-url.seed("runs_status", "status", lambda v: [k for k in v.split(",") if k in status_options])
+url.seed("runs_kind", "kind", params.some_of(kind_options, "kind of run in this database"))
+url.seed("runs_status", "status", params.some_of(status_options, "status of a run here"))
+link_run = url.new("run")
 f1, f2 = st.columns(2)
 kinds = f1.multiselect("Kind", kind_options, key="runs_kind")
 statuses = f2.multiselect("Status", status_options, key="runs_status")
@@ -35,16 +36,19 @@ st.dataframe(
             "id",
             "kind",
             "status",
+            "incomplete",
             "policy",
             "benchmark",
             "backend",
             "episodes",
+            "planned",
             "accuracy",
             "mean_tokens",
             "mean_reward",
             "token_weight",
             "token_penalty",
             "idle",
+            "sandbox",
             "started_at",
             "ended_at",
         ]
@@ -53,12 +57,22 @@ st.dataframe(
     width="stretch",
     column_config={
         "id": st.column_config.TextColumn("run", width="medium", pinned=True),
+        "incomplete": st.column_config.CheckboxColumn(
+            help="Stopped before all its episodes: resume it with `agentqmix eval --resume "
+            "RUN_ID` (compare, robustness, train likewise)."
+        ),
+        "planned": st.column_config.NumberColumn("of", help="Episodes the run set out to play."),
         "accuracy": st.column_config.NumberColumn(format="percent"),
         "mean_tokens": st.column_config.NumberColumn("mean tokens", format="%.0f"),
         "mean_reward": st.column_config.NumberColumn("mean reward", format="%.3f"),
         "token_weight": st.column_config.NumberColumn("w_tok", format="%.2f"),
         "token_penalty": st.column_config.TextColumn("penalty"),
         "idle": st.column_config.TextColumn("idle agents", help="keep: no call; call: re-solve"),
+        "sandbox": st.column_config.TextColumn(
+            "sandbox",
+            help="Where generated code ran: bwrap (bubblewrap), process (the weaker sandbox, "
+            "chosen with --sandbox process), none (no code ran); empty: not recorded.",
+        ),
         "started_at": st.column_config.DatetimeColumn("started", format="YYYY-MM-DD HH:mm"),
         "ended_at": st.column_config.DatetimeColumn("ended", format="YYYY-MM-DD HH:mm"),
     },
@@ -71,7 +85,14 @@ if shown.empty:
     url.write(kind=kinds, status=statuses, run=None)
     st.stop()
 labels = {r["id"]: ui.run_label(r) for _, r in shown.iterrows()}
-url.seed("runs_pick", "run", choices=list(labels))
+if link_run is not None:
+    if link_run.strip() in labels:
+        st.session_state["runs_pick"] = link_run.strip()
+    elif link_run.strip() in set(runs["id"]):
+        url.refuse("run", link_run, "is not among the runs the Kind and Status filters show",
+                   "the first one that is")  # fmt: skip
+    else:
+        url.seed_run("runs_pick", "run", labels, raw=link_run)
 if st.session_state.get("runs_pick") not in labels:
     st.session_state.pop("runs_pick", None)
 run_id = st.selectbox("Run", list(labels), format_func=labels.get, key="runs_pick")

@@ -6,14 +6,35 @@ every lab server on that database) sees them and can stop them. Linkable:
 """
 
 import time
+from dataclasses import asdict
 from pathlib import Path
 
-import pandas as pd
 import streamlit as st
 
+from core.backends.local_server import install_status
 from core.tasks.registry import BENCHMARKS
-from lab import data, figures, ui
-from lab.jobs import ROLE_POOL, TeamSpec, TrainParams, resume_command, team_roles, train_command
+from lab import data, figures, params, ui
+from lab.jobs import (
+    LAB_BACKENDS,
+    ROLE_POOL,
+    TRAIN_METHODS,
+    TeamSpec,
+    TrainParams,
+    resume_command,
+    team_roles,
+    train_command,
+)
+
+# The training curves' default smoothing (EMA weight on the past).
+SMOOTHING = 0.6
+
+METHOD_LABELS = {
+    "qmix": "Agent Q-Mix",
+    "gptswarm": "GPTSwarm",
+    "agentprune": "AgentPrune",
+    "agentdropout": "AgentDropout",
+    "gdesigner": "G-Designer",
+}
 
 db = data.db_path()
 st.title("Train a team")
@@ -32,20 +53,38 @@ with st.form("train_form", border=True):
     agents = c2.number_input("Agents", 1, len(ROLE_POOL), 4, key="train_agents")
     rounds = c3.number_input("Rounds", 1, 10, 3, key="train_rounds")
     episodes = c4.number_input("Episodes", 1, 100_000, 300, step=50, key="train_episodes")
-    c5, c6, c7 = st.columns(3)
+    c5, c6, c7, c8 = st.columns(4)
     token_weight = c5.slider("Token weight w_tok", 0.0, 1.0, 0.1, 0.05, key="train_token_weight")
     fail_prob = c6.slider("Failure probability", 0.0, 0.9, 0.0, 0.05, key="train_fail_prob")
     seed = c7.number_input("Seed", 0, 2**31 - 1, 0, key="train_seed")
+    local_state, local_note = install_status()
+    backends = [b for b in LAB_BACKENDS if b != "local" or local_state == "ready"]
+    backend = c8.selectbox("Agents played by", backends, key="train_backend", help=local_note)
+    st.caption(local_note)
+    method = st.selectbox(
+        "Method", TRAIN_METHODS, key="train_method", format_func=METHOD_LABELS.get,
+        help="Agent Q-Mix, or a learned topology from the field at its defaults "
+        "(docs/baselines.md; `agentqmix train --method NAME --set KEY=VALUE` for its settings).",
+    )  # fmt: skip
     submitted = st.form_submit_button("Start training", type="primary")
 
 if submitted:
-    team = TeamSpec(benchmark, team_roles(int(agents)), int(rounds), float(token_weight))
-    params = TrainParams(team, int(episodes), float(fail_prob), int(seed))
-    checkpoint = data.workdir(db) / "checkpoints" / f"train-{time.strftime('%Y%m%d-%H%M%S')}.pt"
-    job = manager.start(
-        f"train {benchmark} ×{episodes}", train_command(db, params, checkpoint), kind="train"
+    team = TeamSpec(
+        benchmark, team_roles(int(agents)), int(rounds), float(token_weight), backend=backend
     )
-    st.session_state["train_follow"] = job.started_at
+    train = TrainParams(team, int(episodes), float(fail_prob), int(seed), method=method)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    checkpoint = data.workdir(db) / "checkpoints" / f"train-{method}-{stamp}.pt"
+    job = manager.start(
+        f"train {method} · {benchmark} ×{episodes}",
+        train_command(db, train, checkpoint),
+        kind="train",
+    )
+    # Followed until its run shows in the store: then it is the run watched below.
+    st.session_state["train_follow"] = {
+        "job": job.id, "pid": job.pid, "since": job.started_at, "label": job.label,
+        "settings": {**asdict(train), "checkpoint": str(checkpoint)},
+    }  # fmt: skip
     st.toast("Training started.", icon=":material/model_training:")
 
 
@@ -59,7 +98,7 @@ def _stop(job_id: str) -> None:
 
 def _resume(run_id: str) -> None:
     manager.start(f"resume {run_id}", resume_command(db, run_id), kind="train")
-    st.session_state["train_follow"] = None
+    st.session_state.pop("train_follow", None)
     data.clear()
     st.toast(f"Resuming {run_id}.", icon=":material/replay:")
 
@@ -87,6 +126,42 @@ def job_list() -> None:
 
 job_list()
 
+# ---------------------------------------------------------------- a run just started here
+follow = st.session_state.get("train_follow")
+if follow is not None:
+    with ui.friendly():
+        started = data.run_of_job(db, follow["pid"], follow["since"])
+    job = manager.get(follow["job"])
+    if started is not None:
+        st.session_state["train_watch_runs"] = [started]
+        del st.session_state["train_follow"]
+        data.clear()
+    elif job is None or job.status != "running":
+        del st.session_state["train_follow"]
+        st.error(
+            f"{follow['label']} ended before it logged a run ({job.status if job else 'gone'})."
+        )
+        st.code((job.log_tail(12) if job else "") or "(no output)")
+    else:
+        st.subheader("Watch runs")
+        st.info(
+            f"Starting **{follow['label']}**: its run shows here, live, as soon as it logs "
+            "(a few seconds while PyTorch loads).",
+            icon=":material/hourglass_top:",
+        )
+        st.subheader("Configuration")
+        st.caption("What the run was started with:")
+        st.json(follow["settings"], expanded=2)
+
+        @st.fragment(run_every=1.0)
+        def wait_for_run() -> None:
+            job = manager.get(follow["job"])
+            if data.run_of_job(db, follow["pid"], follow["since"]) or job is None or not job.alive:
+                st.rerun(scope="app")
+
+        wait_for_run()
+        st.stop()
+
 # ---------------------------------------------------------------- watch runs
 st.subheader("Watch runs")
 with ui.friendly():
@@ -107,17 +182,11 @@ if train_runs.empty:
             "No training run yet: start one above, or run `agentqmix train ... --db` in a "
             "terminal — it appears here live."
         )
+    url.write(runs=None, smoothing=None)
     st.stop()
 
 ids = train_runs["id"].tolist()
-follow = st.session_state.get("train_follow")
-if follow is not None:
-    # Add the run started from this page as soon as it shows up in the database.
-    new = train_runs[train_runs["started_at"] >= pd.Timestamp(follow - 1, unit="s")]
-    if not new.empty:
-        st.session_state["train_watch_runs"] = [new.iloc[0]["id"]]
-        del st.session_state["train_follow"]
-url.seed("train_watch_runs", "runs", lambda v: [r for r in v.split(",") if r in ids] or ids[:1])
+url.seed("train_watch_runs", "runs", params.some_of(ids, "training run in this database"))
 watched = [r for r in st.session_state.get("train_watch_runs", ids[:1]) if r in ids] or ids[:1]
 st.session_state["train_watch_runs"] = watched
 # Static labels: the live status and episode count are drawn below and refresh on their own.
@@ -132,12 +201,12 @@ watched = w1.multiselect(
     format_func=labels.get,
     key="train_watch_runs",
 )
-url.seed("train_smoothing", "smoothing", float)
+url.seed("train_smoothing", "smoothing", lambda raw: round(params.number(0.0, 0.99)(raw), 2))
 smoothing = w2.slider(
-    "Smoothing (EMA)", 0.0, 0.99, 0.6, 0.01, key="train_smoothing",
+    "Smoothing (EMA)", 0.0, 0.99, SMOOTHING, 0.01, key="train_smoothing",
     help="Exponential moving average of each curve (0 = raw); the raw values stay faint.",
 )  # fmt: skip
-url.write(runs=watched, smoothing=None if smoothing == 0.6 else smoothing)
+url.write(runs=watched, smoothing=None if smoothing == SMOOTHING else smoothing)
 if not watched:
     st.info("Pick at least one run.")
     st.stop()
@@ -208,8 +277,11 @@ for run_id in watched:
                 "Stop this run", key=f"train_stop_run_{run_id}", on_click=_stop, args=(job.id,),
                 icon=":material/stop:",
             )  # fmt: skip
-        resumable = info.status in ("interrupted", "failed") and bool(
-            info.checkpoint and Path(info.checkpoint).is_file()
+        # A learned-topology method's run is not resumed (docs/baselines.md, "Checkpoints").
+        resumable = (
+            info.status in ("interrupted", "failed")
+            and "method" not in info.config
+            and bool(info.checkpoint and Path(info.checkpoint).is_file())
         )
         if resumable:
             b2.button(

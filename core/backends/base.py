@@ -2,7 +2,8 @@
 
 The runtime decides *who* talks to *whom*; a back-end decides *what* an agent says.
 Two back-ends implement it: the synthetic society (``sim``) and any
-OpenAI-compatible endpoint (``openai``).
+OpenAI-compatible endpoint (``openai``; ``local`` is the same back-end on a llama.cpp
+server the project starts, :mod:`core.backends.local_server`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ class AgentTurn:
     """Its own step of the previous round (temporal edge), ``None`` in round 0."""
     inbox: list[Message] = field(default_factory=list)
     """Answers of this round read along in-edges, in source order."""
+    earlier: list[Message] = field(default_factory=list)
+    """Answers peers held after the previous round, read along temporal edges
+    (``RoundPlan.temporal``), in source order; empty in round 0."""
     fault: str | None = None
     """``byzantine`` when the agent is injected to answer confidently wrong."""
     episode_seed: int = 0
@@ -67,10 +71,18 @@ class Backend(Protocol):
     """True when its answers to code tasks are programs to run against the tests; False when
     they are labels (the synthetic society). Scoring itself lives with the tasks
     (:mod:`core.tasks.scoring`)."""
+    sandbox: str
+    """Where its code answers run when they are programs: ``auto``/``bwrap`` (bubblewrap or
+    refuse) or ``process`` (:class:`core.sandbox.SandboxConfig` ``backend``)."""
     synchronous: bool
     """True when its coroutines never wait (the synthetic society computes each answer on the
     spot): the team then plays its episodes without an event loop, call after call in a fixed
     order (:func:`core.team.runtime.run_sync`). A back-end without the attribute is waited on."""
+    serial: bool
+    """True when its server answers one call at a time (one llama.cpp instance): the team
+    then awaits its calls one by one in agent order, and plays its episodes one after the
+    other, so consecutive calls share the longest prompt prefix (the server reuses the
+    prefix its last request left cached). A back-end without the attribute is not serial."""
 
     async def agent_turn(self, turn: AgentTurn) -> TurnResult: ...
 

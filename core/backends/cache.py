@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from core.paths import replace_file
 from core.sanitize import clean_tree
 
 
@@ -71,6 +72,8 @@ class ResponseCache:
 
     def get(self, key: str) -> dict[str, Any] | None:
         """The stored entry, or ``None`` when absent or unreadable."""
+        if not self.path(key).is_file():  # a pipe there would block the read for ever
+            return None
         try:
             with open(self.path(key), encoding="utf-8") as f:
                 entry = json.load(f)
@@ -90,7 +93,8 @@ class ResponseCache:
                 f.write(canonical_json(entry))
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, target)
+            # Never over a pipe or a device someone put where the entry goes (core.paths).
+            replace_file(tmp, target, "--cache-dir")
         except BaseException:
             # Includes KeyboardInterrupt: never leave a half-written file behind.
             try:

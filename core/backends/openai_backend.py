@@ -34,25 +34,48 @@ from typing import Any
 import openai
 from openai import AsyncOpenAI
 
+try:  # the HTTP library under the openai client: httpx2 from openai 3, httpx before
+    import httpx2 as httpx
+except ImportError:  # pragma: no cover - older openai
+    import httpx  # type: ignore[no-redef]
+
 from core.actions import Action
 from core.backends import prompts
 from core.backends.base import AgentTurn, DecisionTurn, TurnResult
 from core.backends.cache import ResponseCache, default_cache_dir, public_url, request_key
 from core.records import DECISION_AGENT, LLMCall
+from core.sandbox import BACKENDS as SANDBOX_BACKENDS
+from core.sandbox import SandboxConfig
 from core.sanitize import clean_text, scrub, url_secrets, usage_counts
 from core.tasks.base import Task
-from core.tasks.sandbox import (
-    SandboxConfig,
-    examples_report,
-    humaneval_program,
-    run_python,
-)
+from core.tasks.code_checker import examples_report, run_check
 
 log = logging.getLogger(__name__)
 
 NO_KEY = "not-needed"
 """Sent when no key is configured: local servers (vLLM, llama.cpp, Ollama) ignore it."""
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+MAX_TOKENS: dict[tuple[str, str], int] = {
+    ("math", "agent"): 256,
+    ("math", "check"): 192,
+    ("math", "decision"): 128,
+    ("mcq", "agent"): 160,
+    ("mcq", "check"): 128,
+    ("mcq", "decision"): 96,
+    ("code", "agent"): 384,
+    ("code", "check"): 384,
+    ("code", "decision"): 384,
+}
+"""Default completion cap by (task kind, call kind) — ``agent``: an agent's turn; ``check``:
+execute_verify's follow-up; ``decision``: the decision agent (docs/openai.md). Enough for a
+short derivation and the answer lines; a code reply must hold a whole function."""
+DEFAULT_MAX_TOKENS = 256
+"""The cap for a task kind the table does not name."""
+
+
+def default_max_tokens(domain: str, kind: str) -> int:
+    return MAX_TOKENS.get((domain, kind), DEFAULT_MAX_TOKENS)
 
 
 @dataclass
@@ -69,18 +92,30 @@ class OpenAIBackendConfig:
     """An explicit key (overrides the environment); never shown in repr, logs or records."""
     temperature: float = 0.7
     """Sampling temperature."""
-    max_tokens: int = 1024
-    """Completion length cap per call."""
+    max_tokens: int | None = None
+    """Completion length cap per call; ``None`` = :data:`MAX_TOKENS` by task kind and call
+    kind (small models ramble: one agent once wrote 643 tokens to answer a sum)."""
     timeout_s: float = 60.0
     """Per-attempt timeout, seconds."""
     max_attempts: int = 4
     """Attempts per call (1 = no retries)."""
+    deadline_s: float = 120.0
+    """Wall-clock limit of one call, every attempt and back-off included: a server that
+    drips bytes, streams for ever or never ends its headers costs at most this."""
+    max_response_bytes: int = 8 * 1024 * 1024
+    """Largest response body read; a larger one is a failed attempt (a 1,024-token reply
+    is about 5 KB)."""
     backoff_base_s: float = 0.5
     """First retry delay; doubles per attempt, with jitter."""
     backoff_max_s: float = 8.0
     """Longest delay between attempts (also caps a server's Retry-After)."""
     concurrency: int = 8
-    """Calls in flight at once, across all agents and episodes."""
+    """Calls in flight at once, across all agents and episodes. 1 = the server decodes one
+    call at a time (one llama.cpp instance): the team then sends its calls one by one in
+    a stable order, so each call reuses the prompt prefix the previous one left cached."""
+    cache_endpoint: str | None = None
+    """Names the endpoint in the response cache's keys; ``None`` = the base URL. The local
+    model passes its file's digest, since its port changes every run."""
     cache_dir: str | None = None
     """Response cache directory; ``None`` = ``$AGENTQMIX_CACHE`` or ``~/.cache/agentqmix/responses``."""
     use_cache: bool = True
@@ -91,18 +126,24 @@ class OpenAIBackendConfig:
     """Base sampling seed sent to the server (plus the episode seed); ``None`` = send none."""
     sandbox_timeout_s: float = 10.0
     """Wall-clock limit for running an agent's code against the tests (execute_verify)."""
+    sandbox: str = "auto"
+    """Where code answers run: ``auto``/``bwrap`` (bubblewrap, or refuse) or ``process``."""
 
     def validate(self) -> None:
         if not self.model:
             raise ValueError("model must be a non-empty model name")
         if not 0.0 <= self.temperature <= 2.0:
             raise ValueError(f"temperature must be in [0, 2], got {self.temperature}")
-        if self.max_tokens < 1:
+        if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
         if self.max_attempts < 1:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
+        if not self.deadline_s > 0:
+            raise ValueError(f"deadline_s must be > 0, got {self.deadline_s}")
+        if self.max_response_bytes < 1024:
+            raise ValueError(f"max_response_bytes must be >= 1024, got {self.max_response_bytes}")
         if self.backoff_base_s < 0 or self.backoff_max_s < self.backoff_base_s:
             raise ValueError(
                 f"need 0 <= backoff_base_s <= backoff_max_s, got {self.backoff_base_s}, "
@@ -112,6 +153,51 @@ class OpenAIBackendConfig:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
         if not self.sandbox_timeout_s > 0:
             raise ValueError(f"sandbox_timeout_s must be > 0, got {self.sandbox_timeout_s}")
+        if self.sandbox not in SANDBOX_BACKENDS:
+            raise ValueError(f"sandbox must be one of {SANDBOX_BACKENDS}, got {self.sandbox!r}")
+
+
+class _CappedBody(httpx.AsyncByteStream):
+    """A response body that fails once more than ``cap`` bytes have arrived."""
+
+    def __init__(self, inner: Any, cap: int) -> None:
+        self.inner, self.cap = inner, cap
+
+    async def __aiter__(self) -> Any:
+        seen = 0
+        async for chunk in self.inner:
+            seen += len(chunk)
+            if seen > self.cap:
+                raise httpx.ReadError(f"response larger than {self.cap} bytes")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _CappedTransport(httpx.AsyncBaseTransport):
+    """The usual transport, with every response body capped at ``cap`` bytes: a server
+    that streams for ever cannot grow the process's memory."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: Any) -> Any:
+        response = await self.inner.handle_async_request(request)
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.cap:
+            await response.aclose()
+            raise httpx.ReadError(f"response of {length} bytes; the limit is {self.cap}")
+        return httpx.Response(
+            status_code=response.status_code,
+            headers=response.headers,
+            stream=_CappedBody(response.stream, self.cap),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 @dataclass
@@ -136,6 +222,9 @@ class OpenAIBackend:
         config.validate()
         self.config = config
         self.model = config.model
+        self.serial = config.concurrency == 1
+        """One call at a time: the team sends its calls one by one, in agent order."""
+        self.sandbox = config.sandbox
         self.base_url = config.base_url or os.environ.get("OPENAI_BASE_URL") or None
         key = config.api_key or os.environ.get(config.api_key_env) or ""
         self._key = key or NO_KEY
@@ -180,24 +269,34 @@ class OpenAIBackend:
                 base_url=self.base_url,
                 max_retries=0,
                 timeout=self.config.timeout_s,
+                http_client=openai.DefaultAsyncHttpxClient(
+                    transport=_CappedTransport(self.config.max_response_bytes)
+                ),
             )
             self._sem = asyncio.Semaphore(self.config.concurrency)
             self._sandbox_sem = asyncio.Semaphore(max(1, (os.cpu_count() or 2) - 1))
         return self._client, self._sem
+
+    def endpoint_down(self) -> str | None:
+        """Why the endpoint can no longer answer, when the back-end knows it for sure (the
+        local model's server exited); ``None`` = try the call."""
+        return None
 
     def scrub(self, text: str) -> str:
         """``text`` fit to store or show: cleaned, and the API key, the base URL's password
         and any URL's ``user:password@`` replaced by ``***``."""
         return scrub(clean_text(text), self._secrets)
 
-    def _request(self, messages: list[dict[str, str]], sample: list[int]) -> dict[str, Any]:
+    def _request(
+        self, messages: list[dict[str, str]], sample: list[int], max_tokens: int
+    ) -> dict[str, Any]:
         seed = None if self.config.seed is None else self.config.seed + sample[0]
         return {
-            "base_url": public_url(self.base_url),
+            "base_url": self.config.cache_endpoint or public_url(self.base_url),
             "model": self.model,
             "messages": messages,
             "temperature": self.config.temperature,
-            "max_tokens": self.config.max_tokens,
+            "max_tokens": max_tokens,
             "seed": seed,
             # Which draw this is (episode seed, agent): distinct agents and episodes get
             # distinct samples, and re-running the same evaluation hits the cache.
@@ -211,7 +310,9 @@ class OpenAIBackend:
         delay = min(cap, self.config.backoff_base_s * 2**attempt)
         return delay * random.uniform(0.5, 1.0)
 
-    async def _once(self, request: dict[str, Any]) -> tuple[str, tuple[int, int] | None]:
+    async def _once(
+        self, request: dict[str, Any], timeout: float
+    ) -> tuple[str, tuple[int, int] | None]:
         """One attempt: the reply's scrubbed text and its checked ``(prompt, completion)``
         usage (``None`` = not reported). Everything taken from the response is checked
         here, inside the caller's retry ``try``: a malformed reply is a failed attempt."""
@@ -226,9 +327,9 @@ class OpenAIBackend:
             kwargs["seed"] = request["seed"]
         async with sem:
             self.stats["requests"] += 1
-            resp = await asyncio.wait_for(
-                client.chat.completions.create(**kwargs), timeout=self.config.timeout_s + 1.0
-            )
+            # A wall-clock bound: the client's own timeout is per read, which a server
+            # dripping one byte at a time never trips.
+            resp = await asyncio.wait_for(client.chat.completions.create(**kwargs), timeout)
         choices = getattr(resp, "choices", None)
         if not isinstance(choices, list) or not choices:
             raise _Malformed("response has no choices")
@@ -241,10 +342,18 @@ class OpenAIBackend:
             raise _Malformed("response has empty content")
         return text, usage_counts(getattr(resp, "usage", None))
 
+    def _max_tokens(self, task: Task, kind: str) -> int:
+        return self.config.max_tokens or default_max_tokens(task.domain, kind)
+
     async def _complete(
-        self, messages: list[dict[str, str]], agent: int, round_: int, sample: list[int]
+        self,
+        messages: list[dict[str, str]],
+        agent: int,
+        round_: int,
+        sample: list[int],
+        max_tokens: int,
     ) -> _Completion:
-        request = self._request(messages, sample)
+        request = self._request(messages, sample, max_tokens)
         key = request_key(request)
         sent = self._stored_prompt(messages)
         if self.cache is not None:
@@ -252,27 +361,48 @@ class OpenAIBackend:
             if hit is not None and isinstance(hit.get("text"), str) and hit["text"].strip():
                 return self._from_cache(hit, key, sent, agent, round_)
         t0 = time.monotonic()
+        deadline = t0 + self.config.deadline_s
         error: str | None = None
+        earlier: list[str] = []  # each distinct reason once: the last alone may hide the cause
         attempt = 0
         for attempt in range(self.config.max_attempts):
             retry_after: float | None = None
+            if error is not None and error not in earlier:
+                earlier.append(error)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                error = f"{error}; the call's {self.config.deadline_s:g} s deadline passed"
+                attempt -= 1  # this attempt was never made
+                break
+            down = self.endpoint_down()
+            if down is not None:
+                error = down  # retrying a server that is gone only wastes the back-off
+                break
             try:
-                text, usage = await self._once(request)
+                timeout = self.config.timeout_s + 1.0
+                text, usage = await self._once(request, min(timeout, left))
             except openai.APIStatusError as e:
                 error = f"HTTP {e.status_code}: {type(e).__name__}"
                 if e.status_code not in RETRY_STATUS:
                     break
                 retry_after = _retry_after(e)
-            except (TimeoutError, openai.APIConnectionError) as e:
-                # APITimeoutError is an APIConnectionError.
-                error = f"{type(e).__name__}: {e}"
+            except TimeoutError:
+                error = f"TimeoutError: no whole answer within {min(timeout, left):.3g} s"
+            except openai.APIConnectionError as e:
+                # APITimeoutError is an APIConnectionError; the cause says what broke.
+                cause = f" ({e.__cause__})" if e.__cause__ is not None else ""
+                error = f"{type(e).__name__}: {e}{cause}"
             except (openai.APIResponseValidationError, _Malformed, ValueError) as e:
                 error = f"malformed response: {type(e).__name__}: {e}"
+            except RecursionError:  # JSON nested deeper than the parser's stack
+                error = "malformed response: JSON nested too deeply"
             else:
                 return self._fresh(text, usage, request, key, sent, agent, round_, attempt, t0)
             if attempt + 1 < self.config.max_attempts:
                 self.stats["retries"] += 1
-                delay = self._backoff(attempt, retry_after)
+                delay = min(
+                    self._backoff(attempt, retry_after), max(deadline - time.monotonic(), 0)
+                )
                 log.warning(
                     "LLM call failed (attempt %d/%d, retrying in %.2fs): %s",
                     attempt + 1,
@@ -282,7 +412,9 @@ class OpenAIBackend:
                 )
                 await asyncio.sleep(delay)
         self.stats["failed_calls"] += 1
-        error = self.scrub(f"{error} (after {attempt + 1} attempt(s))")[:2000]
+        before = [e for e in earlier if not (error or "").startswith(e)]
+        history = f"; earlier: {' | '.join(before)}" if before else ""
+        error = self.scrub(f"{error} (after {attempt + 1} attempt(s)){history}")[:2000]
         log.warning("LLM call failed for good: %s", error)
         call = LLMCall(
             agent=agent,
@@ -360,7 +492,13 @@ class OpenAIBackend:
 
     async def agent_turn(self, turn: AgentTurn) -> TurnResult:
         sample = [turn.episode_seed, turn.agent]
-        first = await self._complete(prompts.agent_messages(turn), turn.agent, turn.round, sample)
+        first = await self._complete(
+            prompts.agent_messages(turn),
+            turn.agent,
+            turn.round,
+            sample,
+            self._max_tokens(turn.task, "agent"),
+        )
         if first.call.error is not None:
             return _failed(first)
         answer, confidence = prompts.parse_reply(turn.task, first.text)
@@ -387,7 +525,9 @@ class OpenAIBackend:
             messages = prompts.code_feedback_messages(turn, first.text, report)
         else:
             messages = prompts.rederive_messages(turn, first.text, answer)
-        second = await self._complete(messages, turn.agent, turn.round, sample)
+        second = await self._complete(
+            messages, turn.agent, turn.round, sample, self._max_tokens(task, "check")
+        )
         call = _merge(first.call, second.call)
         if second.call.error is not None:
             # The check itself failed: keep the unverified first answer; the turn stands.
@@ -396,20 +536,20 @@ class OpenAIBackend:
         return TurnResult(second.text, answer2 or answer, confidence2, call, verified=True)
 
     async def _run_tests(self, task: Task, code: str | None) -> tuple[bool, str]:
+        """Judge the agent's code as scoring does (:mod:`core.tasks.code_checker`): the
+        hidden tests run in a checker process its code cannot reach. The agent learns only
+        that they failed, and how its code fares on the docstring's examples."""
         if not code:
             return False, "No code block was found in your reply."
-        program = humaneval_program(task, code)
-        cfg = SandboxConfig(timeout_s=self.config.sandbox_timeout_s)
+        cfg = SandboxConfig(timeout_s=self.config.sandbox_timeout_s, backend=self.sandbox)
         self._bind_loop()
         assert self._sandbox_sem is not None
         async with self._sandbox_sem:
-            result = await asyncio.to_thread(run_python, program, config=cfg)
-        if result.passed:
+            result = await asyncio.to_thread(run_check, task, code, "tests", cfg)
+        if result.verdict == "pass":
             return True, "all tests passed"
         if result.timed_out:
             return False, f"Timed out after {cfg.timeout_s:.0f} s (an infinite loop?)."
-        # The hidden tests' output would show their assertions, i.e. the answers: the agent
-        # sees only that they failed, and its code run on the docstring's examples.
         async with self._sandbox_sem:
             return False, await asyncio.to_thread(examples_report, task, code, cfg)
 
@@ -432,6 +572,7 @@ class OpenAIBackend:
             DECISION_AGENT,
             turn.n_rounds,
             [turn.episode_seed, DECISION_AGENT],
+            self._max_tokens(turn.task, "decision"),
         )
         if done.call.error is not None:
             return _failed(done)

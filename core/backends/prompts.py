@@ -21,7 +21,8 @@ from core.actions import Action
 from core.backends.base import AgentTurn, DecisionTurn
 from core.records import AgentStep, Chat, Message
 from core.tasks.base import Task
-from core.tasks.sandbox import extract_code
+from core.tasks.checkers import read_answer
+from core.tasks.code_checker import extract_code
 
 PEER_TEXT_CHARS = 3000
 """A peer's reply is cut to this many characters in the reader's prompt (keeps prompts bounded)."""
@@ -46,6 +47,13 @@ ROLE_PROMPTS: dict[str, str] = {
         "look for the exact step where a mistake happens, and fix it."
     ),
 }
+TEAM_SYSTEM = (
+    "You are a member of a small team of AI agents who solve a problem together over a few "
+    "rounds. Each message tells you your role and what to do this round."
+)
+"""The system prompt every agent of a task shares (with the answer format after it): the
+agents' requests then begin with the same tokens — system prompt, then the problem — and
+a server that keeps the last request's prompt state (llama.cpp) reuses that prefix."""
 GENERIC_ROLE = (
     "You are the {role} of a small team of AI agents solving a problem together. "
     "Reason carefully and commit to one final answer."
@@ -129,7 +137,7 @@ def _previous_block(previous: AgentStep | None) -> str:
     )
 
 
-def _inbox_block(inbox: Sequence[Message]) -> str:
+def _inbox_block(inbox: Sequence[Message], heading: str) -> str:
     if not inbox:
         return ""
     parts = [
@@ -137,7 +145,7 @@ def _inbox_block(inbox: Sequence[Message]) -> str:
         f"{_cut(m.text)}\n>>>"
         for m in inbox
     ]
-    return "Answers you read from your teammates this round:\n\n" + "\n\n".join(parts) + "\n\n"
+    return f"{heading}:\n\n" + "\n\n".join(parts) + "\n\n"
 
 
 def agent_chat(
@@ -149,20 +157,26 @@ def agent_chat(
     previous: AgentStep | None,
     inbox: Sequence[Message],
     byzantine: bool = False,
+    earlier: Sequence[Message] = (),
 ) -> Chat:
-    """The chat for one agent's turn: role + format, then task, action, memory and inbox.
+    """The chat for one agent's turn: the team's shared system prompt + format, then the
+    task, the agent's role, action, memory and inbox — shared text first, so that the
+    agents' requests share their longest prefix (:data:`TEAM_SYSTEM`).
 
     ``previous``: the agent's own step of the round before (None in round 0); ``inbox``:
     the answers it read this round, in source order; ``byzantine``: injected to answer
-    confidently wrong.
+    confidently wrong; ``earlier``: peers' answers of the round before, read along
+    temporal edges (``RoundPlan.temporal``).
     """
-    system = f"{role_prompt(role)}\n\n{answer_format(task)}"
+    system = f"{TEAM_SYSTEM}\n\n{answer_format(task)}"
     user = (
         f"Problem:\n{question_text(task)}\n\n"
+        f"{role_prompt(role)}\n\n"
         f"Round {round_ + 1} of {n_rounds}. "
         f"{ACTION_INSTRUCTIONS[Action(action)]}\n\n"
         f"{_previous_block(previous)}"
-        f"{_inbox_block(inbox)}"
+        f"{_inbox_block(earlier, f'Answers your teammates gave in round {round_}')}"
+        f"{_inbox_block(inbox, 'Answers you read from your teammates this round')}"
     )
     if byzantine:
         user += BYZANTINE_INSTRUCTION + "\n\n"
@@ -181,6 +195,7 @@ def agent_messages(turn: AgentTurn) -> Chat:
         turn.previous,
         turn.inbox,
         byzantine=turn.fault == "byzantine",
+        earlier=turn.earlier,
     )
 
 
@@ -228,11 +243,11 @@ def readable_finals(finals: Sequence[AgentStep]) -> list[AgentStep]:
 def decision_chat(task: Task, finals: Sequence[AgentStep], n_rounds: int) -> Chat:
     """The decision agent reads the agents' final answers (``finals``, already
     :func:`readable_finals`) and gives the team's answer."""
-    system = (
-        "You are the decision agent of a team of AI agents. After several rounds of "
-        "discussion you read the team members' final answers and decide the team's single "
-        "final answer. Weigh the reasoning, not only the vote or the stated confidence.\n\n"
-        + answer_format(task)
+    system = f"{TEAM_SYSTEM}\n\n{answer_format(task)}"
+    persona = (
+        "You are the decision agent of the team. After several rounds of discussion you "
+        "read the team members' final answers and decide the team's single final answer. "
+        "Weigh the reasoning, not only the vote or the stated confidence."
     )
     shown = "\n\n".join(
         f"Agent {s.agent} ({s.role}; answer: {s.answer!s}, confidence {s.confidence:.2f}):\n"
@@ -240,7 +255,7 @@ def decision_chat(task: Task, finals: Sequence[AgentStep], n_rounds: int) -> Cha
         for s in finals
     )
     user = (
-        f"Problem:\n{question_text(task)}\n\n"
+        f"Problem:\n{question_text(task)}\n\n{persona}\n\n"
         f"Final answers of the team after {n_rounds} rounds:\n\n{shown}\n\n"
         "Decide the team's answer. " + answer_format(task)
     )
@@ -252,52 +267,18 @@ def decision_messages(turn: DecisionTurn) -> Chat:
     return decision_chat(turn.task, turn.finals, turn.n_rounds)
 
 
-_ANSWER_LINE = re.compile(r"(?im)^[ \t*#>_]*(?:final\s+)?answer\s*[:：]\s*(.+?)\s*$")
 _CONFIDENCE = re.compile(r"(?i)confidence\s*[:：=]?\s*\**\s*(\d+(?:\.\d+)?)\s*(%?)")
 
 
-def _boxed(text: str) -> str | None:
-    start = text.rfind("\\boxed{")
-    if start < 0:
-        return None
-    i, depth = start + len("\\boxed{"), 1
-    for j in range(i, len(text)):
-        depth += {"{": 1, "}": -1}.get(text[j], 0)
-        if depth == 0:
-            return text[i:j].strip()
-    return None
-
-
-def _clean_math(ans: str) -> str:
-    ans = ans.strip().strip("*").strip()
-    boxed = _boxed(ans)
-    if boxed is not None:
-        ans = boxed
-    return ans.rstrip(". ").strip("$* ").rstrip(".").strip()
-
-
 def parse_answer(task: Task, text: str) -> str | None:
-    """The final answer in a reply: the code (code), the option letter (MCQ), else the
-    text of the last ``Answer:`` line or ``\\boxed{}``; ``None`` when there is none."""
+    """The final answer in a reply: the code (code), else what the checker reads
+    (:func:`core.tasks.checkers.read_answer`: an option letter or a maths answer);
+    ``None`` when there is none."""
     if task.domain == "code":
         code = extract_code(text, task.meta.get("entry_point"))
         has_code = "```" in text or re.search(r"(?m)^\s*(def|return)\b", code)
         return code if has_code and code.strip() else None
-    lines = _ANSWER_LINE.findall(text)
-    if task.domain == "mcq":
-        for candidate in reversed(lines):
-            m = re.match(r"\(?\**([A-Pa-p])\b", candidate.strip())
-            if m:
-                return m.group(1).upper()
-        boxed = _boxed(text)
-        if boxed and re.fullmatch(r"\(?([A-Pa-p])\)?", boxed):
-            return boxed.strip("()").upper()
-        return None
-    if lines:
-        ans = _clean_math(lines[-1])
-        return ans or None
-    boxed = _boxed(text)
-    return _clean_math(boxed) if boxed else None
+    return read_answer(task, text)
 
 
 def parse_confidence(text: str) -> float:

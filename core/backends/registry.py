@@ -17,20 +17,36 @@ class BackendSettings(Protocol):
 
     backend: str
     preset: str
+    society: str | None
     model: str | None
     base_url: str | None
     concurrency: int
     use_cache: bool
     cache_counts_tokens: bool
     cache_dir: str | None
-    timeout_s: float
+    timeout_s: float | None
     max_attempts: int
+    model_file: str | None
+    max_tokens: int | None
+    deadline_s: float | None
+    sandbox: str
+
+
+OPENAI_TIMEOUT_S = 60.0
+"""Per-attempt timeout of a remote endpoint, unless ``--timeout`` says otherwise."""
+LOCAL_TIMEOUT_S = 600.0
+"""Per-attempt timeout on the local server: its calls run one at a time, so a slow call is
+slow compute (a busy CPU took 60+ s for one), and cutting it only starts it over."""
+OPENAI_DEADLINE_S = 120.0
+"""Wall-clock limit of one call to a remote endpoint, every attempt and back-off included."""
+LOCAL_DEADLINE_S = 1800.0
+"""The same on the local server: several of its slow attempts must fit."""
 
 
 def _sim(opts: BackendSettings) -> Backend:
-    from core.backends.society import SimBackend, get_preset
+    from core.backends.society import SimBackend, get_preset, load_society
 
-    return SimBackend(get_preset(opts.preset))
+    return SimBackend(load_society(opts.society) if opts.society else get_preset(opts.preset))
 
 
 def _openai(opts: BackendSettings) -> Backend:
@@ -44,14 +60,52 @@ def _openai(opts: BackendSettings) -> Backend:
             use_cache=opts.use_cache,
             cache_counts_tokens=opts.cache_counts_tokens,
             cache_dir=opts.cache_dir,
-            timeout_s=opts.timeout_s,
+            timeout_s=opts.timeout_s or OPENAI_TIMEOUT_S,
             max_attempts=opts.max_attempts,
+            max_tokens=opts.max_tokens,
+            deadline_s=opts.deadline_s or OPENAI_DEADLINE_S,
+            sandbox=opts.sandbox,
         )
     )
 
 
-BACKENDS: dict[str, Callable[[BackendSettings], Backend]] = {"sim": _sim, "openai": _openai}
-"""Name -> factory. ``sim`` is the synthetic society (offline); ``openai`` any compatible endpoint."""
+def _local(opts: BackendSettings) -> Backend:
+    from core.backends.local_backend import LocalBackend
+    from core.backends.local_server import LocalServerConfig, serve
+    from core.backends.openai_backend import OpenAIBackendConfig
+
+    server = serve(LocalServerConfig(model_file=opts.model_file))
+    return LocalBackend(
+        server,
+        OpenAIBackendConfig(
+            model=server.model.name,
+            base_url=server.url,
+            # One llama.cpp instance decodes one request at a time.
+            concurrency=1,
+            cache_endpoint=server.model.cache_endpoint,
+            use_cache=opts.use_cache,
+            cache_counts_tokens=opts.cache_counts_tokens,
+            cache_dir=opts.cache_dir,
+            timeout_s=opts.timeout_s or LOCAL_TIMEOUT_S,
+            max_attempts=opts.max_attempts,
+            max_tokens=opts.max_tokens,
+            deadline_s=opts.deadline_s or LOCAL_DEADLINE_S,
+            sandbox=opts.sandbox,
+        ),
+    )
+
+
+BACKENDS: dict[str, Callable[[BackendSettings], Backend]] = {
+    "sim": _sim,
+    "openai": _openai,
+    "local": _local,
+}
+"""Name -> factory. ``sim`` is the synthetic society (offline); ``openai`` any compatible
+endpoint; ``local`` a GGUF model served by llama.cpp on 127.0.0.1, started by the project."""
+
+LABEL_BACKENDS = frozenset({"sim"})
+"""Back-ends whose answers to code tasks are labels, not programs: no generated code runs.
+Every other back-end's code answers run in the sandbox (a new back-end is assumed to)."""
 
 
 def make_backend(opts: BackendSettings) -> Backend:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import os
 import random
 import zlib
 from dataclasses import dataclass, field, fields, replace
@@ -142,6 +143,11 @@ class SocietyConfig:
     """Std of the log-normal noise on completion tokens."""
     token_budget: int = 14900
     """Default reward token budget: about the mean full-mesh tokens on ``mixed``."""
+    unreadable: dict[str, float] = field(default_factory=lambda: _per_domain(0.0, 0.0, 0.0))
+    """Probability that an agent's reply has no readable answer, per domain (0 in every preset;
+    a society fitted to a small real model has it: ``agentqmix calibrate``)."""
+    decision_unreadable: float = 0.0
+    """Probability that the decision agent's reply has no readable answer."""
 
     def validate(self) -> None:
         for d, table in self.solo_accuracy.items():
@@ -155,12 +161,13 @@ class SocietyConfig:
             "debate_settle",
             "completion_tokens",
             "verify_tokens",
+            "unreadable",
         ):
             table = getattr(self, name)
             missing = [d for d in DOMAINS if d not in table]
             if missing:
                 raise ValueError(f"{name} lacks domains {missing}")
-        for name in ("verify_catch", "verify_fix", "debate_settle"):
+        for name in ("verify_catch", "verify_fix", "debate_settle", "unreadable"):
             for d, v in getattr(self, name).items():
                 if not 0.0 <= v <= 1.0:
                     raise ValueError(f"{name}[{d}] = {v} is not a probability")
@@ -173,6 +180,7 @@ class SocietyConfig:
             "refine_fraction",
             "keep_fraction",
             "memory_fraction",
+            "decision_unreadable",
         ):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
@@ -312,6 +320,7 @@ class SimBackend:
 
     name = "sim"
     answers_are_programs = False
+    sandbox = "auto"  # never used: its code answers are labels
     synchronous = True
 
     def __init__(self, config: SocietyConfig | str = DEFAULT_PRESET):
@@ -386,7 +395,7 @@ class SimBackend:
                 answer, conf = self._solve(task, tm, turn.role, rng)
             else:
                 answer, conf = prev.answer, prev.confidence
-            read = [m for m in turn.inbox if m.answer is not None]
+            read = [m for m in (*turn.inbox, *turn.earlier) if m.answer is not None]
             if action is Action.EXECUTE_VERIFY:
                 answer, conf = self._verify(task, tm, turn.role, answer, conf, rng)
                 verified = True
@@ -399,7 +408,7 @@ class SimBackend:
 
         if not has_prev:
             effort = 1.0
-        elif reworked or verified or turn.inbox:
+        elif reworked or verified or turn.inbox or turn.earlier:
             effort = c.refine_fraction
         else:
             effort = c.keep_fraction
@@ -413,10 +422,13 @@ class SimBackend:
         if verified:
             completion += c.verify_tokens[d] * tm.length_factor
         completion_tokens = max(1, int(completion * math.exp(rng.gauss(0.0, c.token_noise))))
+        # Drawn last and only when possible: a preset without it plays exactly as before.
+        if c.unreadable[d] > 0.0 and turn.fault is None and rng.random() < c.unreadable[d]:
+            answer, conf = None, 0.0
         prompt_tokens = (
             tm.prompt_tokens
             + c.preamble_tokens
-            + sum(m.tokens for m in turn.inbox)
+            + sum(m.tokens for m in (*turn.inbox, *turn.earlier))
             + int(c.memory_fraction * prev.completion_tokens if prev is not None else 0)
         )
         call = LLMCall(
@@ -426,7 +438,10 @@ class SimBackend:
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
         )
-        text = f"[{turn.role} · {action.label}] Answer: {_display(task, answer)} (confidence {conf:.2f})"
+        if answer is None:
+            text = f"[{turn.role} · {action.label}] (no readable answer)"
+        else:
+            text = f"[{turn.role} · {action.label}] Answer: {_display(task, answer)} (confidence {conf:.2f})"
         return TurnResult(
             text=text, answer=answer, confidence=round(conf, 4), call=call, verified=verified
         )
@@ -522,6 +537,9 @@ class SimBackend:
         answer = _softmax_pick(support, c.decision_temperature, rng) if support else None
         conf = self._confidence(tm, answer == tm.right, rng) if answer is not None else 0.0
         completion = c.decision_completion_tokens * math.exp(rng.gauss(0.0, c.token_noise))
+        if answer is not None and c.decision_unreadable > 0.0:
+            if rng.random() < c.decision_unreadable:
+                answer, conf = None, 0.0
         call = LLMCall(
             agent=-1,
             round=turn.n_rounds,
@@ -565,3 +583,105 @@ def describe_presets() -> dict[str, dict]:
         config = get_preset(name)
         out[name] = {f.name: getattr(config, f.name) for f in fields(config)}
     return out
+
+
+# ----------------------------------------------------------------------------- society files
+
+SOCIETY_FORMAT = "agentqmix-society"
+"""The ``format`` marker of a society file (``agentqmix calibrate --out``, ``--society``)."""
+SOCIETY_VERSION = 1
+
+
+def society_to_dict(config: SocietyConfig) -> dict:
+    """The config as JSON-ready data (tuples become lists)."""
+    return {f.name: getattr(config, f.name) for f in fields(config)}
+
+
+def society_from_dict(data: object, where: str = "society") -> SocietyConfig:
+    """A config from :func:`society_to_dict`'s data; fields left out take the stock
+    preset's values. Raises ``ValueError`` naming the first bad key or value."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} must be a JSON object")
+    stock = SocietyConfig()
+    known = {f.name for f in fields(stock)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"{where} has unknown parameter {unknown[0]!r}")
+    # A field typed float may hold a whole-number default (880): a fitted 58.1 is still right.
+    real = {f.name for f in fields(stock) if "float" in str(f.type)}
+    values = {}
+    for name, value in data.items():
+        values[name] = _typed_like(getattr(stock, name), value, f"{where}.{name}", name in real)
+    config = replace(stock, **values)
+    config.validate()
+    return config
+
+
+def _typed_like(stock: object, value: object, where: str, real: bool = False) -> object:
+    """``value`` coerced to the shape of the stock value ``stock`` (or ValueError); ``real``:
+    the numbers are floats whatever the stock value looks like."""
+    if isinstance(stock, str):
+        if not isinstance(value, str) or not value or not value.isprintable():
+            raise ValueError(f"{where} must be a non-empty line of text")
+        return value
+    if isinstance(stock, bool) or value is None or isinstance(value, bool):
+        raise ValueError(f"{where} must be a number, not {value!r}")
+    if isinstance(stock, int | float):
+        if not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(f"{where} must be a finite number, not {value!r}")
+        if real:
+            return float(value)
+        if isinstance(stock, int) and value != int(value):
+            raise ValueError(f"{where} must be a whole number, not {value!r}")
+        return type(stock)(value)
+    if isinstance(stock, tuple):
+        if not isinstance(value, list | tuple) or len(value) != len(stock):
+            raise ValueError(f"{where} must be a list of {len(stock)} numbers")
+        return tuple(
+            _typed_like(s, v, f"{where}[{k}]", real)
+            for k, (s, v) in enumerate(zip(stock, value, strict=True))
+        )
+    if isinstance(stock, dict):
+        if not isinstance(value, dict):
+            raise ValueError(f"{where} must be an object")
+        template = next(iter(stock.values()))
+        out = {}
+        for key, v in value.items():
+            out[key] = _typed_like(stock.get(key, template), v, f"{where}.{key}", real)
+        return out
+    raise TypeError(f"no coercion for {type(stock).__name__}")
+
+
+def load_society(path: str | os.PathLike[str]) -> SocietyConfig:
+    """The society a file written by ``agentqmix calibrate`` describes; a missing, unreadable
+    or invalid file is a :class:`UserError` of one sentence."""
+    import json
+
+    where = str(path)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        raise UserError(f"society file {where} does not exist.") from None
+    except IsADirectoryError:
+        raise UserError(f"society file {where} is a folder, not a file.") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise UserError(f"cannot read society file {where} ({err}).") from None
+    except json.JSONDecodeError as err:
+        raise UserError(
+            f"society file {where} is not valid JSON ({err.msg} at line {err.lineno})."
+        ) from None
+    if not isinstance(doc, dict) or doc.get("format") != SOCIETY_FORMAT:
+        raise UserError(
+            f'{where} is not a society file (no "format": "{SOCIETY_FORMAT}"); '
+            "write one with agentqmix calibrate."
+        )
+    if doc.get("version") != SOCIETY_VERSION:
+        raise UserError(
+            f"society file {where} has version {doc.get('version')!r}; this program reads "
+            f"version {SOCIETY_VERSION}."
+        )
+    try:
+        return society_from_dict(doc.get("society"), "society")
+    except ValueError as err:
+        raise UserError(f"society file {where} is invalid: {err}.") from None

@@ -7,7 +7,7 @@ Every episode is played by the same rollout path as training (:meth:`TeamEnv.run
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,16 +28,28 @@ EVAL_THREADS = 1
 """Torch CPU threads while evaluating: the forward passes are small, extra threads only wait."""
 
 
-def learned_policy(checkpoint: Path, opts: TeamOptions, device: str = "auto") -> QMixPolicy:
-    """The greedy decentralised policy from a checkpoint, checked against the team's shapes."""
+def learned_policy(checkpoint: Path, opts: TeamOptions, device: str = "auto") -> Any:
+    """The learned policy in a checkpoint, checked against the team's shapes: Agent Q-Mix's
+    greedy decentralised policy, or a learned-topology method's (:mod:`core.baselines`)
+    decoded graphs — whichever family wrote the file. Its ``info``
+    (:class:`~core.experiment.policies.PolicyInfo`) names the family, the token weight it
+    was trained at and its knob."""
+    from core.baselines.checkpoint import FORMAT as BASELINE_FORMAT
+    from core.baselines.checkpoint import read_payload
     from core.experiment.options import make_team_env
+    from core.experiment.policies import PolicyInfo, baseline_policy
 
+    if read_payload(checkpoint).get("format") == BASELINE_FORMAT:
+        return baseline_policy(checkpoint, opts)
     env = make_team_env(opts, "eval")
     shapes = EnvShapes.of(env)
     env.close()
     dev = resolve_device(device)
     ckpt = load_checkpoint(checkpoint, dev, expect=shapes)
-    return QMixPolicy(ckpt.agent, ckpt.mixer, dev, epsilon=0.0, label="qmix")
+    policy = QMixPolicy(ckpt.agent, ckpt.mixer, dev, epsilon=0.0, label="qmix")
+    weight = ckpt.env.get("team", {}).get("token_weight") if isinstance(ckpt.env, dict) else None
+    policy.info = PolicyInfo("qmix", "learned", "qmix", weight, {}, str(checkpoint))
+    return policy
 
 
 def resolve_policy(
@@ -70,6 +82,297 @@ def run_policy(
         env.close()
 
 
+# --------------------------------------------------------------------------- logged plans
+
+
+@dataclass(frozen=True)
+class EvalPart:
+    """A stretch of an evaluation run: one policy on held-out episodes ``indices``."""
+
+    policy: int
+    """Index of the policy in the run's policy list."""
+    indices: range
+    """Held-out episodes of the stream, in the order they are played and logged."""
+    failures: tuple[FailureSpec, ...] | None = None
+    """Failures that replace each episode's own (robustness); None = the episodes' own."""
+    group: int = 0
+    """Which summary row the episodes count towards."""
+
+
+@dataclass
+class EvalPlan:
+    """What an evaluation run (``eval``, ``compare``, ``robustness``) plays, in the order it
+    logs it. Stored as the run's ``config["eval"]``, so that ``--resume`` rebuilds the same
+    plan and plays exactly the episodes the run has not logged yet."""
+
+    command: str
+    """``eval``, ``compare`` or ``robustness``."""
+    policies: tuple[str, ...]
+    """Policy names in playing order (``qmix`` = the learned policy of ``checkpoint``)."""
+    episodes: int
+    """Held-out episodes per policy (per policy and failure level for robustness)."""
+    seed: int
+    """The held-out stream."""
+    first: int = 0
+    """Index of the first held-out episode."""
+    checkpoints: tuple[str, ...] = ()
+    """The learned policies' checkpoints (absolute), in playing order."""
+    max_failed: int = 0
+    """robustness: up to this many failed agents."""
+    mode: str = "crash"
+    """robustness: how they fail."""
+
+    def parts(self, n_agents: int) -> list[EvalPart]:
+        """The parts in order. robustness: with ``k`` failed agents, episode ``i`` fails
+        agents ``i, i+1, …, i+k-1`` (mod N), the same agents for every policy."""
+        span = range(self.first, self.first + self.episodes)
+        if self.command != "robustness":
+            return [EvalPart(p, span, group=p) for p in range(len(self.policies))]
+        out, group = [], 0
+        for k in range(self.max_failed + 1):
+            for p in range(len(self.policies)):
+                for offset in range(min(n_agents, self.episodes) if k else 1):
+                    indices = span[offset::n_agents] if k else span
+                    fails = tuple(
+                        FailureSpec((offset + j) % n_agents, self.mode, 0) for j in range(k)
+                    )
+                    out.append(EvalPart(p, indices, fails, group))
+                group += 1
+        return out
+
+    def groups(self, n_agents: int) -> list[tuple[int, int]]:
+        """Each summary row's range of run episode indices ``(lo, hi)``."""
+        bounds: dict[int, list[int]] = {}
+        at = 0
+        for part in self.parts(n_agents):
+            lo_hi = bounds.setdefault(part.group, [at, at])
+            at += len(part.indices)
+            lo_hi[1] = at
+        return [tuple(bounds[g]) for g in sorted(bounds)]  # type: ignore[misc]
+
+    def total(self, n_agents: int) -> int:
+        return sum(len(p.indices) for p in self.parts(n_agents))
+
+    def config(self, n_agents: int) -> dict[str, Any]:
+        """``config["eval"]``: the plan, and ``episodes`` = how many the run will log."""
+        return {**asdict(self), "per_policy": self.episodes, "episodes": self.total(n_agents)}
+
+    @classmethod
+    def from_config(cls, d: dict[str, Any]) -> EvalPlan:
+        known = {f: d[f] for f in cls.__dataclass_fields__ if f in d and f != "episodes"}
+        # A run logged before several checkpoints could play names one as "checkpoint".
+        old = (d["checkpoint"],) if d.get("checkpoint") else ()
+        checkpoints = tuple(d.get("checkpoints") or old)
+        return cls(
+            **{**known, "policies": tuple(d["policies"]), "episodes": d["per_policy"],
+               "checkpoints": checkpoints}
+        )  # fmt: skip
+
+
+def play_plan(
+    opts: TeamOptions,
+    plan: EvalPlan,
+    policies: Sequence[Any],
+    logger: Any = None,
+    skip: int = 0,
+) -> list[EpisodeRecord]:
+    """Play ``plan`` after its first ``skip`` episodes, logging each batch of episodes as
+    soon as it is played (``logger``: a :class:`core.store.RunLogger` or None); returns
+    the records played here. A kill loses at most the batch in flight, and the run's
+    logged episodes are always the plan's first ones, in order."""
+    from core.experiment.options import make_team_env
+
+    env = make_team_env(replace(opts, seed=plan.seed), "eval")
+    width = opts.concurrency
+    played: list[EpisodeRecord] = []
+    try:
+        with torch_threads(EVAL_THREADS):
+            for part in plan.parts(len(opts.roles)):
+                if skip >= len(part.indices):
+                    skip -= len(part.indices)
+                    continue
+                indices, skip = part.indices[skip:], 0
+                for start in range(0, len(indices), width):
+                    records = env.run(
+                        policies[part.policy],
+                        indices[start : start + width],
+                        failures=part.failures,
+                    )
+                    if logger is not None:
+                        logger.log_episodes(records)
+                    played += records
+    finally:
+        env.close()
+    return played
+
+
+def start_plan(
+    db: str | None,
+    kind: str,
+    opts: TeamOptions,
+    plan: EvalPlan,
+    policy: str,
+    extra_config: dict[str, Any] | None = None,
+) -> Any:
+    """The :class:`core.store.RunLogger` of a new evaluation run of ``plan``."""
+    from core.store.writer import RunLogger
+
+    config = {**opts.run_config(), "eval": plan.config(len(opts.roles)), **(extra_config or {})}
+    return RunLogger(
+        db,
+        kind,
+        config,
+        backend=opts.backend,
+        model=opts.model_name(),
+        policy=policy,
+        benchmark=opts.benchmark,
+        seed=plan.seed,
+    )
+
+
+def summaries(
+    plan: EvalPlan,
+    opts: TeamOptions,
+    records: Sequence[EpisodeRecord],
+    db: str | None = None,
+    run_id: str | None = None,
+) -> list[dict[str, Any]]:
+    """One summary per row of the plan (:func:`core.team.summary.summarize_records`): from
+    ``records`` when they are the whole run, else from the store (a resumed run)."""
+    ranges = plan.groups(len(opts.roles))
+    if run_id is None:
+        return [summarize_records(records[lo:hi]) for lo, hi in ranges]
+    from core.store.queries import summarize_ranges
+
+    return summarize_ranges(db, run_id, ranges)
+
+
+def _run_plan(
+    opts: TeamOptions,
+    plan: EvalPlan,
+    policies: Sequence[Any],
+    db: str | None,
+    log: bool,
+    kind: str,
+    policy_label: str,
+    extra_config: dict[str, Any] | None = None,
+) -> tuple[list[dict[str, Any]], list[EpisodeRecord], str | None]:
+    """Play and log a new run of ``plan``: its rows (:func:`plan_rows`), the records, the
+    run id. The run's config describes every policy (``config["policies"]``)."""
+    from core.experiment.policies import describe
+
+    if not log:
+        records = play_plan(opts, plan, policies)
+        return plan_rows(plan, opts, policies, records), records, None
+    described = {p.name: describe(p).as_dict() for p in policies}
+    extra = {"policies": described, **(extra_config or {})}
+    with start_plan(db, kind, opts, plan, policy_label, extra) as logger:
+        records = play_plan(opts, plan, policies, logger)
+    return plan_rows(plan, opts, policies, records), records, logger.run_id
+
+
+def plan_rows(
+    plan: EvalPlan,
+    opts: TeamOptions,
+    policies: Sequence[Any],
+    records: Sequence[EpisodeRecord],
+    db: str | None = None,
+    run_id: str | None = None,
+) -> list[dict[str, Any]]:
+    """One row per summary row of the plan: the policy's description (family, method,
+    trained token weight, knob: :func:`~core.experiment.policies.describe`), its summary
+    (:func:`summaries`) and, for eval and compare, its figures with 95 % intervals
+    (:func:`~core.experiment.policies.point_stats`); robustness rows name the failure
+    level. From ``records`` when they are the whole run, else (``run_id``: a resumed run)
+    from the store."""
+    from core.experiment.policies import describe, point_stats
+
+    rows = summaries(plan, opts, records, db, run_id)
+    ranges = plan.groups(len(opts.roles))
+    if plan.command == "robustness":
+        points: list[dict[str, Any]] = [{} for _ in ranges]
+    elif run_id is None:
+        points = [point_stats(records[lo:hi]) if hi > lo else {} for lo, hi in ranges]
+    else:
+        from core.store.queries import episode_outcomes
+
+        stored = episode_outcomes(db, run_id)
+        points = []
+        for lo, hi in ranges:
+            part = [o for o in stored if lo <= o.episode < hi]
+            points.append(point_stats(part) if part else {})
+    out = []
+    for g, (row, point) in enumerate(zip(rows, points, strict=True)):
+        k, p = divmod(g, len(plan.policies))
+        level = {"failed_agents": k, "mode": plan.mode} if plan.command == "robustness" else {}
+        info = describe(policies[p]).as_dict()
+        out.append({**info, "policy": plan.policies[p], **level, **row, **point})
+    return out
+
+
+def resume_evaluation(
+    db: str | None, run_id: str, device: str = "auto", command: str | None = None
+) -> tuple[EvalPlan, list[dict[str, Any]], str]:
+    """Continue a stopped evaluation run (``eval/compare/robustness --resume RUN_ID``): play
+    the episodes of its plan it has not logged, under the same run id, and return its plan,
+    its summary rows over every episode it logged, and its benchmark. ``command``: the
+    command asked to resume it, which must be the one that started it."""
+    from core.experiment.options import options_from_dict
+    from core.store.queries import get_run, last_episode
+    from core.store.writer import RunLogger
+
+    info = get_run(db, run_id)
+    if info is None:
+        raise UserError(f"no run {run_id!r} in the database.")
+    if "eval" not in info.config or "team" not in info.config:
+        raise UserError(
+            f"run {run_id} is not an evaluation run that can be resumed (only runs of eval, "
+            "compare and robustness logged by this version can)."
+        )
+    plan = EvalPlan.from_config(info.config["eval"])
+    if command is not None and plan.command != command:
+        raise UserError(
+            f"run {run_id} is a {plan.command} run; continue it with "
+            f"`agentqmix {plan.command} --resume {run_id}`."
+        )
+    opts = options_from_dict(info.config["team"])
+    total = plan.total(len(opts.roles))
+    last = last_episode(db, run_id)
+    done = 0 if last is None else last + 1
+    if done >= total and info.status == "finished":
+        raise UserError(
+            f"run {run_id} is complete ({done} of {total} episodes); nothing to resume."
+        )
+    policies = _plan_policies(plan, opts, device)
+    with RunLogger.resume(db, run_id) as logger:
+        if done < total:
+            play_plan(opts, plan, policies, logger, skip=done)
+    return plan, plan_rows(plan, opts, policies, [], db, run_id), info.benchmark
+
+
+def _plan_policies(plan: EvalPlan, opts: TeamOptions, device: str) -> list[Any]:
+    """The policies of a stored plan, loaded again: its checkpoints' learned policies (by
+    the names they were played under), the fixed topologies by name."""
+    for checkpoint in plan.checkpoints:
+        if not Path(checkpoint).is_file():
+            raise UserError(f"the run's checkpoint {checkpoint} is missing; put it back to resume.")
+    learned = {p.name: p for p in _policies(opts, plan.checkpoints, device, ())}
+    out = []
+    for name in plan.policies:
+        if name in learned:
+            out.append(learned[name])
+        elif name in FIXED_TOPOLOGIES:
+            out.append(make_policy(name))
+        else:
+            raise UserError(
+                f"this run's learned policy {name!r} has no recorded checkpoint to resume from."
+            )
+    return out
+
+
+# --------------------------------------------------------------------------- the commands
+
+
 def evaluate_team(
     opts: TeamOptions,
     policy: TeamPolicy | QMixPolicy,
@@ -80,14 +383,33 @@ def evaluate_team(
     kind: str = "eval",
     extra_config: dict[str, Any] | None = None,
     first: int = 0,
+    checkpoint: Path | None = None,
 ) -> tuple[dict[str, Any], list[EpisodeRecord]]:
-    """Evaluate one policy on held-out episodes ``first..first+episodes-1``; log them as one run."""
-    records = run_policy(opts, policy, episodes, seed, first=first)
-    summary = {"policy": policy.name, **summarize_records(records)}
+    """Evaluate one policy on held-out episodes ``first..first+episodes-1``, logged as one
+    run as they are played (``checkpoint``: where the learned policy came from, so that
+    ``eval --resume`` can load it again)."""
+    checkpoints = () if checkpoint is None else (_absolute(checkpoint),)
+    plan = EvalPlan("eval", (policy.name,), episodes, seed, first, checkpoints)
+    rows, records, run_id = _run_plan(
+        opts, plan, [policy], db, log, kind, policy.name, extra_config
+    )
+    summary = dict(rows[0])
     summary["mean_return"] = summary["mean_reward"]
-    if log:
-        summary["run_id"] = log_run(db, kind, opts, policy.name, seed, records, extra_config)
+    if run_id is not None:
+        summary["run_id"] = run_id
     return summary, records
+
+
+def _absolute(path: Path | str) -> str:
+    return str(Path(path).absolute())
+
+
+def _checkpoint_list(checkpoint: Path | Sequence[Path] | None) -> tuple[str, ...]:
+    if checkpoint is None:
+        return ()
+    if isinstance(checkpoint, str | Path):
+        return (_absolute(checkpoint),)
+    return tuple(_absolute(c) for c in checkpoint)
 
 
 def log_run(
@@ -105,9 +427,9 @@ def log_run(
     with RunLogger(
         db,
         kind,
-        {"team": asdict(opts), **(extra_config or {})},
+        {**opts.run_config(), **(extra_config or {})},
         backend=opts.backend,
-        model=opts.model or opts.preset,
+        model=opts.model_name(),
         policy=policy,
         benchmark=opts.benchmark,
         seed=seed,
@@ -118,17 +440,26 @@ def log_run(
 
 
 def _policies(
-    opts: TeamOptions, checkpoint: Path | None, device: str, topologies: Sequence[str]
+    opts: TeamOptions,
+    checkpoints: Path | Sequence[Path] | None,
+    device: str,
+    topologies: Sequence[str],
 ) -> list[Any]:
-    policies: list[Any] = []
-    if checkpoint is not None:
-        policies.append(learned_policy(checkpoint, opts, device))
-    return policies + [make_policy(name) for name in topologies]
+    """The learned policies of ``checkpoints`` (each labelled uniquely, :func:`~core.
+    experiment.policies.unique_labels`), then the fixed topologies."""
+    from core.experiment.policies import unique_labels
+
+    if checkpoints is None:
+        checkpoints = ()
+    elif isinstance(checkpoints, str | Path):
+        checkpoints = (Path(checkpoints),)
+    learned = unique_labels([learned_policy(Path(c), opts, device) for c in checkpoints])
+    return learned + [make_policy(name) for name in topologies]
 
 
 def compare_team(
     opts: TeamOptions,
-    checkpoint: Path | None,
+    checkpoint: Path | Sequence[Path] | None,
     episodes: int,
     seed: int,
     db: str | None = None,
@@ -136,22 +467,37 @@ def compare_team(
     device: str = "auto",
     topologies: Sequence[str] = tuple(FIXED_TOPOLOGIES),
 ) -> list[dict[str, Any]]:
-    """The learned policy and every fixed topology on the same held-out episodes."""
-    rows, all_records = [], []
-    for policy in _policies(opts, checkpoint, device, topologies):
-        records = run_policy(opts, policy, episodes, seed)
-        all_records += records
-        rows.append({"policy": policy.name, **summarize_records(records)})
-    if log:
-        run_id = log_run(db, "compare", opts, "compare", seed, all_records)
-        for row in rows:
+    """Every learned policy (one or more checkpoints, of any family) and every fixed
+    topology on the same held-out episodes, logged as they are played. Each row: the
+    policy's label, family, method, the token weight it was trained at and its knob
+    (:class:`~core.experiment.policies.PolicyInfo`), its figures with 95 % intervals
+    (:func:`~core.experiment.policies.point_stats`) and whether it is on the accuracy/token
+    front."""
+    policies = _policies(opts, checkpoint, device, topologies)
+    names = tuple(p.name for p in policies)
+    plan = EvalPlan("compare", names, episodes, seed, checkpoints=_checkpoint_list(checkpoint))
+    rows, _, run_id = _run_plan(opts, plan, policies, db, log, "compare", "compare")
+    return compare_rows(plan, rows, run_id)
+
+
+def compare_rows(
+    plan: EvalPlan, rows: Sequence[dict[str, Any]], run_id: str | None
+) -> list[dict[str, Any]]:
+    """``compare``'s table: one row per policy (:func:`plan_rows`), each marked on or off
+    the accuracy/token front, with the run id when logged."""
+    from core.experiment.policies import mark_front
+
+    out = [dict(row) for row in rows]
+    mark_front(out)
+    if run_id is not None:
+        for row in out:
             row["run_id"] = run_id
-    return rows
+    return out
 
 
 def robustness_team(
     opts: TeamOptions,
-    checkpoint: Path | None,
+    checkpoint: Path | Sequence[Path] | None,
     episodes: int,
     seed: int,
     max_failed: int,
@@ -171,43 +517,31 @@ def robustness_team(
     loaded policy, such as the lab, need not load it again); ``extra_config`` joins the
     logged run's config.
     """
-    from core.experiment.options import make_team_env
-
     n = len(opts.roles)
     if not 0 <= max_failed < n:
         raise UserError(f"--max-failed must be between 0 and {n - 1} for a team of {n}.")
     if policies is None:
         policies = _policies(opts, checkpoint, device, topologies)
-    rows, all_records = [], []
-    env = make_team_env(replace(opts, seed=seed), "eval")
-    try:
-        with torch_threads(EVAL_THREADS):
-            for k in range(max_failed + 1):
-                for policy in policies:
-                    records: list[EpisodeRecord] = []
-                    for offset in range(min(n, episodes) if k else 1):
-                        indices = range(offset, episodes, n) if k else range(episodes)
-                        fails = [FailureSpec((offset + j) % n, mode, 0) for j in range(k)]
-                        records += env.run(policy, indices, failures=fails)
-                    all_records += records
-                    rows.append(
-                        {
-                            "policy": policy.name,
-                            "failed_agents": k,
-                            "mode": mode,
-                            **summarize_records(records),
-                        }
-                    )
-    finally:
-        env.close()
-    if log:
-        run_id = log_run(
-            db, "compare", opts, "robustness", seed, all_records,
-            {"robustness": {"mode": mode}, **(extra_config or {})},
-        )  # fmt: skip
-        for row in rows:
+    names = tuple(p.name for p in policies)
+    plan = EvalPlan(
+        "robustness", names, episodes, seed, checkpoints=_checkpoint_list(checkpoint),
+        max_failed=max_failed, mode=mode,
+    )  # fmt: skip
+    extra = {"robustness": {"mode": mode}, **(extra_config or {})}
+    rows, _, run_id = _run_plan(opts, plan, policies, db, log, "compare", "robustness", extra)
+    return robustness_rows(plan, rows, run_id)
+
+
+def robustness_rows(
+    plan: EvalPlan, rows: Sequence[dict[str, Any]], run_id: str | None
+) -> list[dict[str, Any]]:
+    """``robustness``'s table: one row per failure level and policy (:func:`plan_rows`),
+    with the run id when logged."""
+    out = [dict(row) for row in rows]
+    if run_id is not None:
+        for row in out:
             row["run_id"] = run_id
-    return rows
+    return out
 
 
 def evaluate_env(

@@ -10,10 +10,13 @@ the checkpoint as bytes). The driver (:func:`run_sweep`) is the store's only wri
 writes each checkpoint under ``--out`` and logs each trial as one ``train`` run and one
 ``eval`` run, and each fixed topology as one ``eval`` run. Every run of a sweep stores
 
-    config["sweep"] = {"id": SWEEP_ID, "token_weight": w, "seed": s}
+    config["sweep"] = {"id": SWEEP_ID, "token_weight": w, "seed": s, "method": m, "knob": k}
 
-(``token_weight`` and ``seed`` are null for the fixed topologies), besides the usual
-``config["team"]`` (its ``token_weight`` and ``token_penalty`` are the trial's reward).
+(``token_weight`` and ``seed`` are null for the fixed topologies; ``method`` is ``qmix`` or
+a learned-topology method of :mod:`core.baselines` (``--methods``), ``knob`` that method's
+swept setting, e.g. ``{"prune_ratio": 0.3}`` (``--knob``), empty for qmix and the fixed
+topologies), besides the usual ``config["team"]`` (its ``token_weight`` and
+``token_penalty`` are the trial's reward).
 
 The result is every point's accuracy, mean tokens and mean reward on the held-out tasks,
 each with a 95% interval (accuracy: Wilson score interval; tokens and reward: normal
@@ -23,6 +26,7 @@ beats on both accuracy (higher) and mean tokens (lower).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import pickle
@@ -41,24 +45,35 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import ray
 from ray.exceptions import RayError
 
+from core.baselines.names import METHOD_NAMES
+from core.baselines.training import BaselineTrainConfig
 from core.errors import UserError
 from core.experiment.evaluate import log_run, run_policy
 from core.experiment.options import make_team_env
+from core.experiment.policies import (  # noqa: F401 - the statistics' old home re-exports them
+    Z95,
+    PolicyInfo,
+    mean_interval,
+    pareto_front,
+    point_stats,
+    wilson_interval,
+)
 from core.experiment.train import StoreHooks, save_training_checkpoint
+from core.paths import check_folder, check_not_special, check_output_dir, write_file
 from core.qmix.policy import QMixPolicy
 from core.qmix.training import TrainConfig, train
 from core.records import EpisodeRecord
+from core.store.engine import sweep_status_dir
 from core.team.options import TeamOptions
 from core.team.recipes import TEAM_RECIPE
 from core.team.runtime import reward
 from core.team.topologies import FIXED_TOPOLOGIES, make_policy
 
-Z95 = 1.959963984540054
-"""The standard normal's 97.5% quantile: two-sided 95% intervals."""
+SWEEP_METHODS = ("qmix", *METHOD_NAMES)
+"""What a sweep's trials can train (``--methods``)."""
 EPISODE_BATCH = 512
 """Episodes per list a trial sends back (and the driver logs with one write)."""
 CONNECT_TIMEOUT_S = 5.0
@@ -91,8 +106,21 @@ class SweepConfig:
     """Trials in flight at once; None = the cluster's CPUs."""
     topologies: tuple[str, ...] = tuple(FIXED_TOPOLOGIES)
     """Fixed topologies evaluated beside the trials."""
+    methods: tuple[str, ...] = ("qmix",)
+    """What each trial trains: Agent Q-Mix and/or learned-topology methods (docs/baselines.md)."""
+    knobs: dict[str, tuple[str, tuple[float, ...]]] = field(default_factory=dict)
+    """Per learned-topology method, the setting swept besides the token weight and its values
+    (``--knob agentprune=0.3,0.5``); a method without one trains at its defaults."""
 
     def validate(self) -> None:
+        if not self.methods:
+            raise UserError("--methods needs at least one method.")
+        unknown = [m for m in self.methods if m not in SWEEP_METHODS]
+        if unknown:
+            raise UserError(f"--methods takes {', '.join(SWEEP_METHODS)}, not {unknown[0]!r}.")
+        for method in self.knobs:
+            if method not in self.methods:
+                raise UserError(f"--knob {method}=... names a method that --methods leaves out.")
         if not self.token_weights:
             raise UserError("--token-weights needs at least one weight.")
         if not self.seeds:
@@ -104,8 +132,10 @@ class SweepConfig:
         unknown = [t for t in self.topologies if t not in FIXED_TOPOLOGIES]
         if unknown:
             raise UserError(f"no fixed topology {unknown[0]!r}.")
-        if self.out.exists() and not self.out.is_dir():
-            raise UserError(f"--out {self.out} exists and is not a folder.")
+        check_folder(self.out, "--out")
+        names = [checkpoint_name(w, s) for w in self.token_weights for s in self.seeds]
+        for name in ("sweep.json", *names):
+            check_not_special(self.out / name, "--out")
         if (self.out / "sweep.json").exists():
             raise UserError(f"--out {self.out} already holds a sweep (sweep.json); choose another.")
 
@@ -162,74 +192,58 @@ def _distinct(values: tuple[Any, ...], flag: str) -> tuple[Any, ...]:
     return values
 
 
+def parse_methods(text: str) -> tuple[str, ...]:
+    """``"qmix,agentprune"`` -> ``("qmix", "agentprune")``; one sentence on bad input."""
+    methods = tuple(_items(text, "--methods", "method"))
+    unknown = [m for m in methods if m not in SWEEP_METHODS]
+    if unknown:
+        raise UserError(f"--methods takes {', '.join(SWEEP_METHODS)}, not {unknown[0]!r}.")
+    return _distinct(methods, "--methods")
+
+
+def parse_knobs(specs: Sequence[str]) -> dict[str, tuple[str, tuple[float, ...]]]:
+    """``["agentprune=0.3,0.5", "agentdropout.node_dropout=0.25,0.5"]`` -> per method, the
+    setting (its registry knob unless ``.FIELD`` names another) and its values."""
+    from core.baselines.registry import config_fields, method_class
+
+    knobs: dict[str, tuple[str, tuple[float, ...]]] = {}
+    for spec in specs:
+        target, sep, values = spec.partition("=")
+        method, _, setting = target.strip().partition(".")
+        if not sep or not method:
+            raise UserError(
+                f"--knob takes METHOD[.SETTING]=V1,V2 such as agentprune=0.3,0.5, not {spec!r}."
+            )
+        if method not in METHOD_NAMES:
+            raise UserError(f"--knob names {method!r}; knobs belong to {', '.join(METHOD_NAMES)}.")
+        setting = setting or method_class(method).knob
+        if setting is None:
+            raise UserError(f"{method} has no knob of its own; give --knob {method}.SETTING=....")
+        default = config_fields(method).get(setting)
+        if isinstance(default, bool) or not isinstance(default, int | float):
+            raise UserError(f"{method} has no numeric setting {setting!r} to sweep.")
+        if method in knobs:
+            raise UserError(f"--knob gives {method} twice.")
+        knobs[method] = (setting, _parse_list(
+            values, f"--knob {target}", "value", float, math.isfinite,
+            "comma-separated numbers such as 0.3,0.5",
+        ))  # fmt: skip
+    return knobs
+
+
 def new_sweep_id() -> str:
     """``sweep-YYYYmmdd-HHMMSS-xxxx``, like a run id."""
     return f"sweep-{datetime.now():%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
-def checkpoint_name(token_weight: float, seed: int) -> str:
-    return f"tw{token_weight:g}-seed{seed}.pt"
-
-
-# --------------------------------------------------------------------------- statistics
-
-
-def wilson_interval(p: float, n: int, z: float = Z95) -> tuple[float, float]:
-    """Wilson score interval of a proportion ``p`` observed on ``n`` trials (mean scores
-    that are fractions are treated as the share of successes)."""
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def mean_interval(values: Sequence[float], z: float = Z95) -> tuple[float, float] | None:
-    """``mean ± z·sd/√n`` (sample sd); None with fewer than two values."""
-    if len(values) < 2:
-        return None
-    x = np.asarray(values, dtype=float)
-    half = z * float(x.std(ddof=1)) / math.sqrt(len(x))
-    return float(x.mean()) - half, float(x.mean()) + half
-
-
-def point_stats(records: Sequence[EpisodeRecord], rewards: Sequence[float] | None = None) -> dict:
-    """n, accuracy, mean tokens and mean reward of held-out episodes, each with its interval.
-
-    ``rewards`` replaces the episodes' own rewards (a fixed topology re-scored at a weight).
-    """
-    n = len(records)
-    scores = [r.score for r in records]
-    tokens = [float(r.tokens) for r in records]
-    rewards = list(rewards) if rewards is not None else [r.reward for r in records]
-    accuracy = float(np.mean(scores))
-    return {
-        "n": n,
-        "accuracy": accuracy,
-        "accuracy_ci": list(wilson_interval(accuracy, n)),
-        "mean_tokens": float(np.mean(tokens)),
-        "mean_tokens_ci": _listed(mean_interval(tokens)),
-        "mean_reward": float(np.mean(rewards)),
-        "mean_reward_ci": _listed(mean_interval(rewards)),
-    }
-
-
-def _listed(ci: tuple[float, float] | None) -> list[float] | None:
-    return list(ci) if ci is not None else None
-
-
-def pareto_front(points: Sequence[dict]) -> list[dict]:
-    """The points no other point dominates (accuracy >= and mean tokens <=, one strictly),
-    cheapest first."""
-
-    def dominates(a: dict, b: dict) -> bool:
-        no_worse = a["accuracy"] >= b["accuracy"] and a["mean_tokens"] <= b["mean_tokens"]
-        better = a["accuracy"] > b["accuracy"] or a["mean_tokens"] < b["mean_tokens"]
-        return no_worse and better
-
-    front = [p for p in points if not any(dominates(q, p) for q in points)]
-    return sorted(front, key=lambda p: (p["mean_tokens"], -p["accuracy"]))
+def checkpoint_name(
+    token_weight: float, seed: int, method: str = "qmix", knob: dict[str, float] | None = None
+) -> str:
+    """``tw0.1-seed0.pt`` for Agent Q-Mix; ``agentprune-prune_ratio0.3-tw0.1-seed0.pt``."""
+    if method == "qmix":
+        return f"tw{token_weight:g}-seed{seed}.pt"
+    knobs = "".join(f"-{k}{v:g}" for k, v in (knob or {}).items())
+    return f"{method}{knobs}-tw{token_weight:g}-seed{seed}.pt"
 
 
 # --------------------------------------------------------------------------- the Ray tasks
@@ -245,18 +259,31 @@ class TrialSpec:
     team: TeamOptions
     """The team with this trial's token weight and seed."""
     train: TrainConfig
-    """The learner with this trial's seed."""
+    """The learner with this trial's seed (Agent Q-Mix)."""
     eval_episodes: int
     eval_seed: int
+    method: str = "qmix"
+    """``qmix`` or a learned-topology method."""
+    knob: dict[str, float] = field(default_factory=dict)
+    """The method's swept setting and its value in this trial (empty: its defaults)."""
+    baseline_train: BaselineTrainConfig | None = None
+    """The budget of a learned-topology method (None for qmix)."""
 
     @property
     def key(self) -> dict[str, Any]:
         """What every run of this trial stores as ``config["sweep"]``."""
-        return {"id": self.sweep_id, "token_weight": self.token_weight, "seed": self.seed}
+        return {
+            "id": self.sweep_id,
+            "token_weight": self.token_weight,
+            "seed": self.seed,
+            "method": self.method,
+            "knob": self.knob,
+        }
 
     @property
     def label(self) -> str:
-        return f"token weight {self.token_weight:g}, seed {self.seed}"
+        knob = "".join(f", {k} {v:g}" for k, v in self.knob.items())
+        return f"{self.method}{knob}, token weight {self.token_weight:g}, seed {self.seed}"
 
 
 @dataclass
@@ -331,6 +358,8 @@ class EpisodeSink:
 def train_trial(spec: TrialSpec) -> TrialResult:
     """Train one trial (nothing logged, explain on as for a logged run) and evaluate its
     greedy policy on the sweep's held-out tasks."""
+    if spec.method != "qmix":
+        return train_baseline_trial(spec)
     started = time.perf_counter()
     config = replace(spec.train, explain=True)
     sink = EpisodeSink()
@@ -356,6 +385,36 @@ def train_trial(spec: TrialSpec) -> TrialResult:
         checkpoint=blob,
         evaluation=[r.to_dict() for r in held_out],
         updates=state.learner.updates,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def train_baseline_trial(spec: TrialSpec) -> TrialResult:
+    """A learned-topology method's trial: trained with its episodes and update rows kept in
+    memory (as a qmix trial's), its checkpoint as bytes, its decoded graphs held out."""
+    from core.baselines.registry import method_config
+    from core.experiment.methods import BaselineStoreHooks, train_baseline
+    from core.experiment.policies import baseline_policy
+
+    started = time.perf_counter()
+    sink = EpisodeSink()
+    config = method_config(spec.method, spec.knob)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trial.pt"
+        outcome = train_baseline(
+            spec.team, spec.method, config, spec.baseline_train or BaselineTrainConfig(),
+            path, log=False, eval_episodes=0, hooks=BaselineStoreHooks(sink),
+        )  # fmt: skip
+        blob = path.read_bytes()
+        policy = baseline_policy(path, replace(spec.team, seed=spec.eval_seed))
+        held_out = run_policy(spec.team, policy, spec.eval_episodes, spec.eval_seed)
+    return TrialResult(
+        episodes=sink.batches(),
+        train_episodes=sink.count,
+        metrics=sink.metrics,
+        checkpoint=blob,
+        evaluation=[r.to_dict() for r in held_out],
+        updates=outcome.state.updates,
         seconds=time.perf_counter() - started,
     )
 
@@ -409,21 +468,64 @@ def ray_session(address: str | None) -> Iterator[None]:
         return
     quiet = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
     if address is None:
-        ray.init(num_cpus=os.cpu_count(), **quiet)
-    else:
-        check_reachable(address)
-        core_dir = str(Path(__file__).resolve().parent.parent)
-        env = {"py_modules": [core_dir], "excludes": ["__pycache__"]}
-        try:
-            ray.init(address=address, runtime_env=env, **quiet)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise UserError(
-                f"could not join the Ray cluster at {address} ({_one_line(exc)})."
-            ) from None
+        with _local_ray(quiet):
+            yield
+        return
+    check_reachable(address)
+    core_dir = str(Path(__file__).resolve().parent.parent)
+    env = {"py_modules": [core_dir], "excludes": ["__pycache__"]}
+    try:
+        ray.init(address=address, runtime_env=env, **quiet)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise UserError(
+            f"could not join the Ray cluster at {address} ({_one_line(exc)})."
+        ) from None
     try:
         yield
     finally:
         ray.shutdown()
+
+
+@contextmanager
+def _local_ray(quiet: dict[str, Any]) -> Iterator[None]:
+    """A local Ray in a temporary folder of its own, shut down and removed on every exit:
+    normal, exception, Ctrl-C, SIGTERM (turned into SystemExit here), and — through the
+    watcher of :mod:`core.experiment.ray_reaper` — the driver's own death by SIGKILL."""
+    import subprocess
+    import sys
+
+    from core.experiment.ray_reaper import DONE, reap, snapshot
+
+    # Short, under /tmp: Ray's socket paths must stay within 107 bytes.
+    temp_dir = tempfile.mkdtemp(prefix="aqmix-ray-", dir="/tmp")
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "core.experiment.ray_reaper", temp_dir],
+        stdin=subprocess.PIPE,
+        start_new_session=True,
+        cwd=str(Path(__file__).resolve().parents[2]),
+    )
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        ray.init(num_cpus=os.cpu_count(), _temp_dir=temp_dir, **quiet)
+        yield
+    finally:
+        seen = snapshot(temp_dir)  # before shutdown orphans the workers
+        try:
+            ray.shutdown()
+        finally:
+            reap(temp_dir, seen)  # what shutdown left (it leaves the folder, at least)
+            assert watcher.stdin is not None
+            watcher.stdin.write(DONE)
+            watcher.stdin.close()
+            watcher.wait()
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 @contextmanager
@@ -447,6 +549,15 @@ def interrupt_requests() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _trial_id(spec: TrialSpec) -> dict[str, Any]:
+    return {
+        "method": spec.method,
+        "knob": spec.knob,
+        "token_weight": spec.token_weight,
+        "seed": spec.seed,
+    }
+
+
 def _one_line(exc: BaseException) -> str:
     cause = getattr(exc, "cause", None)  # a RayTaskError carries the task's own exception
     if isinstance(cause, BaseException):
@@ -468,6 +579,35 @@ class SweepStatus:
     failed: int = 0
 
 
+class _LiveStatus:
+    """Writes the sweep's :class:`SweepStatus` and plan to
+    :func:`core.store.engine.sweep_status_dir` when it
+    changes (``state``: ``running``, then ``finished``, ``interrupted`` or ``failed``)."""
+
+    def __init__(self, path: Path, plan: dict[str, Any]):
+        self.path, self.plan, self.last = path, plan, None
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, status: SweepStatus, state: str = "running", error: str = "") -> None:
+        now = (state, status.done, status.running, status.failed)
+        if now == self.last:
+            return
+        self.last = now
+        body = {**self.plan, **asdict(status), "state": state, "error": error,
+                "pid": os.getpid(), "updated_at": time.time()}  # fmt: skip
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(body))
+        os.replace(tmp, self.path)  # a reader never sees half a file
+
+
+def _knob_values(sweep: SweepConfig, method: str) -> list[dict[str, float]]:
+    """The knob settings ``method``'s trials take: one per swept value, else its defaults."""
+    if method not in sweep.knobs:
+        return [{}]
+    setting, values = sweep.knobs[method]
+    return [{setting: v} for v in values]
+
+
 def run_sweep(
     opts: TeamOptions,
     sweep: SweepConfig,
@@ -477,10 +617,13 @@ def run_sweep(
     progress: Callable[[SweepStatus], None] | None = None,
     report: Callable[[str], None] | None = None,
     trial_task: Any = None,
+    baseline_config: BaselineTrainConfig | None = None,
 ) -> dict[str, Any]:
     """Run the sweep on Ray; log every run from here; return the result (also written to
     ``out/sweep.json``). ``report`` gets one line per failed trial; ``trial_task`` is the
-    remote function that trains a trial (default :data:`train_trial_task`)."""
+    remote function that trains a trial (default :data:`train_trial_task`);
+    ``baseline_config`` is the budget of the learned-topology methods' trials."""
+    baseline_config = baseline_config or BaselineTrainConfig()
     import json
 
     from core.store import open_store
@@ -492,7 +635,7 @@ def run_sweep(
         check_reachable(sweep.ray_address)  # before anything is created
     if log:
         open_store(db)  # a bad --db is one sentence before any work
-    sweep.out.mkdir(parents=True, exist_ok=True)
+    check_output_dir(sweep.out, "--out")
     sweep_id = new_sweep_id()
     specs = [
         TrialSpec(
@@ -503,16 +646,41 @@ def run_sweep(
             replace(train_config, seed=s),
             sweep.eval_episodes,
             sweep.eval_seed,
+            method,
+            knob,
+            None if method == "qmix" else replace(baseline_config, seed=s),
         )
+        for method in sweep.methods
+        for knob in _knob_values(sweep, method)
         for w in sweep.token_weights
         for s in sweep.seeds
     ]
     # The fixed topologies do not learn: the token weight changes their reward, not their
     # play, so they play once (at the first weight) and are re-scored at every weight.
     fixed_team = replace(opts, token_weight=sweep.token_weights[0])
-    driver = _Driver(specs, sweep, db, log, fixed_team, progress, report or (lambda line: None))
-    with ray_session(sweep.ray_address), interrupt_requests() as stop:
-        driver.run(trial_task or train_trial_task, stop)
+    live = None
+    if log:
+        plan = {"sweep_id": sweep_id, "benchmark": opts.benchmark, "started_at": time.time(),
+                "token_weights": list(sweep.token_weights), "seeds": list(sweep.seeds),
+                "topologies": list(sweep.topologies), "eval_episodes": sweep.eval_episodes}  # fmt: skip
+        live = _LiveStatus(sweep_status_dir(db) / f"{sweep_id}.json", plan)
+
+    def publish(status: SweepStatus) -> None:
+        if live is not None:
+            live.write(status)
+        if progress is not None:
+            progress(status)
+
+    driver = _Driver(specs, sweep, db, log, fixed_team, publish, report or (lambda line: None))
+    try:
+        with ray_session(sweep.ray_address), interrupt_requests() as stop:
+            driver.run(trial_task or train_trial_task, stop)
+    except BaseException as exc:
+        if live is not None:
+            live.write(driver.status, "failed", _one_line(exc))
+        raise
+    if live is not None:
+        live.write(driver.status, "interrupted" if stop.is_set() else "finished")
     result = {
         "engine": "ray",
         "sweep_id": sweep_id,
@@ -521,18 +689,29 @@ def run_sweep(
         "episodes": train_config.episodes,
         "eval_episodes": sweep.eval_episodes,
         "eval_seed": sweep.eval_seed,
-        "trials": sorted(driver.trials, key=lambda t: (t["token_weight"], t["seed"])),
+        "methods": list(sweep.methods),
+        "trials": sorted(
+            driver.trials,
+            key=lambda t: (
+                sweep.methods.index(t["method"]),
+                t["token_weight"],
+                sorted(t["knob"].items()),
+                t["seed"],
+            ),
+        ),  # fmt: skip
         "fixed": driver.fixed,
         "failed": driver.failed,
         "cancelled": driver.cancelled,
         "interrupted": stop.is_set(),
     }
-    points = [{"kind": "trial", "policy": "qmix", **t} for t in result["trials"]]
-    points += [{"kind": "fixed", "token_weight": None, "seed": None, **f} for f in driver.fixed]
-    keys = ("kind", "policy", "token_weight", "seed", "n", "accuracy", "accuracy_ci")
+    points = [{"kind": "trial", "policy": t["method"], **t} for t in result["trials"]]
+    points += [
+        {"kind": "fixed", "token_weight": None, "seed": None, "knob": {}, **f} for f in driver.fixed
+    ]
+    keys = ("kind", "policy", "token_weight", "knob", "seed", "n", "accuracy", "accuracy_ci")
     keys += ("mean_tokens", "mean_tokens_ci")
     result["front"] = [{k: p[k] for k in keys} for p in pareto_front(points)]
-    (sweep.out / "sweep.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_file(sweep.out / "sweep.json", (json.dumps(result, indent=2) + "\n").encode(), "--out")
     return result
 
 
@@ -556,6 +735,7 @@ class _Driver:
         self.fixed: list[dict[str, Any]] = []
         self.failed: list[dict[str, Any]] = []
         self.cancelled: list[dict[str, Any]] = []
+        self.status = SweepStatus(total=len(specs))
 
     def run(self, trial_task: Any, stop: threading.Event) -> None:
         sweep = self.sweep
@@ -566,7 +746,7 @@ class _Driver:
             self.fixed_team, sweep.topologies, sweep.eval_episodes, sweep.eval_seed
         )
         running[fixed_ref] = None
-        status = SweepStatus(total=len(self.specs))
+        status = self.status
         while (queue or running) and not stop.is_set():
             while queue and sum(s is not None for s in running.values()) < limit:
                 spec = queue.popleft()
@@ -581,8 +761,8 @@ class _Driver:
             for ref, spec in running.items():
                 ray.cancel(ref, force=True)
                 if spec is not None:
-                    self.cancelled.append({"token_weight": spec.token_weight, "seed": spec.seed})
-            self.cancelled += [{"token_weight": s.token_weight, "seed": s.seed} for s in queue]
+                    self.cancelled.append(_trial_id(spec))
+            self.cancelled += [_trial_id(s) for s in queue]
         status.running = 0
         if self.progress:
             self.progress(status)
@@ -594,13 +774,8 @@ class _Driver:
         except RayError as exc:
             if spec is not None:
                 status.failed += 1
-            self.failed.append(
-                {
-                    "token_weight": spec.token_weight if spec else None,
-                    "seed": spec.seed if spec else None,
-                    "error": _one_line(exc),
-                }
-            )
+            trial = _trial_id(spec) if spec else {"token_weight": None, "seed": None}
+            self.failed.append({**trial, "error": _one_line(exc)})
             self.report(f"{what} failed: {_one_line(exc)}")
             return
         if spec is None:
@@ -612,26 +787,31 @@ class _Driver:
     def _log_trial(self, spec: TrialSpec, result: TrialResult) -> dict[str, Any]:
         from core.store.writer import RunLogger
 
-        path = (self.sweep.out / checkpoint_name(spec.token_weight, spec.seed)).absolute()
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(result.checkpoint)
-        os.replace(tmp, path)
+        name = checkpoint_name(spec.token_weight, spec.seed, spec.method, spec.knob)
+        path = (self.sweep.out / name).absolute()
+        write_file(path, result.checkpoint, "--out")
         held_out = [EpisodeRecord.from_dict(d) for d in result.evaluation]
         train_run = eval_run = None
         if self.log:
-            config = {
-                "team": asdict(spec.team),
-                "recipe": TEAM_RECIPE,
-                "train": asdict(spec.train),
-                "sweep": spec.key,
-            }
+            config = {**spec.team.run_config(), "train": asdict(spec.train), "sweep": spec.key}
+            if spec.method == "qmix":
+                config["recipe"] = TEAM_RECIPE
+            else:
+                from core.baselines.registry import method_config
+                from core.experiment.methods import config_dict
+
+                config["train"] = asdict(spec.baseline_train or BaselineTrainConfig())
+                config["method"] = {
+                    "name": spec.method,
+                    "config": config_dict(method_config(spec.method, spec.knob)),
+                }
             with RunLogger(
                 self.db,
                 "train",
                 config,
                 backend=spec.team.backend,
-                model=spec.team.model or spec.team.preset,
-                policy="qmix",
+                model=spec.team.model_name(),
+                policy=spec.method,
                 benchmark=spec.team.benchmark,
                 seed=spec.seed,
             ) as logger:
@@ -644,12 +824,18 @@ class _Driver:
                 self.db,
                 "eval",
                 replace(spec.team, seed=spec.eval_seed),
-                "qmix",
+                spec.method,
                 spec.eval_seed,
                 held_out,
-                {"sweep": spec.key, "checkpoint": str(path)},
+                {
+                    "sweep": spec.key,
+                    "checkpoint": str(path),
+                    "policies": {spec.method: self._info(spec, path)},
+                },
             )
         return {
+            "method": spec.method,
+            "knob": spec.knob,
             "token_weight": spec.token_weight,
             "seed": spec.seed,
             "checkpoint": str(path),
@@ -662,6 +848,13 @@ class _Driver:
             "eval_run_id": eval_run,
         }
 
+    @staticmethod
+    def _info(spec: TrialSpec, path: Path) -> dict[str, Any]:
+        """The trial's :class:`~core.experiment.policies.PolicyInfo`, as its eval run stores it."""
+        return PolicyInfo(
+            spec.method, "learned", spec.method, spec.token_weight, spec.knob, str(path)
+        ).as_dict()
+
     def _log_fixed(self, played: dict[str, list[dict[str, Any]]]) -> None:
         team = self.fixed_team
         sweep_id = self.specs[0].sweep_id
@@ -669,7 +862,13 @@ class _Driver:
             records = [EpisodeRecord.from_dict(d) for d in dicts]
             run_id = None
             if self.log:
-                key = {"id": sweep_id, "token_weight": None, "seed": None}
+                key = {
+                    "id": sweep_id,
+                    "token_weight": None,
+                    "seed": None,
+                    "method": name,
+                    "knob": {},
+                }
                 run_id = log_run(
                     self.db,
                     "eval",

@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import UserError
+from core.errors import DiskFull, UserError
 from core.experiment.evaluate import EVAL_THREADS, run_policy
+from core.experiment.finetune import BudgetHooks, BudgetMeter, init_config, initial_state
 from core.experiment.options import TeamOptions, make_team_env
 from core.qmix.checkpoint import ensure_writable, load_checkpoint, save_checkpoint
 from core.qmix.env import EnvShapes, SerialVecEnv, load_env
@@ -60,11 +61,13 @@ class StoreHooks(TrainHooks):
         self.pending: list[dict[str, Any]] = []
         self.started = time.perf_counter()
         self.next_checkpoint = checkpoint_every
+        self.train_tokens = 0
 
     def on_episodes(
         self, results: Sequence[EpisodeResult], state: TrainState, epsilon: float
     ) -> None:
         records = [r.info["episode"] for r in results]
+        self.train_tokens += sum(rec.tokens for rec in records)
         for rec in records:
             self.rewards.append(rec.reward)
             self.scores.append(rec.score)
@@ -111,6 +114,12 @@ class StopHooks(TrainHooks):
 
     def __init__(self, stop: Callable[[], bool] | None):
         self.stop = stop
+        self.train_tokens = 0
+
+    def on_episodes(
+        self, results: Sequence[EpisodeResult], state: TrainState, epsilon: float
+    ) -> None:
+        self.train_tokens += sum(int(r.info.get("tokens", 0)) for r in results)
 
     def should_stop(self) -> bool:
         return bool(self.stop and self.stop())
@@ -179,6 +188,11 @@ class TrainOutcome:
     run_id: str | None
     checkpoint: Path
     evaluation: dict[str, Any] = field(default_factory=dict)
+    stopped: str | None = None
+    """Why the run stopped before its last episode, when it was its budget."""
+    train_tokens: int = 0
+    """Tokens this session's training episodes spent (a resumed run: since the resume) —
+    the training budget in tokens that ``train --method ... --train-tokens`` can match."""
 
 
 def train_team(
@@ -193,13 +207,16 @@ def train_team(
     eval_episodes: int = 100,
     checkpoint_every_s: float | None = None,
     recipe: str = TEAM_RECIPE,
+    init: Path | None = None,
+    meter: BudgetMeter | None = None,
 ) -> TrainOutcome:
     """Train the learned policy on the team, logging to the store; evaluate it held-out.
 
     ``resume_run`` continues a logged run (``out`` None = where that run wrote its checkpoints).
     ``checkpoint_every_s`` None = :data:`CHECKPOINT_EVERY_S`. ``recipe`` names the recipe
     ``config`` was built from (:mod:`core.team.recipes`); the run and its checkpoints
-    store it.
+    store it. ``init`` starts from a checkpoint's policy (:mod:`core.experiment.finetune`);
+    ``meter`` stops the run cleanly at its budget.
     """
     from core.store.writer import RunLogger
 
@@ -221,18 +238,28 @@ def train_team(
             logger = RunLogger.resume(db, resume_run)
         elif out is None:
             raise UserError("train needs --out CKPT (where to write the checkpoint).")
-        elif log:
+        elif init is not None:
+            config = init_config(init, config)
+            state = initial_state(init, EnvShapes.of(team), config)
+        if logger is None and log and out is not None:
+            extra = {}
+            if init is not None or meter is not None:
+                extra["finetune"] = {
+                    "init": str(Path(init).absolute()) if init is not None else None,
+                    "budget": asdict(meter.budget) if meter is not None else None,
+                }
             logger = RunLogger(
                 db,
                 "train",
                 {
-                    "team": asdict(opts),
+                    **opts.run_config(),
                     "recipe": recipe,
                     "train": asdict(config),
                     "out": str(out.absolute()),
+                    **extra,
                 },
                 backend=opts.backend,
-                model=opts.model or opts.preset,
+                model=opts.model_name(),
                 policy="qmix",
                 benchmark=opts.benchmark,
                 seed=config.seed,
@@ -247,29 +274,56 @@ def train_team(
         save_training_checkpoint(out, st, config, opts, None, meta)
 
     every = max(config.n_envs, config.episodes // 10)
-    hooks = (
-        StoreHooks(logger, out, every, save, stop, checkpoint_every_s)
-        if logger
-        else StopHooks(stop)
-    )
-    status = "interrupted"
+    store_hooks = StoreHooks(logger, out, every, save, stop, checkpoint_every_s) if logger else None
+    counting = store_hooks or StopHooks(stop)  # both count the training tokens
+    hooks: TrainHooks = counting
+    if meter is not None:
+        hooks = BudgetHooks(hooks, meter, config.n_envs)
+    status, message = "interrupted", None
     try:
-        state = train(team.vectorized, config, hooks=hooks, progress=progress, state=state)
-        if isinstance(hooks, StoreHooks):
-            hooks.flush()
-        save(state)
-        if logger:
-            logger.set_checkpoint(out, logger.next_episode - 1)
+        try:
+            state = train(team.vectorized, config, hooks=hooks, progress=progress, state=state)
+            if store_hooks:
+                store_hooks.flush()
+            save(state)
+            if logger:
+                logger.set_checkpoint(out, logger.next_episode - 1)
+        except DiskFull as err:
+            raise _stopped_for_space(err, logger, out) from err
         evaluation = {}
-        if eval_episodes > 0:
+        # A budgeted run spends nothing past its budget: evaluate it with agentqmix eval.
+        if eval_episodes > 0 and meter is None:
             policy = QMixPolicy(state.agent, state.mixer, state.device, epsilon=0.0)
             evaluation = summarize_records(run_policy(opts, policy, eval_episodes, opts.seed))
         status = "finished" if state.episodes_done >= config.episodes else "interrupted"
-        return TrainOutcome(state, logger.run_id if logger else None, out, evaluation)
+        stopped = meter.reason if meter is not None and status == "interrupted" else None
+        message = stopped
+        return TrainOutcome(
+            state,
+            logger.run_id if logger else None,
+            out,
+            evaluation,
+            stopped,
+            counting.train_tokens,
+        )
     finally:
         team.close()
         if logger:
-            logger.close(status)
+            logger.close(status, message)
+
+
+def _stopped_for_space(err: DiskFull, logger: Any, out: Path) -> DiskFull:
+    """One sentence for a run the full disk stopped: what is kept, how to go on."""
+    if logger is None:
+        return err
+    if logger.stalled:
+        return err  # the logger's own sentence says all of it
+    return DiskFull(
+        f"run {logger.run_id} stopped: cannot write its checkpoint {out} "
+        f"({getattr(err.__cause__, 'strerror', None) or 'the disk is full'}); its last "
+        f"checkpoint and its first {logger.next_episode} episodes are kept; free some space, "
+        f"then continue it with `agentqmix train --resume {logger.run_id}`."
+    )
 
 
 def resumed_state(

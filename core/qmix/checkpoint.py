@@ -10,7 +10,7 @@ environment, is a :class:`UserError` (one line, exit 2).
 
 from __future__ import annotations
 
-import os
+import io
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from core.errors import UserError
+from core.paths import check_output_file, write_file
 from core.qmix.encoders import AgentNetConfig, AgentNetwork
 from core.qmix.env import EnvShapes, check_shapes, is_integer
 from core.qmix.mixers import MixerConfig, make_mixer
@@ -72,10 +73,13 @@ def save_checkpoint(
         "mixer": {k: v.detach().cpu() for k, v in mixer.state_dict().items()},
         "resume": resume,
     }
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
-    return path
+    # Serialised in memory, written by us: torch's own file writer reports a full disk as
+    # RuntimeErrors ("basic_ios::clear: iostream error", "unexpected pos") that name no
+    # cause; a plain write raises the OSError (ENOSPC) that says what happened.
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    # Checked again at the rename: never over a device node, pipe or socket (core.paths).
+    return write_file(path, buffer.getvalue(), "--out")
 
 
 def load_checkpoint(
@@ -191,23 +195,6 @@ def _weights(values: Any, path: Path) -> dict[str, torch.Tensor]:
 
 
 def ensure_writable(path: str | Path, flag: str = "--out") -> Path:
-    """Check, before any work, that a checkpoint can be written at ``path`` (a file in a
-    folder we can create files in); UserError naming ``flag`` otherwise."""
-    path = Path(path)
-    if path.name in ("", ".", "..") or path.is_dir():
-        raise UserError(f"{flag} {path} is a folder; give a file name such as {path / 'model.pt'}.")
-    parent = path.parent
-    for folder in (parent, *parent.parents):
-        if folder.exists():
-            if not folder.is_dir():
-                raise UserError(f"{flag} {path}: {folder} is a file, not a folder.")
-            break
-    probe = path.with_name(path.name + ".tmp")
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        with open(probe, "wb"):
-            pass
-        probe.unlink()
-    except OSError as exc:
-        raise UserError(f"{flag} {path} cannot be written ({exc.strerror or exc}).") from exc
-    return path
+    """Check, before any work, that a checkpoint can be written at ``path``
+    (:func:`core.paths.check_output_file`); UserError naming ``flag`` otherwise."""
+    return check_output_file(path, flag)

@@ -20,10 +20,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from core.errors import UserError
+from core.paths import check_folder, check_not_special, replace_file, temp_beside
 from core.store.db import DEFAULT_TIMEOUT_S, open_store, read_session, write_session
 from core.store.engine import (
     attach_with_retry,
     attached,
+    check_store_paths,
     damage,
     is_duckdb_file,
     resolve_db,
@@ -52,15 +54,17 @@ class Table:
 
 
 def runs(db: Db = None) -> Table:
-    """Runs with headline figures: episodes, accuracy, mean tokens, mean reward, status, and
-    the reward's token weight and penalty and the idle rule (``config["team"]``)."""
+    """Runs with headline figures: episodes (of ``planned``; ``incomplete`` when a run that
+    stopped logged fewer), accuracy, mean tokens, mean reward, status, the reward's token
+    weight and penalty and the idle rule (``config["team"]``), and the sandbox its generated
+    code ran in."""
     path = resolve_db(db)
     if not path.exists():
         raise UserError(f"No episode store at {path}; run train/eval first or pass --db.")
     df = list_runs(path)
-    cols = ["id", "kind", "status", "policy", "benchmark", "backend", "episodes", "accuracy"]
-    cols += ["mean_tokens", "mean_reward", "token_weight", "token_penalty", "idle", "started_at"]
-    cols += ["checkpoint"]
+    cols = ["id", "kind", "status", "incomplete", "policy", "benchmark", "backend", "episodes"]
+    cols += ["planned", "accuracy", "mean_tokens", "mean_reward", "token_weight"]
+    cols += ["token_penalty", "idle", "sandbox", "started_at", "checkpoint"]
     rows = [[_plain(v) for v in row] for row in df[cols].itertuples(index=False)]
     return Table(cols, rows)
 
@@ -111,22 +115,28 @@ def export_run(run_id: str, out_dir: str | os.PathLike[str], db: Db = None) -> d
 
     Returns the number of rows written per table.
     """
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{out} exists and is not a folder.")
+    out = check_folder(out_dir, "--parquet")
+    wheres = {"runs": "id = ?", **{t: "run_id = ?" for t in RUN_TABLES}}
+    wheres["prompts"] = _RUN_PROMPTS.format(calls="llm_calls")
+    for table in wheres:
+        check_not_special(out / f"{table}.parquet", "--parquet")
     counts = {}
     with read_session(db, create=False) as cur:
         if cur.execute("SELECT count(*) FROM runs WHERE id = ?", [run_id]).fetchall()[0][0] == 0:
             raise UserError(f"No run {run_id!r} in {resolve_db(db)}.")
         try:
             out.mkdir(parents=True, exist_ok=True)
-            wheres = {"runs": "id = ?", **{t: "run_id = ?" for t in RUN_TABLES}}
-            wheres["prompts"] = _RUN_PROMPTS.format(calls="llm_calls")
             for table, where in wheres.items():
                 data = cur.sql(
                     f"SELECT * FROM {table} WHERE {where}", params=[run_id]
                 ).to_arrow_table()
-                pq.write_table(data, out / f"{table}.parquet")
+                tmp = temp_beside(out / f"{table}.parquet")
+                try:
+                    pq.write_table(data, tmp)
+                except BaseException:
+                    tmp.unlink(missing_ok=True)
+                    raise
+                replace_file(tmp, out / f"{table}.parquet", "--parquet")
                 counts[table] = data.num_rows
         except OSError as err:  # pyarrow's IO errors are OSErrors too
             reason = err.strerror or str(err).splitlines()[0]
@@ -194,21 +204,21 @@ class RepairReport:
     """Runs copied whole from the damaged file."""
     from_spools: int = 0
     """Runs with events read back from spools."""
-    lost: list[str] = field(default_factory=list)
-    """Runs of the damaged file none of whose rows could be kept."""
+    tables: dict[str, TableSalvage] = field(default_factory=dict)
+    """Per table of the damaged file: rows kept of rows it held, columns lost."""
 
     def summary(self) -> str:
         if not self.damaged:
             return f"{self.db} read back whole; no damage found, so it was left as it is."
-        lost = ""
-        if self.lost:
-            shown = ", ".join(self.lost[:3]) + (", ..." if len(self.lost) > 3 else "")
-            lost = f"; {len(self.lost)} runs could not be read ({shown})"
-        moved = f"; the damaged file is now {self.moved_to}" if self.moved_to else ""
+        kept = ""
+        if self.tables:
+            shown = [t.summary(n) for n, t in self.tables.items() if t.total or t.problem]
+            kept = "; kept from the damaged file, rows per table: " + ", ".join(shown)
+        moved = f"; the damaged file is now {self.moved_to}, unchanged" if self.moved_to else ""
         return (
             f"Rebuilt {self.db} ({self.problem}): recovered {self.runs} runs and "
             f"{self.episodes} episodes ({self.from_file} runs from the damaged file, "
-            f"{self.from_spools} from spools){lost}{moved}."
+            f"{self.from_spools} from spools){kept}{moved}."
         )
 
 
@@ -222,8 +232,7 @@ def repair(db: Db = None) -> RepairReport:
     """
     path = resolve_db(db)
     spool_dir = spool_dir_for(path)
-    if path.is_dir():
-        raise UserError(f"{path} is a folder, not a DuckDB database file.")
+    check_store_paths(path)
     spools = list_spools(spool_dir)
     live = sorted(rid for rid, s in spools.items() if s.alive)
     if live:
@@ -270,7 +279,8 @@ def repair(db: Db = None) -> RepairReport:
 
 
 def _salvage(cur: duckdb.DuckDBPyConnection, path: Path, report: RepairReport) -> None:
-    """Copy every run of the damaged file that reads back whole into the current database."""
+    """Copy what the damaged file still reads back, table by table, into the current
+    database; :attr:`RepairReport.tables` says per table what was kept."""
     try:
         attach_with_retry(cur, path, write=False, timeout=DEFAULT_TIMEOUT_S, alias="damaged")
     except duckdb.Error as err:
@@ -284,58 +294,118 @@ def _salvage(cur: duckdb.DuckDBPyConnection, path: Path, report: RepairReport) -
                     "SELECT table_name FROM duckdb_tables() WHERE database_name = 'damaged'"
                 ).fetchall()
             }
-            if "meta" not in tables:
-                raise UserError(
-                    f"{path} is a DuckDB database but not an Agent Q-Mix episode store."
-                )
-            version = cur.execute(
-                "SELECT value FROM damaged.main.meta WHERE key = 'schema_version'"
-            ).fetchone()
-            if version is None or not 1 <= int(version[0]) <= SCHEMA_VERSION:
-                raise UserError(
-                    f"{path} has store schema {version and version[0]}; this program repairs "
-                    f"schemas 1 to {SCHEMA_VERSION}."
-                )
-            run_ids = [r[0] for r in cur.execute("SELECT id FROM damaged.main.runs").fetchall()]
         except duckdb.Error as err:
             report.problem = damage(err) or _first_line(err)
             return
-        for rid in run_ids:
-            try:
-                _copy_run(cur, rid, with_prompts="prompts" in tables)
-                report.from_file += 1
-            except duckdb.Error as err:
-                cur.execute("ROLLBACK")
-                report.lost.append(rid)
-                report.problem = report.problem or damage(err) or _first_line(err)
+        if "meta" not in tables or "episodes" not in tables:
+            raise UserError(f"{path} is a DuckDB database but not an Agent Q-Mix episode store.")
+        try:
+            version = cur.execute(
+                "SELECT value FROM damaged.main.meta WHERE key = 'schema_version'"
+            ).fetchone()
+        except duckdb.Error:
+            version = (str(SCHEMA_VERSION),)  # unreadable: the tables say what they hold
+        if version is None or not 1 <= int(version[0]) <= SCHEMA_VERSION:
+            raise UserError(
+                f"{path} has store schema {version and version[0]}; this program repairs "
+                f"schemas 1 to {SCHEMA_VERSION}."
+            )
+        for table in ("runs", *RUN_TABLES, "prompts", "spool_progress"):
+            if table in tables:
+                kept = _salvage_table(cur, table)
+                report.tables[table] = kept
+                if kept.problem:
+                    report.problem = report.problem or kept.problem
+        report.from_file = cur.execute("SELECT count(*) FROM runs").fetchone()[0]
         report.damaged = report.problem is not None
     finally:
         cur.execute("DETACH damaged")
 
 
-def _copy_run(cur: duckdb.DuckDBPyConnection, run_id: str, *, with_prompts: bool) -> None:
-    """One run's rows of every table, the prompts its calls sent (when the file has a
-    ``prompts`` table) and its spool offsets, all or nothing. By column name: an older
-    schema's missing columns become NULL."""
-    cur.execute("BEGIN")
-    cur.execute("INSERT INTO runs BY NAME SELECT * FROM damaged.main.runs WHERE id = ?", [run_id])
-    for table in RUN_TABLES:
-        cur.execute(
-            f"INSERT INTO {table} BY NAME SELECT * FROM damaged.main.{table} WHERE run_id = ?",
-            [run_id],
-        )
-    if with_prompts:
-        cur.execute(
-            "INSERT OR IGNORE INTO prompts SELECT * FROM damaged.main.prompts WHERE "
-            + _RUN_PROMPTS.format(calls="damaged.main.llm_calls"),
-            [run_id],
-        )
-    # With the rows, their offsets: the spool after them is ingested, not what they hold.
-    cur.execute(
-        "INSERT INTO spool_progress SELECT * FROM damaged.main.spool_progress WHERE run_id = ?",
-        [run_id],
-    )
-    cur.execute("COMMIT")
+@dataclass
+class TableSalvage:
+    """What repair kept of one table of the damaged file."""
+
+    kept: int = 0
+    """Rows copied into the rebuilt store."""
+    total: int | None = None
+    """Rows the table held (None: not even its row count reads back)."""
+    lost_columns: list[str] = field(default_factory=list)
+    """Columns whose values could not be read (kept rows have NULL there)."""
+    problem: str | None = None
+    """What DuckDB said of the damage, None if the table read back whole."""
+
+    def summary(self, name: str) -> str:
+        total = "?" if self.total is None else str(self.total)
+        text = f"{name} {self.kept}/{total}"
+        if self.lost_columns:
+            text += f" (without {', '.join(self.lost_columns)})"
+        return text
+
+
+_IDENTITY = frozenset({"id", "run_id", "episode", "messages_hash", "file"})
+"""Columns a salvaged row must keep (those of them its table has)."""
+SALVAGE_ROWS = 2048
+"""Row range repair tries at a time when a table does not read back whole (DuckDB's vector)."""
+
+
+def _salvage_table(cur: duckdb.DuckDBPyConnection, table: str) -> TableSalvage:
+    """Copy a table of the damaged file: whole if it reads back; else the columns that
+    read back (the rest NULL, where the schema allows); else row range by row range."""
+    out = TableSalvage()
+    source = f"damaged.main.{table}"
+    try:
+        out.total = cur.execute(f"SELECT count(*) FROM {source}").fetchone()[0]
+    except duckdb.Error as err:
+        out.problem = damage(err) or _first_line(err)
+    try:
+        out.kept = cur.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {source}").fetchone()[0]
+        return out
+    except duckdb.Error as err:
+        out.problem = out.problem or damage(err) or _first_line(err)
+    columns = [
+        r[0]
+        for r in cur.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = 'damaged' "
+            "AND table_name = ? ORDER BY column_index",
+            [table],
+        ).fetchall()
+    ]
+    required = {
+        r[0]
+        for r in cur.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE database_name = current_database() "
+            "AND table_name = ? AND NOT is_nullable",
+            [table],
+        ).fetchall()
+    }
+    # A row without what says whose it is (run, episode, key) is no row worth keeping.
+    required = (required | _IDENTITY) & set(columns)
+    readable = [c for c in columns if _reads_back(cur, f"SELECT sum(hash({c})) FROM {source}")]
+    if readable and required <= set(readable):
+        names = ", ".join(readable)
+        out.kept = cur.execute(
+            f"INSERT INTO {table} ({names}) SELECT {names} FROM {source}"
+        ).fetchone()[0]
+        out.lost_columns = [c for c in columns if c not in readable]
+        return out
+    if out.total is None:
+        return out
+    for lo in range(0, out.total, SALVAGE_ROWS):
+        window = f"SELECT * FROM {source} WHERE rowid >= {lo} AND rowid < {lo + SALVAGE_ROWS}"
+        try:
+            out.kept += cur.execute(f"INSERT INTO {table} BY NAME {window}").fetchone()[0]
+        except duckdb.Error:
+            continue
+    return out
+
+
+def _reads_back(cur: duckdb.DuckDBPyConnection, sql: str) -> bool:
+    try:
+        cur.execute(sql).fetchall()
+    except duckdb.Error:
+        return False
+    return True
 
 
 def _add_lost_run_rows(cur: duckdb.DuckDBPyConnection) -> None:
@@ -388,8 +458,8 @@ def _cell(v: Any) -> str:
 
 
 def _plain(v: Any) -> Any:
-    """pandas / numpy scalars -> Python values; NaN/NaT -> None."""
-    if v is None or v is pd.NaT:
+    """pandas / numpy scalars -> Python values; NaN/NaT/NA -> None."""
+    if v is None or v is pd.NaT or v is pd.NA:
         return None
     if isinstance(v, pd.Timestamp):
         return v.to_pydatetime()

@@ -25,7 +25,14 @@ from pathlib import Path
 import duckdb
 
 from core.errors import UserError
-from core.store.engine import StoreBusy, attached, check_file, lock_down, resolve_db
+from core.store.engine import (
+    StoreBusy,
+    StoreUnwritable,
+    attached,
+    check_file,
+    lock_down,
+    resolve_db,
+)
 from core.store.ingest import (
     Pending,
     apply,
@@ -126,6 +133,7 @@ def _orphans(cur: duckdb.DuckDBPyConnection, pending: Pending) -> bool:
 
 
 def _try_recover(path: Path, timeout: float) -> None:
-    # Recovery is a courtesy of readers; if writers keep the file busy, read what is there.
-    with suppress(StoreBusy), write_session(path, timeout=timeout):
+    # Recovery is a courtesy of readers; if writers keep the file busy, or its disk is
+    # full, read what is there (the spools are read as a live run's are).
+    with suppress(StoreBusy, StoreUnwritable), write_session(path, timeout=timeout):
         pass

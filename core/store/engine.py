@@ -28,6 +28,7 @@ from pathlib import Path
 import duckdb
 
 from core.errors import StoreBusy, UserError
+from core.paths import check_folder, check_not_special, name_problem
 
 ALIAS = "store"
 """Catalog name of the attached store inside a session."""
@@ -90,7 +91,17 @@ os.register_at_fork(after_in_child=_reset_after_fork)
 def resolve_db(db: str | os.PathLike[str] | None) -> Path:
     """``db`` if given, else ``$AGENTQMIX_DB``, else ``./agentqmix.duckdb``; absolute."""
     raw = db if db is not None else os.environ.get(ENV_VAR) or DEFAULT_DB
-    return Path(raw).expanduser().absolute()
+    path = Path(raw).expanduser().absolute()
+    if problem := name_problem(path):  # before any stat(), which would raise OSError
+        raise UserError(f"--db {path.name[:20]}…: {problem}.")
+    return path
+
+
+def sweep_status_dir(db: str | os.PathLike[str] | None) -> Path:
+    """Where the sweeps logging into ``db`` say how far they are, one ``SWEEP_ID.json``
+    each (``<db>.sweeps/``, beside the store like its spool): how a sweep started from the
+    command line is seen live, before and while its trials reach the store."""
+    return Path(f"{resolve_db(db)}.sweeps")
 
 
 def is_duckdb_file(path: Path) -> bool:
@@ -100,10 +111,20 @@ def is_duckdb_file(path: Path) -> bool:
     return head[8:12] == _MAGIC
 
 
-def check_file(path: Path) -> bool:
-    """Whether the database exists; UserError if the path is not usable as one."""
+def check_store_paths(path: Path) -> None:
+    """UserError if the database's path is a folder, or a device, pipe or socket stands where
+    the file, its WAL or its spool folder go (DuckDB would open them; opening a pipe blocks
+    for ever, and a rename over a device replaces the node)."""
+    check_not_special(path, "--db")  # first: it says so when a name is too long
     if path.is_dir():
         raise UserError(f"{path} is a folder, not a DuckDB database file.")
+    check_not_special(path.with_name(path.name + ".wal"), "--db's write-ahead log")
+    check_folder(path.with_name(path.name + ".spool"), "--db's spool folder")
+
+
+def check_file(path: Path) -> bool:
+    """Whether the database exists; UserError if the path is not usable as one."""
+    check_store_paths(path)
     if not path.exists():
         if not path.parent.is_dir():
             raise UserError(

@@ -253,6 +253,31 @@ def list_episodes(
         ).df()
 
 
+def episode_rank(
+    db: Db,
+    filters: EpisodeFilter,
+    episode: int,
+    *,
+    order_by: str = "episode",
+    descending: bool = False,
+) -> int | None:
+    """Where episode ``episode`` stands (0 = first) in :func:`list_episodes` of one run with
+    these filters and this order; None when it does not match them (or does not exist)."""
+    if order_by not in EPISODE_ORDERS:
+        raise ValueError(f"order_by must be one of {EPISODE_ORDERS}, got {order_by!r}")
+    if filters.run_ids is None or len(filters.run_ids) != 1:
+        raise ValueError("episode_rank ranks the episodes of exactly one run")
+    where, params = filters.where()
+    order = f"e.{order_by} {'DESC' if descending else 'ASC'}, e.episode"
+    with read_session(db) as cur:
+        row = cur.execute(
+            f"SELECT pos FROM (SELECT e.episode, row_number() OVER (ORDER BY {order}) - 1 AS pos "
+            f"FROM episodes e {where}) WHERE episode = ?",
+            [*params, episode],
+        ).fetchone()
+    return None if row is None else int(row[0])
+
+
 def count_episodes(db: Db, filters: EpisodeFilter | None = None) -> int:
     where, params = (filters or EpisodeFilter()).where()
     with read_session(db) as cur:
@@ -272,17 +297,21 @@ def distinct_values(db: Db, column: str) -> list[Any]:
 
 
 _RUN_HEADLINES = """
-SELECT r.id, r.kind, r.status, r.policy, r.benchmark, r.backend, r.model, r.seed,
+SELECT *, coalesce(status <> 'running' AND episodes < planned, false) AS incomplete FROM (
+SELECT r.id, r.kind, r.status, r.policy, r.benchmark, r.backend, r.model, r.seed, r.pid,
        r.started_at, r.ended_at, r.last_episode, r.checkpoint, r.checkpoint_episode,
        count(e.episode) AS episodes, avg(e.correct::DOUBLE) AS accuracy,
        avg(e.tokens) AS mean_tokens, avg(e.reward) AS mean_reward,
        TRY_CAST(json_extract_string(r.config, '$.team.token_weight') AS DOUBLE) AS token_weight,
        json_extract_string(r.config, '$.team.token_penalty') AS token_penalty,
        CASE WHEN json_extract(r.config, '$.team') IS NULL THEN NULL
-            ELSE coalesce(json_extract_string(r.config, '$.team.idle'), 'call') END AS idle
+            ELSE coalesce(json_extract_string(r.config, '$.team.idle'), 'call') END AS idle,
+       coalesce(TRY_CAST(json_extract_string(r.config, '$.eval.episodes') AS BIGINT),
+                TRY_CAST(json_extract_string(r.config, '$.train.episodes') AS BIGINT)) AS planned,
+       json_extract_string(r.config, '$.sandbox') AS sandbox
 FROM runs r LEFT JOIN episodes e ON e.run_id = r.id
 {where}
-GROUP BY ALL ORDER BY r.started_at DESC
+GROUP BY ALL) ORDER BY started_at DESC
 """
 
 
@@ -290,7 +319,12 @@ def list_runs(db: Db, *, kind: str | None = None, status: str | None = None) -> 
     """Runs with their headline figures (episodes, accuracy, mean tokens, mean reward) and
     the reward's token options from ``config["team"]`` (NULL for runs without them), and the
     idle rule (``call`` for a team run logged before the rule existed, as
-    :func:`core.team.options.options_from_dict` reads it)."""
+    :func:`core.team.options.options_from_dict` reads it), and the sandbox its generated code
+    ran in (``bwrap``, ``process``, ``none``; NULL for runs logged before it was recorded).
+    ``planned`` is the episodes the run set out to play (``config["eval"]`` or
+    ``config["train"]``), and ``incomplete`` says that a run that stopped (killed,
+    interrupted, failed) logged fewer: an evaluation continues with ``agentqmix eval
+    --resume RUN_ID``, a training run with ``train --resume``."""
     parts, params = [], []
     if kind is not None:
         parts.append("r.kind = ?")
@@ -301,6 +335,26 @@ def list_runs(db: Db, *, kind: str | None = None, status: str | None = None) -> 
     where = ("WHERE " + " AND ".join(parts)) if parts else ""
     with read_session(db) as cur:
         return cur.execute(_RUN_HEADLINES.format(where=where), params).df()
+
+
+def policy_descriptions(db: Db) -> pd.DataFrame:
+    """What each learned or fixed policy of a run is, from ``config["policies"]`` (eval,
+    compare and robustness runs store it; docs/baselines.md): ``run_id``, ``policy`` (the
+    label its episodes carry), ``family`` (``learned`` / ``fixed``), ``method`` (``qmix``,
+    ``gptswarm``, ..., or the topology), ``token_weight`` (trained at; NULL for a fixed
+    topology) and ``knob`` (JSON text, e.g. ``{"prune_ratio":0.5}``) — what a chart colours
+    by. Runs logged before issue 20 have none."""
+    with read_session(db) as cur:
+        return cur.execute(
+            "SELECT r.id AS run_id, k.policy, "
+            "json_extract_string(r.config, '$.policies.\"' || k.policy || '\".family') AS family, "
+            "json_extract_string(r.config, '$.policies.\"' || k.policy || '\".method') AS method, "
+            "TRY_CAST(json_extract_string(r.config, "
+            "'$.policies.\"' || k.policy || '\".token_weight') AS DOUBLE) AS token_weight, "
+            "json_extract(r.config, '$.policies.\"' || k.policy || '\".knob')::VARCHAR AS knob "
+            "FROM runs r, unnest(json_keys(r.config, '$.policies')) AS k(policy) "
+            "ORDER BY r.started_at, k.policy"
+        ).df()
 
 
 def get_run(db: Db, run_id: str) -> RunInfo | None:
@@ -339,6 +393,18 @@ def last_logged(db: Db, run_id: str) -> tuple[int | None, int | None]:
             "SELECT max(step) FROM train_metrics WHERE run_id = ?", [run_id]
         ).fetchone()
     return episode, step
+
+
+def run_spend(db: Db, run_id: str) -> tuple[int, int]:
+    """What a run's logged episodes cost: (tokens, calls not served from the cache)."""
+    with read_session(db) as cur:
+        tokens, calls = cur.execute(
+            "SELECT coalesce(sum(prompt_tokens + completion_tokens), 0), "
+            "coalesce(sum(CASE WHEN cache_hit THEN 0 ELSE 1 END), 0) "
+            "FROM llm_calls WHERE run_id = ?",
+            [run_id],
+        ).fetchone()
+    return int(tokens), int(calls)
 
 
 def runs_to_resume(db: Db) -> list[RunInfo]:
@@ -389,6 +455,94 @@ def aggregate(
             f"FROM episodes e {where} GROUP BY ALL ORDER BY ALL",
             params,
         ).df()
+
+
+def task_outcomes(db: Db, filters: EpisodeFilter | None = None) -> pd.DataFrame:
+    """Per task of the filtered episodes: how often it was answered right, mean tokens and
+    reward, the first episode that played it (for a link) and its first team answer — one
+    side of a run diff. Columns: ``task_id, benchmark, question, ground_truth, episodes,
+    n_correct, accuracy, mean_tokens, mean_reward, episode, team_answer``."""
+    where, params = (filters or EpisodeFilter()).where()
+    with read_session(db) as cur:
+        return cur.execute(
+            "SELECT e.task_id, any_value(e.benchmark) AS benchmark, "
+            "any_value(e.question) AS question, any_value(e.ground_truth) AS ground_truth, "
+            "count(*) AS episodes, sum(e.correct::INTEGER) AS n_correct, "
+            "avg(e.correct::DOUBLE) AS accuracy, avg(e.tokens) AS mean_tokens, "
+            "avg(e.reward) AS mean_reward, min(e.episode) AS episode, "
+            "arg_min(e.team_answer, e.episode) AS team_answer "
+            f"FROM episodes e {where} GROUP BY e.task_id ORDER BY e.task_id",
+            params,
+        ).df()
+
+
+@dataclass(frozen=True)
+class EpisodeOutcome:
+    """What an evaluation's figures need of one logged episode."""
+
+    episode: int
+    score: float
+    tokens: int
+    reward: float
+
+
+def episode_outcomes(db: Db, run_id: str) -> list[EpisodeOutcome]:
+    """Every logged episode of a run (live spool included), in order: its score, tokens
+    and reward."""
+    with read_session(db) as cur:
+        rows = cur.execute(
+            "SELECT episode, score, tokens, reward FROM episodes WHERE run_id = ? ORDER BY episode",
+            [run_id],
+        ).fetchall()
+    return [EpisodeOutcome(int(e), float(s), int(t), float(r)) for e, s, t, r in rows]
+
+
+def summarize_ranges(db: Db, run_id: str, ranges: Sequence[tuple[int, int]]) -> list[dict]:
+    """What :func:`core.team.summary.summarize_records` says of episodes ``lo..hi-1`` of a
+    run, for each ``(lo, hi)`` in ``ranges``: episodes, calls, failed calls, accuracy (mean
+    score), mean tokens, mean reward and action counts per round (acting agents only).
+
+    An evaluation resumed in another process (``eval --resume``) reports its figures from
+    here, over every episode the run logged, not only those played since.
+    """
+    bins = [{"g": g, "lo": lo, "hi": hi} for g, (lo, hi) in enumerate(ranges)]
+    binned = (
+        "SELECT b.g, e.episode, e.score, e.tokens, e.reward, e.n_rounds FROM episodes e "
+        "JOIN (SELECT unnest(?::STRUCT(g INTEGER, lo INTEGER, hi INTEGER)[], recursive := true)) b "
+        "ON e.episode >= b.lo AND e.episode < b.hi WHERE e.run_id = ?"
+    )
+    with read_session(db) as cur:
+        heads = cur.execute(
+            f"WITH e AS ({binned}), c AS (SELECT episode, count(*) AS calls, "
+            "count(*) FILTER (WHERE error IS NOT NULL) AS failed FROM llm_calls "
+            "WHERE run_id = ? GROUP BY episode) "
+            "SELECT g, count(*), sum(coalesce(c.calls, 0)), sum(coalesce(c.failed, 0)), "
+            "avg(score), avg(tokens), avg(reward), max(n_rounds) "
+            "FROM e LEFT JOIN c USING (episode) GROUP BY g",
+            [bins, run_id, run_id],
+        ).fetchall()
+        actions = cur.execute(
+            f"WITH e AS ({binned}) SELECT g, s.round, s.action, count(*) FROM agent_steps s "
+            "JOIN e USING (episode) WHERE s.run_id = ? AND s.agent <> ? AND s.alive "
+            "AND s.fault IS DISTINCT FROM 'inactive' GROUP BY ALL",
+            [bins, run_id, run_id, DECISION_AGENT],
+        ).fetchall()
+    out = [
+        {"episodes": 0, "calls": 0, "failed_calls": 0, "accuracy": 0.0, "mean_tokens": 0.0,
+         "mean_reward": 0.0, "action_counts_per_round": []}
+        for _ in ranges
+    ]  # fmt: skip
+    for g, n, calls, failed, accuracy, tokens, reward, n_rounds in heads:
+        out[g].update(
+            episodes=n, calls=int(calls), failed_calls=int(failed), accuracy=float(accuracy),
+            mean_tokens=float(tokens), mean_reward=float(reward),
+            action_counts_per_round=[dict.fromkeys(ACTION_NAMES, 0) for _ in range(n_rounds)],
+        )  # fmt: skip
+    for g, round_, action, n in actions:
+        counts = out[g]["action_counts_per_round"]
+        if 0 <= round_ < len(counts) and 0 <= action < len(ACTION_NAMES):
+            counts[round_][ACTION_NAMES[action]] += n
+    return out
 
 
 def robustness(db: Db, filters: EpisodeFilter | None = None) -> pd.DataFrame:
@@ -563,15 +717,18 @@ def list_sweeps(db: Db) -> pd.DataFrame:
 def sweep_points(db: Db, sweep_id: str) -> pd.DataFrame:
     """Every held-out point of one sweep: one row per ``eval`` run of it (a trial's learned
     policy, or a fixed topology with ``token_weight`` and ``seed`` NULL), with ``run_id``,
-    ``policy``, ``token_weight``, ``seed``, ``episodes``, ``n_correct``, ``accuracy``,
+    ``policy`` (``qmix``, a learned-topology method or a topology), ``backend``, ``model``,
+    ``token_weight``, ``seed``, ``knob`` (JSON text of the method's swept setting, e.g.
+    ``{"prune_ratio":0.3}``; NULL or ``{}`` without one), ``episodes``, ``n_correct``, ``accuracy``,
     ``mean_score``, ``mean_tokens``, ``std_tokens``, ``mean_reward``, ``std_reward`` (the
     columns :func:`lab.stats.with_intervals` reads), cheapest first."""
     with read_session(db) as cur:
         return cur.execute(
-            "SELECT r.id AS run_id, r.policy, "
+            "SELECT r.id AS run_id, r.policy, r.backend, r.model, "
             "TRY_CAST(json_extract_string(r.config, '$.sweep.token_weight') AS DOUBLE) "
             "AS token_weight, "
             "TRY_CAST(json_extract_string(r.config, '$.sweep.seed') AS BIGINT) AS seed, "
+            "json_extract_string(r.config, '$.sweep.knob') AS knob, "
             "count(*) AS episodes, sum(e.correct::INTEGER) AS n_correct, "
             "avg(e.correct::DOUBLE) AS accuracy, avg(e.score) AS mean_score, "
             "avg(e.tokens) AS mean_tokens, stddev_samp(e.tokens) AS std_tokens, "

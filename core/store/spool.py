@@ -30,6 +30,7 @@ row-per-object format of version 1.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -309,17 +310,17 @@ def failures_from_rows(structs: list[dict[str, Any]] | None) -> list[dict[str, A
 
 
 class SpoolStalled(Exception):
-    """The disk did not take all of an append (full, quota); ``remaining`` is what it left.
+    """The disk did not take all of an append (full, quota, I/O error).
 
-    The bytes before ``remaining`` are in the segment, so the spool stays a prefix of what
-    was logged (maybe ending in part of a line, which readers ignore); appending
-    ``remaining`` later completes it.
+    ``kept`` bytes of it stay: the whole lines the disk took (a reader may have seen them
+    already). The part of a line after them was cut off again, so the spool holds whole
+    lines only.
     """
 
-    def __init__(self, error: OSError, remaining: bytes) -> None:
+    def __init__(self, error: OSError, kept: int) -> None:
         super().__init__(error.strerror or str(error))
         self.error = error
-        self.remaining = remaining
+        self.kept = kept
 
 
 class SpoolWriter:
@@ -354,8 +355,10 @@ class SpoolWriter:
     def append(self, data: bytes) -> None:
         """Append whole lines; one write call per batch so a line is never interleaved.
 
-        :class:`SpoolStalled` if the disk takes only part of them.
+        :class:`SpoolStalled` if the disk does not take all of them: the whole lines it
+        took stay, the piece of a line after them is cut off.
         """
+        start = os.fstat(self._fd).st_size
         view = memoryview(data)
         try:
             while view:
@@ -364,7 +367,13 @@ class SpoolWriter:
             if self.fsync:
                 os.fsync(self._fd)
         except OSError as err:
-            raise SpoolStalled(err, bytes(view)) from err
+            written = len(data) - len(view)
+            kept = data.rfind(b"\n", 0, written) + 1
+            # Shrinking a file needs no space. Readers consume complete lines only, so
+            # nobody has seen the piece cut off; the complete lines before it stay.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, start + kept)
+            raise SpoolStalled(err, kept) from err
 
     def size(self) -> int:
         return os.fstat(self._fd).st_size

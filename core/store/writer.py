@@ -33,9 +33,9 @@ from typing import Any
 
 import duckdb
 
-from core.errors import UserError
+from core.errors import DiskFull, UserError
 from core.records import EpisodeRecord
-from core.sanitize import scrub
+from core.sanitize import scrub, secrets_in_environment
 from core.store.db import DEFAULT_TIMEOUT_S, write_session
 from core.store.engine import StoreBusy, resolve_db
 from core.store.queries import last_episode_from
@@ -52,7 +52,7 @@ from core.store.spool import (
 
 log = logging.getLogger(__name__)
 
-RUN_KINDS = ("train", "eval", "compare", "lab")
+RUN_KINDS = ("train", "eval", "compare", "lab", "calibrate")
 END_STATUSES = ("finished", "interrupted", "failed")
 METRIC_FIELDS = tuple(c.name for c in TABLES["train_metrics"] if c.name != "run_id")
 """Keys a metrics row may have: ``step, episode, loss, td_error, q_tot_mean, epsilon,
@@ -63,7 +63,6 @@ _SECRET_KEY = re.compile(
     r"(api[_-]?key|secret|passw(or)?d|authorization|access[_-]?token|auth[_-]?token|bearer)",
     re.IGNORECASE,
 )
-_SECRET_ENV = re.compile(r"(API_KEY|SECRET|TOKEN|PASSWORD)$", re.IGNORECASE)
 
 
 @dataclass
@@ -80,8 +79,6 @@ class LoggerConfig:
     """Ingest in a background thread; False ingests inline from the logging calls."""
     close_timeout_s: float = DEFAULT_TIMEOUT_S
     """How long ``close`` waits for the database; after that the spool stays for the next opener."""
-    max_unwritten_bytes: int = 256 * 1024 * 1024
-    """Log kept in memory while the spool's disk is full; past this, logging raises UserError."""
 
     def validate(self) -> None:
         if self.ingest_every_s < 0:
@@ -90,8 +87,6 @@ class LoggerConfig:
             raise ValueError(f"segment_bytes must be >= 1024, got {self.segment_bytes}")
         if self.close_timeout_s < 0:
             raise ValueError(f"close_timeout_s must be >= 0, got {self.close_timeout_s}")
-        if self.max_unwritten_bytes < 0:
-            raise ValueError(f"max_unwritten_bytes must be >= 0, got {self.max_unwritten_bytes}")
 
 
 def redact_config(config: Any) -> Any:
@@ -103,10 +98,7 @@ def redact_config(config: Any) -> Any:
     inside other strings such values and URL credentials (``user:password@``) become ``***``.
     Dataclasses become dicts; anything not JSON-native becomes its ``str``.
     """
-    secrets_in_env = {
-        v for k, v in os.environ.items() if _SECRET_ENV.search(k) and v and len(v) >= 8
-    }
-    return _redact(config, secrets_in_env)
+    return _redact(config, set(secrets_in_environment()))
 
 
 def _redact(value: Any, env: set[str]) -> Any:
@@ -177,9 +169,9 @@ class RunLogger:
         self._spool_dir = spool_dir_for(self.db)
         self.closed = False
         self._since_ingest = time.monotonic()
-        self._unwritten = bytearray()
-        """Log bytes the spool's disk did not take yet (full), oldest first."""
-        self._spool_tried = 0.0
+        self.kind = kind
+        self.stalled = False
+        """The spool's disk refused a write: the run stops (see :meth:`_write`)."""
         self._warned: set[str] = set()
         self._logged_prompts: set[str] = set()
         """Hashes of the prompts this logger's spool holds: each goes in once per run."""
@@ -209,7 +201,14 @@ class RunLogger:
             "pid": os.getpid(),
             "host": socket.gethostname(),
         }
-        self._write(dumps({"t": "run", "run": row}))
+        try:
+            self._write(dumps({"t": "run", "run": row}))
+        except DiskFull as err:
+            self._spool.close(remove=True)
+            raise DiskFull(
+                f"cannot start a run: no room for its log in {self._spool_dir} "
+                f"({err.__cause__}); free some space and try again."
+            ) from err
         self._start_ingester()
 
     @classmethod
@@ -233,7 +232,8 @@ class RunLogger:
         settings = settings or LoggerConfig()
         spool_dir = spool_dir_for(path)
         with write_session(path, timeout=timeout) as cur:
-            if cur.execute("SELECT count(*) FROM runs WHERE id = ?", [run_id]).fetchone()[0] == 0:
+            found = cur.execute("SELECT kind FROM runs WHERE id = ?", [run_id]).fetchone()
+            if found is None:
                 raise UserError(f"No run {run_id!r} in {path}.")
             if lock_held(spool_dir / f"{run_id}.lock"):
                 raise UserError(f"Run {run_id} is still running in another process.")
@@ -248,7 +248,8 @@ class RunLogger:
             cur.execute("COMMIT")
             spool = _open_spool(spool_dir, run_id, settings)
         first = 0 if last is None else last + 1
-        return cls(path, settings=settings, _resume=(run_id, first), _resume_spool=spool)
+        kind = found[0] if found[0] in RUN_KINDS else "train"
+        return cls(path, kind, settings=settings, _resume=(run_id, first), _resume_spool=spool)
 
     # ------------------------------------------------------------------ logging
 
@@ -257,17 +258,34 @@ class RunLogger:
         return self.log_episodes([record], first=episode)[0]
 
     def log_episodes(self, records: Iterable[EpisodeRecord], first: int | None = None) -> list[int]:
-        """Append several episodes with one write (indices ``first, first+1, ...``)."""
+        """Append several episodes with one write (indices ``first, first+1, ...``).
+
+        :class:`DiskFull` if the spool's disk is full: the episodes before the one it could
+        not take are logged, ``next_episode`` is the first that is not.
+        """
         self._check_open()
         if first is not None:
             self.next_episode = first
         now = _now_us()
         lines, indices = [], []
-        for rec in records:
-            lines.append(dumps(episode_event(self.next_episode, rec, now, self._logged_prompts)))
-            indices.append(self.next_episode)
-            self.next_episode += 1
-        self._append(b"".join(lines))
+        prompts = set(self._logged_prompts)
+        for i, rec in enumerate(records, start=self.next_episode):
+            lines.append(dumps(episode_event(i, rec, now, prompts)))
+            indices.append(i)
+        try:
+            self._write(b"".join(lines))
+        except DiskFull as full:
+            # Whole lines only went in: count them. A prompt logged only with a line that
+            # did not go in must be logged again with the next line that sends it.
+            taken, done = full.kept, 0
+            while done < len(lines) and taken >= len(lines[done]):
+                taken -= len(lines[done])
+                done += 1
+            self.next_episode += done
+            raise
+        self._logged_prompts = prompts
+        self.next_episode += len(indices)
+        self._maybe_ingest()
         return indices
 
     def log_metrics(self, rows: Iterable[Mapping[str, Any]]) -> None:
@@ -292,38 +310,29 @@ class RunLogger:
         self._write(data)
         self._maybe_ingest()
 
-    def _write(self, data: bytes, *, force: bool = False) -> None:
-        """Append to the spool; while its disk is full, keep the bytes in memory, in order.
-
-        A full disk is retried at most every ``ingest_every_s`` (``force``: now).
-        """
-        if self._unwritten:
-            self._unwritten += data
-            if not force and time.monotonic() - self._spool_tried < self.settings.ingest_every_s:
-                self._check_unwritten()
-                return
-            data, self._unwritten = bytes(self._unwritten), bytearray()
+    def _write(self, data: bytes) -> None:
+        """Append to the spool; :class:`DiskFull` (with ``kept``, the bytes of whole lines
+        that did go in) if its disk is full. The run then stops: logging on in memory would
+        lose everything after the disk filled up if the process then died."""
         try:
             self._spool.append(data)
         except SpoolStalled as err:
-            self._spool_tried = time.monotonic()
-            self._unwritten = bytearray(err.remaining)
-            self._warn(
-                "spool",
-                f"run {self.run_id}: cannot write its spool in {self._spool_dir} ({err}); "
-                "keeping the log in memory until the disk has room",
-            )
-            self._check_unwritten()
-            return
-        self._recovered("spool", f"run {self.run_id}: its spool is writable again")
+            self.stalled = True
+            raise self._disk_full(err) from err
 
-    def _check_unwritten(self) -> None:
-        if len(self._unwritten) > self.settings.max_unwritten_bytes:
-            raise UserError(
-                f"Run {self.run_id} could not write its spool in {self._spool_dir} for "
-                f"{len(self._unwritten) / 1e6:.0f} MB of log (the disk is full); free disk "
-                "space and run it again."
-            )
+    def _disk_full(self, err: SpoolStalled) -> DiskFull:
+        resume = {"train": "agentqmix train", "eval": "agentqmix eval"}.get(self.kind)
+        then = (
+            f"then continue it with `{resume} --resume {self.run_id}`"
+            if resume
+            else "then run it again"
+        )
+        full = DiskFull(
+            f"run {self.run_id} stopped: cannot write its log in {self._spool_dir} ({err}); "
+            f"its first {self.next_episode} episodes are kept; free some space, {then}."
+        )
+        full.kept = err.kept  # type: ignore[attr-defined]
+        return full
 
     def _warn(self, key: str, message: str) -> None:
         """Warn once per kind of trouble (``spool``, ``store``) until it goes away."""
@@ -416,16 +425,17 @@ class RunLogger:
         if status not in END_STATUSES:
             raise ValueError(f"status must be one of {END_STATUSES}, got {status!r}")
         self._stop_ingester()
+        if self.stalled:
+            status, message = "interrupted", message or "stopped: the disk is full"
         event = {"t": "end", "status": status, "at": _now_us(), "message": message}
-        self._write(dumps(event), force=True)
-        if self._unwritten:
+        try:
+            self._write(dumps(event))
+        except DiskFull:
+            # No room even for the end: the spool stays as it is (whole lines), and the
+            # next command that opens the store ingests it and marks the run interrupted.
             self._spool.close(remove=False)
             self.closed = True
-            raise UserError(
-                f"Run {self.run_id} could not write the last {len(self._unwritten)} bytes of "
-                f"its log to {self._spool_dir} (the disk is full); what it wrote before goes "
-                "into the database the next time a command opens it."
-            )
+            return
         ingested = self.flush(timeout=self.settings.close_timeout_s)
         # After a successful final flush every line is in the database; otherwise the
         # spool stays and the next opener ingests it (the end event included).
@@ -467,5 +477,7 @@ class RunLogger:
             self.close("finished")
         elif issubclass(exc_type, KeyboardInterrupt):
             self.close("interrupted", "stopped by the user")
+        elif issubclass(exc_type, DiskFull):
+            self.close("interrupted", "stopped: the disk is full")
         else:
             self.close("failed", f"{exc_type.__name__}: {exc}")

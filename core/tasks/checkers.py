@@ -10,9 +10,11 @@
   its result is known to stay within ``10^±MAX_LOG10``, and numbers longer than
   ``MAX_NUMBER_CHARS`` compare as text. An answer that cannot be evaluated within those
   bounds (``10^{10^{10^{10}}}``) is wrong, never a hang, a crash or a full memory.
-* Multiple choice: :func:`extract_choice` finds one option letter, or ``None`` when the
-  text names none or several.
-* :func:`check` dispatches on ``task.domain``; code goes to ``core.tasks.sandbox.check_code``.
+* Multiple choice: :func:`extract_choice` finds one option letter (or the option named by
+  its text), or ``None`` when the text names none or several.
+* :func:`read_answer` is the one reading of a maths or multiple-choice reply that the
+  back-ends (``core.backends.prompts.parse_answer``) and :func:`check` share.
+* :func:`check` dispatches on ``task.domain``; code goes to :func:`core.tasks.code_checker.check_code`.
 """
 
 from __future__ import annotations
@@ -55,25 +57,77 @@ def extract_boxed(text: str) -> str | None:
     return None  # unbalanced: the response was cut off inside the box
 
 
-def extract_math_answer(text: str) -> str | None:
+def extract_math_answer(text: str, question: str = "") -> str | None:
     """The final answer a response gives, normalised, or ``None`` if it gives none.
 
     Looked for in this order: the last ``\\boxed{}``; the text after the last ``####``;
-    after "final answer is/:"; after the last "Answer:"; the last number in the text.
+    after "final answer is/:"; after the last "answer is/:" ("The answer is: 96"); the
+    last number of the reply's last sentence. ``Confidence: 80`` statements and echoed
+    placeholders (``<final answer>``) never count as an answer, and for the last-sentence
+    fallback the sentences that repeat ``question`` (small models often restate the
+    problem) are dropped first.
     """
     if not text or not text.strip():
         return None
+    text = _PLACEHOLDER.sub(" ", drop_confidence(text))
     boxed = extract_boxed(text)
     if boxed is not None:
         return normalize_answer(boxed)
-    for marker in (r"####", r"final answer\s*(?:is|:|=)?\s*:?", r"\banswer\s*(?:is|:|=)\s*:?"):
+    for marker in (r"####", r"final answer\s*(?:is|:|=)?\s*:?", _ANSWER_IS):
         found_markers = list(re.finditer(marker, text, flags=re.IGNORECASE))
         if found_markers:
             found = _answer_from_tail(_first_line(text[found_markers[-1].end() :]))
             if found is not None:
                 return found
-    numbers = _NUMBER_RE.findall(text)
+    last = _last_sentence(drop_echo(text, question))
+    numbers = _NUMBER_RE.findall(last)
     return normalize_answer(numbers[-1]) if numbers else None
+
+
+def _last_sentence(text: str) -> str:
+    """The reply's last sentence or line: where a reply without an answer marker states
+    its result ("... so 12 in total."). A reply cut off mid-thought ends in a sentence
+    without a number, so its reasoning's numbers are not taken for an answer."""
+    pieces = [p for p in re.split(r"(?<=[.?!])\s+|\n+", text.strip()) if p.strip()]
+    return pieces[-1] if pieces else ""
+
+
+_ANSWER_IS = r"\banswer(?:\s+to\s+(?:this|the)\s+(?:problem|question))?\s*(?:is|:|=)\s*:?"
+"""'answer is', 'Answer:', 'answer =', 'The answer to this problem is'."""
+
+_PLACEHOLDER = re.compile(r"<[^<>\n]{1,40}>")
+"""``<final answer>``, ``<0-100>``: the answer format's placeholders, which a model echoes."""
+
+_CONFIDENCE_STATEMENT = re.compile(
+    r"(?i)\**\bconfidence(?:\s+level)?\**\s*(?:is|:|=)?\s*\**\s*\d+(?:\.\d+)?\s*%?"
+)
+
+
+def drop_confidence(text: str) -> str:
+    """``text`` without its ``Confidence: 80`` statements (the reply format's last line)."""
+    return _CONFIDENCE_STATEMENT.sub(" ", text)
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"[^\w\s.,/%$-]", " ", text.lower())).strip()
+
+
+def drop_echo(text: str, question: str) -> str:
+    """``text`` without the sentences (or lines) that repeat ``question`` word for word.
+
+    A sentence counts as an echo when it has at least three words and its squashed form
+    (lower case, punctuation and spacing evened out) is part of the question's.
+    """
+    if not question:
+        return text
+    asked = _squash(question)
+    pieces = re.split(r"(?<=[.?!])\s+|\n+", text)
+    kept = [
+        piece
+        for piece in pieces
+        if not (len(_squash(piece).split()) >= 3 and _squash(piece).strip(" .") in asked)
+    ]
+    return "\n".join(kept)
 
 
 def _first_line(tail: str) -> str:
@@ -82,6 +136,7 @@ def _first_line(tail: str) -> str:
 
 def _answer_from_tail(tail: str) -> str | None:
     """The answer in the text after an "Answer:" marker: an expression, else its first number."""
+    tail = re.sub(r"^[\s*_:]+", "", tail)  # "**Answer:** 42": the closing bold marks
     tail = re.split(r"\.\s+(?=[A-Z])|[;!?]\s", tail.strip())[0]  # its first sentence
     if "=" in tail:  # "Answer: 3 + 4 = 7" gives its result last
         tail = tail.rsplit("=", 1)[1].strip()
@@ -94,6 +149,8 @@ def _answer_from_tail(tail: str) -> str | None:
     numbers = _NUMBER_RE.findall(tail)
     if numbers:
         return normalize_answer(numbers[0])
+    if re.search(r"[A-Za-z]{2,}[\s`'\"*,]+[A-Za-z]{2,}", tail):
+        return None  # prose ("the final answer to a multi-round problem ..."), not an answer
     return norm or None
 
 
@@ -367,7 +424,8 @@ def _symbolic_equal(pred: str, truth: str, rel_tol: float) -> bool:
 # ----------------------------------------------------------------------------- multiple choice
 
 _ANSWER_PHRASE = (
-    r"(?:answer|correct\s+(?:option|choice|letter)|(?:i|we)\s+(?:choose|pick|select))"
+    r"(?:answer(?:\s+to\s+(?:this|the)\s+(?:problem|question))?"
+    r"|correct\s+(?:option|choice|letter)|(?:i|we)\s+(?:choose|pick|select))"
     r"\s*(?:is|:|=|would\s+be|should\s+be)?\s*:?\s*(?:option\s+|choice\s+)?"
 )
 
@@ -379,10 +437,29 @@ def _letter_token(letters: str) -> str:
     return rf"(?:\*\*|\\boxed\{{|\(|\[)?\s*(?:([{up}])(?![A-Za-z0-9])|([{low}])(?=\s*(?:$|[.,;:!?)\]*}}])))"
 
 
-def extract_choice(text: str, n_options: int = 4) -> str | None:
-    """The one option letter (``A``..) a response chooses, or ``None`` if none or ambiguous."""
+def extract_choice(
+    text: str, n_options: int = 4, choices: tuple[str, ...] | list[str] = ()
+) -> str | None:
+    """The one option letter (``A``..) a response chooses, or ``None`` if none or ambiguous.
+
+    Read in this order:
+
+    1. an answer phrase with a letter ("the answer is (C)", "Answer: b", "The answer to
+       this problem is D.");
+    2. lines of the option list's shape (``A) 13``, ``B. 14``, ``*C) Cy``): two or more
+       are a list, echoed or made up, not a choice, and are dropped; a single one that is
+       the reply's first or last line is the choice;
+    3. a reply that is one letter or marks exactly one (``**C**``, ``\\boxed{C}``, ``(C)``);
+    4. when the option texts ``choices`` are given, an option named by its text: after an
+       answer phrase ("The correct answer is 13.") or as the start of the whole reply or of
+       its last line ("Boron").
+
+    With ``choices``, a letter followed by another option's text (``A) 3`` when ``3`` is
+    option C) contradicts itself: no answer.
+    """
     if not text or not text.strip() or not 2 <= n_options <= 26:
         return None
+    text = drop_confidence(text)
     letters = "".join(chr(ord("A") + i) for i in range(n_options))
     token = _letter_token(letters)
     span = letters[0] + "-" + letters[-1]
@@ -393,38 +470,116 @@ def extract_choice(text: str, n_options: int = 4) -> str | None:
         last = max(phrase, key=lambda m: m.start())
         if last.group("more"):
             return None  # "the answer is A or B"
-        return (last.group(1) or last.group(2)).upper()
+        letter = (last.group(1) or last.group(2)).upper()
+        return _consistent(letter, text[last.end() :], letters, choices)
 
+    listed = list(_option_line(letters).finditer(text))
+    if len(listed) >= 2:
+        for m in reversed(listed):
+            text = text[: m.start()] + text[m.end() :]
+    elif listed:
+        m, lines = listed[0], [line for line in text.splitlines() if line.strip()]
+        if m.group(0).strip() in (lines[0].strip(), lines[-1].strip()):
+            return _consistent(m.group(1), m.group(2), letters, choices)
     stripped = text.strip()
+    if not stripped:
+        return None
     bare = re.fullmatch(rf"\(?\**([{letters}{letters.lower()}])\**\)?[.):]?", stripped)
     if bare:
         return bare.group(1).upper()
-    lead = re.match(rf"\(?([{letters}])[.):]\s+\S", stripped)
-    if lead:
-        return lead.group(1)
 
-    marked = set(re.findall(rf"\\boxed\{{\s*([{letters}])\s*\}}", text))
-    marked |= set(re.findall(rf"\*\*\(?([{letters}])\)?\*\*", text))
+    marked = set(re.findall(rf"\\boxed\{{\s*([{letters}])\s*\}}", stripped))
+    marked |= set(re.findall(rf"\*\*\(?([{letters}])\)?\*\*", stripped))
     if not marked:
-        marked = set(re.findall(rf"\(([{letters}])\)", text))
+        marked = set(re.findall(rf"\(([{letters}])\)", stripped))
     if len(marked) == 1:
         return marked.pop()
+    if len(choices) == n_options:
+        return _choice_by_text(stripped, choices)
+    return None
+
+
+def _consistent(
+    letter: str, after: str, letters: str, choices: tuple[str, ...] | list[str]
+) -> str | None:
+    """``letter``, unless the text right after it (``A) 3``) is another option's text."""
+    if len(choices) != len(letters):
+        return letter
+    head = re.sub(r"^[\s*_)\].:]+", "", after).split("\n", 1)[0]
+    named = _options_named(_option_key(head), [_option_key(c) for c in choices])
+    return None if named and letters.index(letter) not in named else letter
+
+
+def _options_named(head: str, keys: list[str]) -> list[int]:
+    """The options whose text ``head`` is or starts with (then a non-word character)."""
+    return [
+        i
+        for i, key in enumerate(keys)
+        if key and (head == key or re.match(rf"{re.escape(key)}(?![\w.])", head))
+    ]
+
+
+def _option_line(letters: str) -> re.Pattern[str]:
+    return re.compile(rf"^[ \t*#>-]*\(?\**([{letters}])\**[.):]\s*(.+?)\s*$", re.MULTILINE)
+
+
+def _option_key(text: str) -> str:
+    """An option text compared loosely: case, markdown, ``$``, spacing, end punctuation."""
+    s = re.sub(r"[*_`$]", "", text.lower())
+    return re.sub(r"\s+", " ", s).strip().rstrip(".!;:,").strip()
+
+
+_TEXT_PHRASE = re.compile(
+    r"(?i)\b(?:answer|correct\s+(?:option|choice))\s*(?:is|:|=|would\s+be|should\s+be)\s*:?\s*"
+)
+
+
+def _choice_by_text(text: str, choices: tuple[str, ...] | list[str]) -> str | None:
+    """The option whose text follows the last answer phrase, or begins the whole reply or
+    its last line; the longest option text wins when one is the start of another, and
+    "X or Y" names none."""
+    keys = [_option_key(c) for c in choices]
+    tails = [text[m.end() :] for m in _TEXT_PHRASE.finditer(text)][-1:]
+    lines = [line for line in text.splitlines() if line.strip()]
+    tails += [text] + ([lines[-1]] if lines else [])
+    for tail in tails:
+        head = _option_key(tail.strip().splitlines()[0]) if tail.strip() else ""
+        named = _options_named(head, keys)
+        if named:
+            best = max(named, key=lambda i: len(keys[i]))
+            rest = head[len(keys[best]) :]
+            others = "|".join(re.escape(k) for k in keys if k and k != keys[best])
+            if others and re.match(rf"\s*(?:or|and|/|,)\s*(?:{others})(?![\w.])", rest):
+                return None  # "Boron or carbon" names two
+            return chr(ord("A") + best)
     return None
 
 
 # ----------------------------------------------------------------------------- dispatch
 
 
-def check(task: Task, response_text: str) -> float:
-    """Score in [0, 1] of a response for a task: 1.0 right, 0.0 wrong (code: tests passed)."""
+def read_answer(task: Task, text: str) -> str | None:
+    """The answer a reply gives to a maths or multiple-choice task (the one reading every
+    back-end and the checker share): a normalised maths answer, an option letter, or
+    ``None`` when the reply commits to none (docs/openai.md, Reading answers)."""
     if task.domain == "math":
-        return 1.0 if math_equal(extract_math_answer(response_text), task.answer) else 0.0
+        return extract_math_answer(text, task.question)
     if task.domain == "mcq":
-        n = len(task.choices) or 4
-        return 1.0 if extract_choice(response_text, n) == task.answer.strip().upper() else 0.0
-    if task.domain == "code":
-        # The sandbox starts subprocesses; only code tasks need it.
-        from core.tasks.sandbox import check_code
+        return extract_choice(text, len(task.choices) or 4, task.choices)
+    raise ValueError(f"read_answer reads maths and multiple choice, not {task.domain!r}")
 
-        return float(check_code(task, response_text))
+
+def check(task: Task, response_text: str, sandbox: str = "auto") -> float:
+    """Score in [0, 1] of a response for a task: 1.0 right, 0.0 wrong (code: tests passed,
+    the candidate run in ``sandbox``: ``auto``/``bwrap`` or ``process``)."""
+    if task.domain == "math":
+        return 1.0 if math_equal(read_answer(task, response_text), task.answer) else 0.0
+    if task.domain == "mcq":
+        return 1.0 if read_answer(task, response_text) == task.answer.strip().upper() else 0.0
+    if task.domain == "code":
+        # The checker starts subprocesses; only code tasks need it.
+        from core.sandbox import SandboxConfig
+        from core.tasks.code_checker import check_code
+
+        return float(check_code(task, response_text, SandboxConfig(backend=sandbox)))
     raise ValueError(f"unknown task domain {task.domain!r} for task {task.task_id}")

@@ -83,13 +83,15 @@ def humaneval_task(record: dict, benchmark: str = "code") -> Task:
 
 
 class CodeSource:
-    """HumanEval's 164 problems in a seeded order (``TaskSource``)."""
+    """HumanEval's 164 problems in a seeded order (``TaskSource``).
 
-    name = "code"
+    ``benchmark`` names the benchmark the tasks are logged under (``code`` or
+    ``humaneval``); the order depends on the seed only, not on that name.
+    """
 
-    def __init__(self, seed: int = 0, path: Path | None = None) -> None:
-        self.seed = seed
-        self.tasks = [humaneval_task(r, self.name) for r in read_humaneval(path)]
+    def __init__(self, seed: int = 0, path: Path | None = None, benchmark: str = "code") -> None:
+        self.seed, self.name = seed, benchmark
+        self.tasks = [humaneval_task(r, benchmark) for r in read_humaneval(path)]
         random.Random(f"code|{seed}").shuffle(self.tasks)
 
     def __len__(self) -> int:
@@ -97,5 +99,5 @@ class CodeSource:
 
     def get(self, index: int) -> Task:
         if not 0 <= index < len(self.tasks):
-            raise IndexError(f"code task index {index} outside 0..{len(self.tasks) - 1}")
+            raise IndexError(f"{self.name} task index {index} outside 0..{len(self.tasks) - 1}")
         return self.tasks[index]

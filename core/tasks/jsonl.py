@@ -138,11 +138,17 @@ def _math_task(task_id: str, benchmark: str, question: str, answer: str, level: 
 
 def _gsm8k(row: dict, number: int) -> Task:
     solution = _text(row, "answer")
-    reasoning, final = solution.rsplit("####", 1)
-    steps = sum(1 for line in reasoning.splitlines() if line.strip())
-    level = min(5, max(1, steps - 1))
+    final = solution.rsplit("####", 1)[1]
     meta = {"solution": solution, "line": number}
+    level = gsm8k_difficulty(solution)
     return _math_task(f"gsm8k-{number:05d}", "gsm8k", _text(row, "question"), final, level, meta)
+
+
+def gsm8k_difficulty(solution: str) -> int:
+    """1..5 from the number of reasoning lines of a GSM8K solution (2 -> 1 .. 6+ -> 5)."""
+    reasoning = solution.rsplit("####", 1)[0]
+    steps = sum(1 for line in reasoning.splitlines() if line.strip())
+    return min(5, max(1, steps - 1))
 
 
 def _math(row: dict, number: int) -> Task:

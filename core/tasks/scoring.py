@@ -1,7 +1,7 @@
 """The one scoring entry point: is ``answer`` right for ``task``? (docs/team.md, Scoring)
 
 Every back-end's answers are scored here, through the task's checker
-(:func:`core.tasks.checkers.check`; code runs in the sandbox of :mod:`core.tasks.sandbox`),
+(:func:`core.tasks.checkers.check`; code is judged by :mod:`core.tasks.code_checker`),
 with one bounded cache shared by the whole process: a team reads and re-states the same
 answers many times, and running the same program through the sandbox again would only
 cost time.
@@ -31,8 +31,9 @@ def scoring_blocks(task: Task, run_code: bool = True) -> bool:
     return run_code and task.domain == "code"
 
 
-def score(task: Task, answer: str | None, run_code: bool = True) -> float:
-    """1.0 when ``answer`` solves ``task``, else 0.0 (partial credit allowed)."""
+def score(task: Task, answer: str | None, run_code: bool = True, sandbox: str = "auto") -> float:
+    """1.0 when ``answer`` solves ``task``, else 0.0 (partial credit allowed); code runs in
+    ``sandbox`` (:class:`core.sandbox.SandboxConfig` ``backend``)."""
     if not answer:
         return 0.0
     if answer == task.answer:
@@ -44,7 +45,7 @@ def score(task: Task, answer: str | None, run_code: bool = True) -> float:
         if key in _cache:
             _cache.move_to_end(key)
             return _cache[key]
-    value = float(check(task, answer))
+    value = float(check(task, answer, sandbox))
     with _lock:
         _cache[key] = value
         while len(_cache) > CACHE_SIZE:

@@ -81,6 +81,8 @@ class TeamEnv:
         self.opts = opts = opts or TeamOptions()
         opts.validate()
         self.split = split
+        # Before anything starts: generated code runs in the sandbox asked for, or not at all.
+        self.sandbox = opts.code_sandbox()
         self.backend = backend if backend is not None else opts.make_backend()
         self.source = (
             source if source is not None else _load_source(opts.benchmark, opts.seed, split)
@@ -184,7 +186,10 @@ class TeamEnv:
         """Play episodes ``indices`` with ``policy`` (a fixed topology, or any actor such as
         the learned policy), ``width`` (default: the options' concurrency) in lockstep."""
         actor = as_actor(policy, lambda k: self.job(k).seed, self.n_agents)
-        width = width or self.opts.concurrency
+        # A serial server gains nothing from episodes in lockstep, and each episode's
+        # calls back to back share their task's prompt prefix.
+        serial = bool(getattr(self.backend, "serial", False))
+        width = width or (1 if serial else self.opts.concurrency)
         venv = self.vectorized(width, actor.name, failures)
         results = rollout_all(venv, actor, indices, width, explain=True)
         return [r.info["episode"] for r in results]
@@ -216,6 +221,7 @@ class TeamVecEnv:
         self.team, self.width, self.policy_name = team, width, policy_name
         self.failures = None if failures is None else list(failures)
         self.synchronous = bool(getattr(team.backend, "synchronous", False))
+        self.serial = bool(getattr(team.backend, "serial", False))
         for k in ("n_agents", "n_actions", "obs_dim", "state_dim", "max_steps"):
             setattr(self, k, getattr(team, k))
         self.episodes: list[TeamEpisode] = []
@@ -273,6 +279,9 @@ class TeamVecEnv:
         if self.synchronous:
             for coro in coros:
                 run_sync(coro)
+        elif self.serial:
+            for coro in coros:
+                self.team.loop.run_until_complete(coro)
         else:
             self.team.loop.run_until_complete(_gather(coros))
 

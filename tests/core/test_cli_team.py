@@ -191,6 +191,9 @@ def test_train_eval_compare_export(tmp_path: Path) -> None:
     assert out["episodes"] == 48 and ckpt.is_file()
     run = out["run_id"]
     assert count(db, f"SELECT count(*) FROM episodes WHERE run_id = '{run}'") == 48
+    # The training budget in tokens: what the logged training episodes spent.
+    spent = count(db, f"SELECT sum(tokens) FROM episodes WHERE run_id = '{run}'")
+    assert out["train_tokens"] == spent > 0
     assert count(db, f"SELECT count(*) FROM train_metrics WHERE run_id = '{run}'") > 0
     # the learned policy's view is logged: six Q-values per step, and the mixer's credit per round
     assert (
@@ -446,3 +449,38 @@ def test_pass_through_unanimous_is_counted_stored_and_spares_tokens(tmp_path: Pa
     )
     assert stored == spared
     assert get_run(db, on["run_id"]).config["team"]["pass_through"] == "unanimous"
+
+
+def test_code_runs_in_bubblewrap_or_not_at_all_and_the_run_says_which(tmp_path: Path) -> None:
+    """``auto`` never falls back: without bubblewrap a code run stops before its first call;
+    the weaker sandbox only by name, with a warning; every run stores which sandbox ran."""
+    db = tmp_path / "s.duckdb"
+    no_bwrap = {"PATH": str(tmp_path / "empty-bin")}  # sys.executable is absolute
+    env = {"OPENAI_API_KEY": "sk-test", "AGENTQMIX_CACHE": str(tmp_path / "cache")}
+    common = ["--benchmark", "code", "--policy", "single", "--episodes", "2", "--db", str(db)]
+
+    def sandbox_of(run_id: str) -> str:
+        with duckdb.connect(str(db), read_only=True) as con:
+            (config,) = con.execute("SELECT config FROM runs WHERE id = ?", [run_id]).fetchone()
+        return json.loads(config)["sandbox"]
+
+    with FakeOpenAIServer() as server:
+        base = ["--backend", "openai", "--base-url", server.url, "--model", "fake-model"]
+        strong = ok_json(cli("eval", *common, *base, "--json", env=env))
+        assert sandbox_of(strong["run_id"]) == "bwrap" and strong["accuracy"] == 1.0
+        served = server.request_count
+        refused = cli("eval", *common, *base, env={**env, **no_bwrap})
+        assert refused.returncode == 2, refused.stderr
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and "bubblewrap" in lines[0] and "--sandbox process" in lines[0]
+        assert server.request_count == served  # stopped before the first call
+        weak = cli(
+            "eval", *common, *base, "--sandbox", "process", "--json", env={**env, **no_bwrap}
+        )
+        assert "weaker process sandbox" in weak.stderr
+        assert sandbox_of(ok_json(weak)["run_id"]) == "process"
+    # The synthetic society answers code tasks with labels: nothing runs, nothing is needed.
+    sim = ok_json(cli("eval", *common, "--json", env=no_bwrap))
+    assert sandbox_of(sim["run_id"]) == "none"
+    listed = ok_json(cli("runs", "--db", str(db), "--json"))
+    assert {r["sandbox"] for r in listed} == {"bwrap", "process", "none"}

@@ -12,6 +12,7 @@ from core.sanitize import (
     MAX_TEXT_CHARS,
     clean_text,
     clean_tree,
+    mask_message,
     scrub,
     token_count,
     url_secrets,
@@ -84,3 +85,86 @@ def test_clean_tree_cleans_every_string_keys_too():
         "t\ufffd": ["key ***", {"n": 3, "s": "x"}],
         "u": None,
     }
+
+
+KEY = "sk-proj-Zq8vR2mXk7LwT4nYb9HcJ3pE"
+"""A realistic key: random letters and digits after a prefix."""
+
+
+def _pieces(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+ENCODED_ECHOES = {
+    "plain": lambda k: f"key {k}.",
+    "base64": lambda k: f"b64: {_b64(k.encode())}",
+    "base64 inside a longer blob, each alignment": lambda k: " ".join(
+        _b64(b"x" * pad + f"token={k};".encode()) for pad in range(3)
+    ),
+    "base64 url-safe, unpadded": lambda k: (
+        base64.urlsafe_b64encode(b"\xfb" + k.encode()).decode().rstrip("=")
+    ),
+    "Basic auth form": lambda k: "Authorization: Basic " + _b64(f"user:{k}".encode()),
+    "url-encoded, every byte": lambda k: "".join(f"%{b:02X}" for b in k.encode()),
+    "url-encoded, lower case, some bytes": lambda k: "".join(
+        f"%{ord(c):02x}" if i % 3 == 0 else c for i, c in enumerate(k)
+    ),
+    "hex": lambda k: f"0x{k.encode().hex()}",
+    "reversed": lambda k: k[::-1],
+    "reversed in pieces": lambda k: " | ".join(_pieces(k[::-1], 11)),
+    "in pieces, out of order": lambda k: "\n".join(reversed(_pieces(k, 11))),
+    "each piece reversed": lambda k: "-".join(p[::-1] for p in _pieces(k, 11)),
+    "spelled out": lambda k: " ".join(k),
+    "spelled out backwards": lambda k: ", ".join(k[::-1]),
+}
+
+
+@pytest.mark.parametrize("name", list(ENCODED_ECHOES))
+def test_scrub_masks_the_key_re_encoded(name):
+    """docs/openai.md lists these forms as caught."""
+    echo = ENCODED_ECHOES[name](KEY)
+    masked = scrub(f"The header said {echo} -- done.", [KEY])
+    assert "***" in masked and masked.endswith(" -- done.")
+    assert not _recoverable(masked, KEY), masked
+
+
+def _recoverable(text: str, key: str) -> bool:
+    """Whether ``key``, or a run of 10 of its characters, can be read back from ``text`` by
+    the decodings the scrubber claims to undo."""
+    from urllib.parse import unquote
+
+    decoded = [text, unquote(text), text[::-1], "".join(text.split())]
+    decoded.append("".join(c for c in text if c.isalnum() or c == "-"))
+    decoded.append(decoded[-1][::-1])
+    for word in text.replace("0x", " ").split():
+        for blob in (word, word + "=", word + "=="):
+            for decode in (base64.b64decode, base64.urlsafe_b64decode, bytes.fromhex):
+                try:
+                    decoded.append(decode(blob).decode("latin-1"))
+                except ValueError:
+                    pass
+    windows = {key[i : i + 10] for i in range(len(key) - 9)}
+    windows |= {w[::-1] for w in windows}
+    return any(w in d for d in decoded for w in windows)
+
+
+def test_scrub_leaves_ordinary_text_alone():
+    text = "The answer is 42.\n```python\ndef f(a, b):\n    return a @ b\n```\nbase64: aGVsbG8="
+    assert scrub(text, [KEY]) == text
+
+
+def test_mask_message_hides_credentials_of_a_malformed_url():
+    for url in (
+        "http://alice:hunter2-PASS@127.0.0.1:port/v1",
+        "http://alice:hunter2-PASS@[::1/v1",
+        "http//alice:hunter2-PASS@127.0.0.1/v1",
+        "alice:hunter2-PASS@127.0.0.1:8000",
+        "http://alice:hunter2@PASS@127.0.0.1/v1",
+    ):
+        message = mask_message(f"--base-url must be an http:// address, not {url!r}.")
+        assert "hunter2" not in message and "PASS" not in message, message
+        assert "***@" in message

@@ -22,7 +22,11 @@ def seed_store(db: Path, episodes_per_run: int = 12) -> dict[str, str]:
     """
     ids = {}
     with RunLogger(
-        db, "train", {"episodes": episodes_per_run}, policy="qmix", benchmark="mixed"
+        db,
+        "train",
+        {"episodes": episodes_per_run, "sandbox": "none"},
+        policy="qmix",
+        benchmark="mixed",
     ) as log:
         for k in range(episodes_per_run):
             log.log_episode(synthetic_episode(k, policy="env"))

@@ -25,12 +25,13 @@ import pytest
 from core.store.queries import count_episodes, list_runs
 from core.team.topologies import FIXED_TOPOLOGIES
 from lab import asked
-from lab.demo import DemoConfig, expected_episodes
+from lab.demo import DemoConfig, expected_episodes, read_status
+from lab.params import PAGE_PARAMS
 from tests.lab.conftest import ROOT
 
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts" / "lab"
-PAGES = ("", "replay", "train", "failure_lab", "compare", "ctde", "runs")
+PAGES = ("", "replay", "train", "failure_lab", "compare", "diff", "ctde", "runs")
 
 pytestmark = [
     pytest.mark.browser,
@@ -205,7 +206,7 @@ def test_first_start_demo_pages_and_a_deep_link(lab, browser):
         for name in PAGES:
             page.goto(f"{url}/{name}")
             wait_idle(page)
-            page.wait_for_selector("h1", timeout=20_000)
+            page.wait_for_selector("h1", timeout=60_000)
             if name in ("replay", "train", "failure_lab", "compare", "ctde"):
                 page.wait_for_selector(".js-plotly-plot", timeout=20_000)
             _no_exception(page, name or "home")
@@ -217,14 +218,14 @@ def test_first_start_demo_pages_and_a_deep_link(lab, browser):
     # 3. A deep link opens that episode at that round.
     runs = list_runs(db, kind="eval")
     run_id = runs.iloc[0]["id"]
-    page.goto(f"{url}/replay?run={run_id}&episode=5&round=2")
+    page.goto(f"{url}/replay?run={run_id}&episode=5&round=3")
     wait_idle(page)
-    page.get_by_text("Round 2 of 2").wait_for(timeout=20_000)
+    page.get_by_text("Round 3 of 3").first.wait_for(timeout=20_000)
     assert page.get_by_role("combobox", name="Run").input_value().startswith(run_id)
     episode = page.locator('input[role="combobox"][aria-label^="Episode ("]')
     assert episode.input_value().startswith("#5 · ")
     slider = page.locator('[data-testid="stSlider"] input[type="range"]').first
-    assert slider.input_value() == "2"
+    assert slider.input_value() == "3"
     page.screenshot(path=str(ARTIFACTS / "replay-deep-link.png"), full_page=True)
 
     # What an agent was asked: the society has no real prompt, so the openai back-end's
@@ -262,12 +263,169 @@ def test_first_start_demo_pages_and_a_deep_link(lab, browser):
     # 5. One control: the graph has no Play button or slider of its own; Play moves every panel.
     assert page.locator(".js-plotly-plot .updatemenu-container").count() == 0
     assert page.locator(".js-plotly-plot .slider-container").count() == 0
-    page.goto(f"{url}/replay?run={run_id}&episode=5&round=0")
+    page.goto(f"{url}/replay?run={run_id}&episode=5&round=1")
     wait_idle(page)
-    page.get_by_text("Round 0 of 2").wait_for(timeout=20_000)
+    page.get_by_text("Round 1 of 3").first.wait_for(timeout=20_000)
     page.get_by_role("button", name="Play rounds").click()
-    page.get_by_text("Round 2 of 2").wait_for(timeout=20_000)
-    assert "round=2" in page.url, "the URL follows the round"
+    page.get_by_text("Round 3 of 3").first.wait_for(timeout=20_000)
+    assert "round=3" in page.url, "the URL follows the round"
     _no_exception(page, "replay playing")
     page.screenshot(path=str(ARTIFACTS / "replay-played.png"), full_page=True)
+    page.close()
+
+
+# ---------------------------------------------------------------- hostile links, readable charts
+
+HOSTILE = {
+    "garbage": "garbage",
+    "nan": "NaN",
+    "negative": "-1",
+    "huge": "9" * 30,
+    "missing": "",
+}
+"""Values every query parameter of every page is tried with (``missing``: ``?name=``)."""
+
+FREE_TEXT = {("replay", "q")}
+"""Parameters any text is a valid value of (a search): left out of the tour (a search for
+"garbage" matches nothing, and the page rightly says only that)."""
+
+_CHART_TEXT = """
+(plot) => {
+  const svg = plot.querySelector('.main-svg').getBoundingClientRect();
+  const kinds = {annotation: '.annotation .annotation-text-g', xtick: '.xtick text',
+                 ytick: '.ytick text', legend: '.legendtext', label: '.textpoint text, .bartext',
+                 title: '.g-xtitle text, .g-ytitle text'};
+  const out = [];
+  for (const [kind, sel] of Object.entries(kinds)) {
+    plot.querySelectorAll(sel).forEach(el => {
+      const r = el.getBoundingClientRect();
+      const t = (el.textContent || '').trim();
+      if (r.width > 0 && r.height > 0 && t)
+        out.push({kind, text: t, x: r.x, y: r.y, width: r.width, height: r.height});
+    });
+  }
+  return {svg: {x: svg.x, y: svg.y, width: svg.width, height: svg.height}, boxes: out};
+}
+"""
+
+
+def chart_text_problems(page, where: str) -> list[str]:
+    """Text Plotly drew that is clipped by its chart's edge, or that overlaps other text of
+    the same chart (annotations, point and bar labels, tick labels, legend entries)."""
+    problems = []
+    for k in range(page.locator(".js-plotly-plot").count()):
+        plot = page.locator(".js-plotly-plot").nth(k)
+        if not plot.is_visible():
+            continue
+        got = plot.evaluate(_CHART_TEXT)
+        svg, boxes = got["svg"], got["boxes"]
+        for b in boxes:
+            inside = (
+                b["x"] >= svg["x"] - 1 and b["y"] >= svg["y"] - 1
+                and b["x"] + b["width"] <= svg["x"] + svg["width"] + 1
+                and b["y"] + b["height"] <= svg["y"] + svg["height"] + 1
+            )  # fmt: skip
+            if not inside:
+                problems.append(f"{where} chart {k}: {b['kind']} {b['text']!r} is clipped")
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1 :]:
+                if a["kind"] == b["kind"] == "title":
+                    continue
+                if _boxes_overlap(a, b):
+                    problems.append(
+                        f"{where} chart {k}: {a['kind']} {a['text']!r} overlaps "
+                        f"{b['kind']} {b['text']!r}"
+                    )
+    return problems
+
+
+def hostile_link_problems(page, url: str, pages: dict[str, tuple[str, ...]]) -> list[str]:
+    """Open every page with ``garbage`` and one more :data:`HOSTILE` value (in turn, so that
+    each kind meets several pages) in all of its query parameters at once, plus one it does
+    not have: no exception, and each bad parameter named on the page. (Each page load costs
+    seconds in a browser; tests/lab/test_page_state.py tries single bad values under AppTest.)"""
+    problems = []
+    others = [kind for kind in HOSTILE if kind != "garbage"]
+    for k, (name, names) in enumerate(pages.items()):
+        names = tuple(p for p in names if (name, p) not in FREE_TEXT)
+        for kind in ("garbage", others[k % len(others)]):
+            value = HOSTILE[kind]
+            query = "&".join(f"{p}={value}" for p in (*names, "bogus"))
+            page.goto(f"{url}/{name}?{query}")
+            # The stray parameter is always named, first: once its warning is there the script
+            # runs, and idle then means it has said all it will say.
+            page.get_by_text("bogus=").first.wait_for(timeout=60_000)
+            wait_idle(page)
+            where = f"/{name}?… ({kind})"
+            errors = page.locator('[data-testid="stException"]')
+            if errors.count():
+                problems.append(f"{where}: {errors.first.inner_text()[:200]}")
+                continue
+            said = " ".join(page.locator('[data-testid="stAlert"]').all_inner_texts())
+            for p in (*names, "bogus"):
+                if f"{p}={value}"[:30] not in said and f"{p}=" not in said:
+                    problems.append(f"{where}: nothing says `{p}={value}` was not used")
+    return problems
+
+
+SIZES = ((1280, 800), (1920, 1080))
+"""The screens every page is looked at on (docs/lab.md shows both)."""
+
+DOCS = ROOT / "docs" / "lab"
+
+
+def _wait_demo(db, timeout_s: float = 300.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while (status := read_status(db)) is None or status.live:
+        assert time.monotonic() < deadline, "the demo did not finish"
+        time.sleep(0.5)
+    assert status.state == "finished", status.error
+
+
+def test_hostile_links_readable_charts_and_an_exported_episode(lab, browser, tmp_path):
+    url, db, _ = lab
+    _wait_demo(db)
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+
+    # 1. Every page, every parameter: garbage, and in turn NaN, negative, huge or missing.
+    pages = {("" if k == "home" else k): v for k, v in PAGE_PARAMS.items()}
+    problems = hostile_link_problems(page, url, pages)
+    assert not problems, "\n".join(problems)
+
+    # 2. Every chart of every page at both sizes: no text clipped or on top of other text.
+    # The screenshots are docs/lab.md's (refreshed with AGENTQMIX_DOCS_SHOTS=1).
+    shots = DOCS if os.environ.get("AGENTQMIX_DOCS_SHOTS") == "1" else ARTIFACTS / "sizes"
+    shots.mkdir(parents=True, exist_ok=True)
+    for width, height in SIZES:
+        page.set_viewport_size({"width": width, "height": height})
+        for name in pages:
+            page.goto(f"{url}/{name}")
+            wait_idle(page)
+            if name in ("replay", "train", "failure_lab", "compare", "ctde"):
+                page.wait_for_selector(".js-plotly-plot", timeout=30_000)
+                wait_idle(page)
+            _no_exception(page, name or "home")
+            problems += chart_text_problems(page, f"/{name} at {width}×{height}")
+            page.screenshot(path=str(shots / f"{name or 'home'}-{width}x{height}.png"))
+    assert not problems, "\n".join(problems)
+
+    # 3. An episode's HTML animation opens with no server and steps through its rounds.
+    run_id = list_runs(db, kind="eval").iloc[0]["id"]
+    page.goto(f"{url}/replay?run={run_id}&episode=2")
+    wait_idle(page)
+    with page.expect_download(timeout=60_000) as download:
+        page.get_by_role("button", name="HTML animation").click()
+    saved = tmp_path / "episode.html"
+    download.value.save_as(saved)
+    offline = browser.new_page()
+    errors: list[str] = []
+    offline.on("pageerror", lambda e: errors.append(str(e)))
+    offline.on("request", lambda r: r.url.startswith("http") and errors.append(r.url))
+    offline.goto(saved.as_uri())
+    offline.wait_for_selector("#graph .main-svg", timeout=20_000)
+    assert offline.inner_text("#label") == "round 1 of 3"
+    offline.click("#next")
+    assert offline.inner_text("#label") == "round 2 of 3"
+    assert not errors, errors
+    offline.close()
     page.close()

@@ -9,7 +9,8 @@ from streamlit.testing.v1 import AppTest
 
 from core.store.queries import count_episodes
 from core.team.topologies import FIXED_TOPOLOGIES
-from lab.demo import DemoConfig, DemoStatus, expected_episodes, read_status
+from lab.demo import DemoConfig, DemoStatus, cancel_demo, expected_episodes, read_status
+from lab.jobs import process_alive
 from tests.lab.conftest import ROOT
 
 
@@ -43,3 +44,33 @@ def test_first_page_view_starts_the_demo_once_and_it_fills_the_store(tmp_path, m
     assert status.state == "finished", status.error
     assert any(0 < f < 1 for f in fractions)
     assert count_episodes(db) == sum(expected_episodes(DemoConfig(), len(FIXED_TOPOLOGIES)))
+
+
+def test_the_demo_can_be_cancelled_from_the_page_and_is_not_restarted(tmp_path, monkeypatch):
+    db = tmp_path / "fresh.duckdb"
+    monkeypatch.setenv("AGENTQMIX_DB", str(db))
+    monkeypatch.setenv("AGENTQMIX_LAB_DEMO", "1")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    first = read_status(db)
+    deadline = time.monotonic() + 120
+    # Cancelled as soon as it runs (it is then importing torch): the signal handler is in
+    # place from its first status on, and waiting for training would add half a minute.
+    while (status := read_status(db)).state != "running":
+        assert status.live and time.monotonic() < deadline, "the demo never started"
+        time.sleep(0.1)
+    at.run()
+    at.button(key="home_demo_cancel").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    status = read_status(db)
+    assert status.cancelled and not status.live and not process_alive(first.pid, first.proc_start)
+    assert any("cancelled" in i.value for i in at.info)
+    # The lab does not start it again behind the user's back: only the button does.
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
+    assert read_status(db).cancelled and read_status(db).pid == first.pid
+    at.button(key="home_demo_restart").click().run()
+    again = read_status(db)
+    assert again.pid != first.pid and not again.cancelled
+    assert cancel_demo(db)  # and stop it, leaving nothing behind
+    assert read_status(db).cancelled and not process_alive(again.pid, again.proc_start)

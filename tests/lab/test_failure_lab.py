@@ -16,7 +16,7 @@ def test_a_fork_is_played_here_logged_as_one_labelled_run_and_shown_side_by_side
     at.selectbox(key="fail_policy").set_value("fixed · full")
     at.multiselect(key="fail_agents").set_value([1])
     at.selectbox(key="fail_mode").set_value("byzantine")
-    at.number_input(key="fail_from_round").set_value(1)
+    at.number_input(key="fail_from_round").set_value(2)  # round 2, as people count
     at.button(key="fail_run_now").click().run()
     assert not at.exception, [e.message for e in at.exception]
 
@@ -43,15 +43,15 @@ def test_a_fork_is_played_here_logged_as_one_labelled_run_and_shown_side_by_side
     assert sum(m.label == "tokens" for m in at.metric) == 2
     links = "".join(m.value for m in at.markdown)
     for k in (0, 1):
-        assert f"/replay?run={new['id']}&episode={k}&round=0" in links
+        assert f"/replay?run={new['id']}&episode={k}&round=1" in links
     sent = [f.value for f in at.dataframe if "what" in f.value.columns]
     assert len(sent) == 2
     failed_side, healthy_side = sent
     assert set(failed_side["agent"]) == {"1 coder"}
-    assert set(failed_side.loc[failed_side["round"] >= 1, "fault"]) == {"byzantine"}
+    assert set(failed_side.loc[failed_side["round"] >= 2, "fault"]) == {"byzantine"}
     assert set(healthy_side["fault"]) == {""}
-    # A fork at round 1: round 0 is the same on both sides.
-    r0 = [side[side["round"] == 0][["what", "answer", "text"]].values.tolist() for side in sent]
+    # A fork at round 2 (rounds counted from 1): round 1 is the same on both sides.
+    r0 = [side[side["round"] == 1][["what", "answer", "text"]].values.tolist() for side in sent]
     assert r0[0] == r0[1]
 
     # The Replay link opens the fork's failed episode.

@@ -10,6 +10,7 @@ import pytest
 from core.actions import ACTION_NAMES, Action
 from core.records import DECISION_AGENT, AgentStep, EpisodeRecord, Message, RoundRecord
 from lab import figures as F
+from lab import palette
 from lab.stats import ema, wilson_interval, with_intervals
 
 ROLES = ["solver", "coder", "analyst"]
@@ -182,7 +183,7 @@ def test_hover_names_the_decision_agent_and_the_dropped_edge():
 
 
 def test_palettes_never_share_a_colour():
-    palettes = [F.ACTION_COLORS, F.AGENT_COLORS, F.POLICY_PALETTE]
+    palettes = [F.ACTION_COLORS, F.AGENT_COLORS, palette.POLICY_PALETTE]
     for k, a in enumerate(palettes):
         for b in palettes[k + 1 :]:
             assert not {c.lower() for c in a} & {c.lower() for c in b}
@@ -202,9 +203,13 @@ def test_q_values_match_the_log_and_mark_the_choice():
     broadcast = fig.data[int(Action.BROADCAST_ALL)]
     solo = fig.data[int(Action.SOLO_PROCESS)]
     assert list(broadcast.marker.line.width) == [3, 0, 0]
-    assert list(broadcast.text) == ["greedy", "", ""]
+    assert list(broadcast.customdata) == ["greedy", "", ""]
     assert list(solo.marker.line.width) == [0, 3, 0]
-    assert list(solo.text) == ["", "explored", ""]
+    assert list(solo.customdata) == ["", "explored", ""]
+    # The choice is named under each agent, never printed over a neighbour's bars.
+    assert all(not t.text for t in fig.data)
+    ticks = list(fig.layout.xaxis.ticktext)
+    assert "greedy" in ticks[0] and "explored" in ticks[1]
     assert list(solo.marker.pattern.shape) == ["", "/", ""]
     # Fixed topologies have no Q-values: no figure.
     assert F.q_values_figure(rec.rounds[1], rec.roles) is None
@@ -221,7 +226,7 @@ def test_a_crashed_agent_is_failed_not_greedy():
     assert F.choice(crashed) == "failed (crash)" and F.choice(healthy) == "greedy"
     fig = F.q_values_figure(rnd, ROLES)
     solo = fig.data[int(Action.SOLO_PROCESS)]
-    assert list(solo.text) == ["", "failed (crash)"]
+    assert list(solo.customdata) == ["", "failed (crash)"]
     assert list(solo.marker.line.width) == [0, 0]  # no "chosen" outline for a forced action
     rec = _episode()
     rec.rounds[0] = rnd
@@ -311,8 +316,13 @@ def test_training_curves_overlay_runs_and_smooth():
                       "tokens": [5, 5]})  # fmt: skip
     m = pd.DataFrame({"step": [0, 1], "episode": [0, 1], "loss": [4.0, 0.0]})
     fig = F.training_curve_figure({"A": (a, m), "B": (b, None)}, "reward", smoothing=0.5)
-    smooth = [t for t in fig.data if not t.name.endswith("(raw)")]
-    assert [t.name for t in smooth] == ["A", "B"]
+    # Raw and smoothed are both named in the legend; the smoothed line is the bold one.
+    assert [t.name for t in fig.data] == [
+        "A · raw", "A · smoothed (EMA 0.5)", "B · raw", "B · smoothed (EMA 0.5)"
+    ]  # fmt: skip
+    smooth = fig.data[1::2]
+    assert all(s.line.width > r.line.width for s, r in zip(smooth, fig.data[::2], strict=True))
+    assert fig.data[0].opacity < 0.5 and fig.layout.showlegend
     assert list(smooth[0].y) == pytest.approx(list(ema([0.0, 1.0, 0.0], 0.5)))
     loss = F.training_curve_figure({"A": (a, m), "B": (b, None)}, "loss", smoothing=0.0)
     assert [list(t.y) for t in loss.data] == [[4.0, 0.0], [4.0, 0.0]]
@@ -331,6 +341,9 @@ def test_action_mix_and_robustness_figures():
     # Every point of a measurement has the same n: the legend says it.
     qmix = [t for t in fig.data if t.name == "qmix (n = 5)"][0]
     assert list(qmix.x) == [0, 1] and list(qmix.y) == [0.8, 0.6]
+    # The axis spans the data, not 0-100 %: 60-80 % is not squeezed into a fifth of it.
+    lo, hi = fig.layout.yaxis.range
+    assert 0.5 < lo < 0.6 and 0.8 < hi < 0.9
     rob["episodes"] = [5, 5, 7]
     rob["n_correct"] = [3, 4, 5]
     rob = rob.assign(mean_tokens=[90.0, 100.0, 120.0], std_tokens=1.0, mean_reward=0.5,
@@ -351,19 +364,60 @@ def test_sweep_figure_sets_learned_trials_against_fixed_topologies():
     )  # fmt: skip
     fig = F.sweep_figure(with_intervals(df))
     names = [t.name for t in fig.data]
-    assert names == [
-        "learned, token weight 0.1",
-        "learned, token weight 1",
-        "fixed topologies",
-        "front",
-    ]
-    assert list(fig.data[0].text) == ["w=0.1 · s0", "w=0.1 · s1"]
-    assert list(fig.data[2].text) == ["full"]
+    assert names == ["learned, token weight 0.1", "learned, token weight 1", "full", "front"]
+    # Token weights differ by shade, seeds by marker; a fixed topology has its own colour.
+    assert fig.data[0].marker.color != fig.data[1].marker.color
+    assert list(fig.data[0].marker.symbol) == ["circle", "square"]
+    assert fig.data[2].marker.color == palette.policy_color("full")
+    # Only the front is named on the chart (the rest in the hover), labels stacked apart.
+    assert [a.text for a in fig.layout.annotations] == [
+        "w=1 · seed 0", "w=0.1 · seed 1", "w=0.1 · seed 0"
+    ]  # fmt: skip
+    rises = [-a.ay for a in fig.layout.annotations]
+    assert all(r >= 22 for r in rises)
     lo, hi = wilson_interval(16, 20)
     assert fig.data[0].error_y.array[0] == pytest.approx(hi - 0.8)
     assert fig.data[0].error_y.arrayminus[0] == pytest.approx(0.8 - lo)
     # The front: nothing cheaper is as accurate (full costs more than w=0.1 · seed 0 for less).
     assert list(fig.data[3].x) == [300.0, 800.0, 900.0]
+
+
+def test_simulated_and_real_points_never_share_a_front():
+    # The real model is cheap and bad, the simulator dear and good: one front would read
+    # "the real model dominates the cheap end", a comparison no one made.
+    df = pd.DataFrame(
+        {"run_id": ["s1", "s2", "r1", "r2"], "policy": ["qmix", "full", "qmix", "full"],
+         "policy_id": ["qmix", "full", "qmix", "full"],
+         "engine": ["simulated", "simulated", "openai · smollm2", "openai · smollm2"],
+         "label": ["qmix · s1", "full · s2", "qmix · r1", "full · r2"], "episodes": [20] * 4,
+         "n_correct": [16, 18, 2, 1], "accuracy": [0.8, 0.9, 0.1, 0.05],
+         "mean_tokens": [900.0, 1500.0, 4000.0, 6000.0], "std_tokens": [50.0] * 4,
+         "mean_reward": [0.5] * 4, "std_reward": [0.1] * 4}
+    )  # fmt: skip
+    assert F.engines(df) == ["simulated", "openai · smollm2"]
+    fronts = F.fronts(df)
+    assert fronts["simulated"]["run_id"].tolist() == ["s1", "s2"]
+    assert fronts["openai · smollm2"]["run_id"].tolist() == ["r1"]
+    for fig in (F.pareto_figure(with_intervals(df)), F.sweep_figure(with_intervals(
+        df.assign(token_weight=[0.1, math.nan, 0.1, math.nan], seed=[0, math.nan, 0, math.nan])
+    ))):  # fmt: skip
+        titles = [a.text for a in fig.layout.annotations if a.xref == "paper"]
+        assert titles == ["simulated", "openai · smollm2"]  # each panel names its engine
+        # Each front's points are named in their own panel.
+        named = {(a.xref, a.text) for a in fig.layout.annotations if a.xref != "paper"}
+        assert {(x, t.split(" · ")[-1][0]) for x, t in named} <= {("x", "s"), ("x2", "r")}
+        assert {x for x, _ in named} == {"x", "x2"}
+        lines = [t for t in fig.data if t.mode == "lines"]
+        assert [(t.xaxis, list(t.x)) for t in lines] == [
+            ("x", [900.0, 1500.0]),
+            ("x2", [4000.0]),
+        ]
+        for t in fig.data:  # every real point is in the real panel
+            if t.mode != "lines":
+                assert {c[0][0] for c in t.customdata} == ({"s"} if t.xaxis == "x" else {"r"})
+    one = F.pareto_figure(df[df["engine"] == "simulated"])
+    assert not [a for a in one.layout.annotations if a.xref == "paper"]  # one panel, no title
+    assert F.fronts(df.drop(columns="engine")).keys() == {None}
 
 
 def test_graph_rejects_an_episode_without_rounds():
@@ -382,3 +436,44 @@ def test_figures_have_no_titles_and_legends_sit_under_the_plot():
     for fig in figs:
         assert not (fig.layout.title and fig.layout.title.text)
         assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0
+
+
+def test_a_policy_has_one_colour_on_every_chart():
+    agg = pd.DataFrame(
+        {"run_id": ["eval-a-1", "eval-b-2", "compare-c-3", "compare-c-3"],
+         "policy": ["qmix", "qmix", "star", "full"], "policy_id": ["qmix", "qmix", "star", "full"],
+         "label": ["qmix · eval-1", "qmix · eval-2", "star · compare-3", "full · compare-3"],
+         "episodes": [10] * 4, "accuracy": [0.9, 0.8, 0.7, 0.95],
+         "mean_tokens": [100.0, 90.0, 50.0, 400.0]}
+    )  # fmt: skip
+    pareto = F.pareto_figure(agg)
+    rob = pd.DataFrame({"policy": ["star", "qmix"], "n_failed": [0, 0], "accuracy": [0.5, 0.6],
+                        "episodes": [5, 5]})  # fmt: skip
+    robust = F.robustness_figure(rob)
+    for name in ("qmix", "star"):
+        in_pareto = next(t for t in pareto.data if t.name == name).marker.color
+        in_robust = next(t for t in robust.data if t.name.startswith(name)).line.color
+        assert in_pareto == in_robust == palette.policy_color(name)
+    # Two qmix runs: one colour, two markers.
+    qmix = next(t for t in pareto.data if t.name == "qmix")
+    assert len(set(qmix.marker.symbol)) == 2
+    # A policy the project does not name gets a colour from its name, every time.
+    assert palette.policy_color("my-baseline") == palette.policy_color("my-baseline")
+    assert palette.policy_color("my-baseline") in palette.OTHER_POLICY_COLORS
+
+
+def test_front_labels_never_overlap_and_lean_into_the_chart():
+    # Four front points a hair apart in accuracy: the labels still stack a line apart.
+    agg = pd.DataFrame(
+        {"run_id": list("abcd"), "policy": ["single", "chain", "ring", "qmix"],
+         "policy_id": ["single", "chain", "ring", "qmix"], "label": list("ABCD"),
+         "episodes": [10] * 4, "accuracy": [0.80, 0.801, 0.802, 0.803],
+         "mean_tokens": [10.0, 400.0, 900.0, 1600.0]}
+    )  # fmt: skip
+    fig = F.pareto_figure(agg)
+    notes = sorted(fig.layout.annotations, key=lambda a: a.y)
+    y0, y1 = fig.layout.yaxis.range
+    px = (fig.layout.height - 150) / (y1 - y0)
+    tops = [(a.y - y0) * px - a.ay for a in notes]
+    assert all(b - a >= 18 for a, b in zip(tops, tops[1:], strict=False))
+    assert [a.xanchor for a in notes] == ["left", "left", "right", "right"]

@@ -11,6 +11,7 @@ import typer.main
 from core.cli import app
 from lab.demo import demo_steps
 from lab.jobs import (
+    TRAIN_METHODS,
     CommandQueue,
     FailureChoice,
     JobManager,
@@ -39,7 +40,14 @@ def _parses(argv):
 
 def test_command_lines_use_existing_flags(tmp_path):
     team = TeamSpec(roles=team_roles(3), rounds=2)
-    _parses(train_command(tmp_path / "db", TrainParams(team, episodes=5), tmp_path / "c.pt"))
+    for method in TRAIN_METHODS:
+        params = TrainParams(team, episodes=5, method=method)
+        argv = train_command(tmp_path / "db", params, tmp_path / "c.pt")
+        _parses(argv)
+        assert argv[argv.index("--method") + 1] == method
+        assert ("--hidden" in argv) == (method == "qmix")  # refused for the methods
+    with pytest.raises(ValueError, match="method must be one of"):
+        TrainParams(team, method="swarm").validate()
     _parses(
         eval_command(tmp_path / "db", team, policy="full", failures=[FailureChoice(1, "crash", 1)])
     )
@@ -142,3 +150,17 @@ def test_exit_codes_reach_other_readers_and_dead_pids_do_not_pass_for_running(tm
     entry.pop("returncode")
     (tmp_path / "lost.job.json").write_text(json.dumps(entry))
     assert reader.get("lost").status == "ended" and not reader.get("lost").alive
+
+
+def test_local_commands_use_the_lab_sessions_server(local_server, tmp_path):
+    from core.backends.local_server import ATTACH_ENV
+    from lab.jobs import local_server_env
+
+    argv = eval_command(tmp_path / "db.duckdb", TeamSpec(backend="local"), policy="star")
+    assert argv[argv.index("--backend") + 1] == "local"
+    shared = json.loads(local_server_env(argv)[ATTACH_ENV])
+    assert shared["url"] == local_server.url  # the one server of this process, not a new one
+    sim = eval_command(tmp_path / "db.duckdb", TeamSpec(), policy="star")
+    assert local_server_env(sim) == {}
+    with pytest.raises(ValueError, match="backend"):
+        TeamSpec(backend="openai").validate()

@@ -84,14 +84,17 @@ def test_replay_one_control_moves_every_panel_together(lab_env):
         at, "selectbox"
     )
     assert {"replay_play", "replay_prev", "replay_next"} <= _keys(at, "button")
+    # Where the answers came from and where generated code ran (the sim runs none).
+    assert any(c.value.startswith("back-end sim · model ") for c in at.caption)
+    assert any(c.value.endswith("· no generated code ran") for c in at.caption)
     index = at.selectbox(key="replay_episode").value
     record = load_episode(db, ids["train"], index).record
     for r, rnd in enumerate(record.rounds):
         if r:
-            at.slider(key="replay_round").set_value(r).run()
+            at.slider(key="replay_round").set_value(r + 1).run()  # rounds count from 1
         assert not at.exception
-        assert at.slider(key="replay_round").value == r
-        assert any(f"Round {r} of 2" in m.value for m in at.markdown)
+        assert at.slider(key="replay_round").value == r + 1
+        assert any(f"Round {r + 1} of 3" in m.value for m in at.markdown)
         graph = _chart(at, "replay_graph")
         # The graph has no Play button, slider or frames of its own: it shows round r only.
         assert "frames" not in graph and not graph["layout"].get("updatemenus")
@@ -117,7 +120,7 @@ def test_replay_one_control_moves_every_panel_together(lab_env):
         bars = [t for t in tokens["data"] if t["type"] == "bar"]
         assert sum(sum(_values(t["y"])) for t in bars) == record.tokens
         assert any(f"**{record.tokens:,} tokens**" in c.value for c in at.caption)
-        assert at.query_params["round"] == [str(r)] or at.query_params["round"] == str(r)
+        assert at.query_params["round"] in ([str(r + 1)], str(r + 1))
         # What each agent was asked: a society has no real prompt, so it is rebuilt.
         # (These synthetic episodes give every step a call, the decision agent none.)
         assert sum(e.label == "What it was asked" for e in at.expander) == len(record.roles)
@@ -129,22 +132,22 @@ def test_replay_one_control_moves_every_panel_together(lab_env):
     # The last round's table lists the decision agent, as the header counts its tokens.
     assert _table(at, "agent", "how", "read from")["agent"].tolist()[-1] == "D decision"
     at.button(key="replay_prev").click().run()
-    assert at.slider(key="replay_round").value == 1
-    assert any("Round 1 of 2" in m.value for m in at.markdown)
+    assert at.slider(key="replay_round").value == 2
+    assert any("Round 2 of 3" in m.value for m in at.markdown)
 
 
 def test_a_link_opens_that_episode_at_that_round(lab_env):
     db, ids = lab_env
-    at = _open("pages/replay.py", run=ids["chain"], episode="7", round="2")
+    at = _open("pages/replay.py", run=ids["chain"], episode="7", round="3")
     assert at.selectbox(key="replay_run").value == ids["chain"]
     assert at.selectbox(key="replay_episode").value == 7
-    assert at.slider(key="replay_round").value == 2
-    assert any("Round 2 of 2" in m.value for m in at.markdown)
+    assert at.slider(key="replay_round").value == 3
+    assert any("Round 3 of 3" in m.value for m in at.markdown)
     record = load_episode(db, ids["chain"], 7).record
     assert _edges(_chart(at, "replay_graph"), 0) == [tuple(e) for e in record.rounds[2].edges]
     # A bad link is named, not a crash.
     at = _open("pages/replay.py", run="no-such-run", episode="3")
-    assert any("not in this database" in w.value for w in at.warning)
+    assert any("does not exist" in w.value for w in at.warning)
 
 
 def test_switching_run_resets_filters_and_offers_only_its_policies(lab_env):
@@ -199,7 +202,7 @@ def test_train_page_watches_overlays_and_shows_the_configuration(lab_env):
     status = _table(at, "status", "episodes", "mean_reward")
     assert status["status"].tolist() == ["finished"] and status["episodes"].tolist() == [12]
     loss = _chart(at, "train_curve_loss")
-    smooth = _values([t for t in loss["data"] if not t["name"].endswith("(raw)")][0]["y"])
+    smooth = _values([t for t in loss["data"] if "smoothed" in t["name"]][0]["y"])
     assert smooth[0] == pytest.approx(1.0)  # debiased EMA starts at the first value
     assert smooth[-1] > 1 / 12  # and lags behind the falling raw loss
     assert at.json, "each watched run shows its full configuration"
@@ -401,7 +404,49 @@ def test_training_from_the_train_page_logs_episodes(own_db):
     assert Path(runs.iloc[0]["checkpoint"]).exists()
 
 
+def test_a_learned_topology_method_trains_from_the_train_page(own_db):
+    """The Method choice: an AgentPrune run from the page is logged as ``agentprune``, its
+    checkpoint is a method's, it offers no resume, and the Failure lab lists it."""
+    at = _open("pages/train.py")
+    assert at.selectbox(key="train_method").options[0] == "Agent Q-Mix"
+    at.selectbox(key="train_method").set_value("agentprune")
+    at.number_input(key="train_episodes").set_value(8)
+    next(b for b in at.button if b.label == "Start training").click().run()
+    assert not at.exception
+    finished = lambda: list_runs(own_db, kind="train", status="finished").query(  # noqa: E731
+        "policy == 'agentprune'"
+    )
+    _wait_for(lambda: not finished().empty)
+    run = finished().iloc[0]
+    assert run["episodes"] == 8
+    from core.baselines.checkpoint import load_method
+
+    assert load_method(run["checkpoint"]).method.name == "agentprune"
+    at.run()
+    assert not at.exception
+    assert not any(b.key == f"train_resume_{run['id']}" for b in at.button)
+    fail = _open("pages/failure_lab.py")
+    assert any(
+        o.startswith("learned · agentprune · ") for o in fail.selectbox(key="fail_policy").options
+    )
+
+
 def test_seed_store_is_what_the_tests_assume(tmp_path):
     ids = seed_store(tmp_path / "s.duckdb", episodes_per_run=2)
     assert set(ids) == {"train", "qmix", "full", "chain", "single"}
     assert count_episodes(tmp_path / "s.duckdb") == 10
+
+
+@pytest.mark.parametrize("page", ["pages/runs.py", "pages/replay.py", "pages/compare.py"])
+def test_a_damaged_store_is_a_message_not_a_traceback(own_db, page):
+    """The store's data cut off part-way (its catalogue still opens): every page says the
+    file is damaged and how to repair it, and raises nothing."""
+    import os
+
+    os.truncate(own_db, int(own_db.stat().st_size * 0.6))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    said = " ".join(e.value for e in at.error)
+    assert "damaged" in said and "agentqmix repair" in said, said

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import time
+
 import pytest
 
+from core.store.engine import sweep_status_dir
 from core.store.queries import list_sweeps, sweep_points
 from core.store.synthetic import synthetic_episode
 from core.store.writer import RunLogger
@@ -56,15 +61,12 @@ def test_compare_draws_the_sweep_front_against_the_fixed_topologies(sweep_db):
     assert at.query_params["sweep"] in (SWEEP, [SWEEP])
     spec = _chart(at, "compare_sweep_chart")
     names = [t["name"] for t in spec["data"]]
-    assert names == [
-        "learned, token weight 0.1",
-        "learned, token weight 1",
-        "fixed topologies",
-        "front",
-    ]
-    assert sorted(spec["data"][0]["text"]) == ["w=0.1 · s0", "w=0.1 · s1"]
-    assert sorted(spec["data"][2]["text"]) == ["full", "single"]
+    assert names == ["learned, token weight 0.1", "learned, token weight 1", "full", "single",
+                     "front"]  # fmt: skip
+    assert sorted(spec["data"][0]["hovertext"]) == ["w=0.1 · seed 0", "w=0.1 · seed 1"]
     assert "error_y" in spec["data"][0] and "error_x" in spec["data"][2]
+    front = {a["text"] for a in spec["layout"]["annotations"]}
+    assert front and front <= {"w=0.1 · seed 0", "w=0.1 · seed 1", "w=1 · seed 0", "full", "single"}
     table = _table(at, "label", "on_front")
     assert set(table["label"]) == {"w=0.1 · seed 0", "w=0.1 · seed 1", "w=1 · seed 0", "full",
                                    "single"}  # fmt: skip
@@ -79,3 +81,34 @@ def test_a_sweep_link_opens_that_sweep(own_db):
     assert at.selectbox(key="compare_sweep").value == SWEEP
     at = _open("pages/compare.py")
     assert at.selectbox(key="compare_sweep").value == other  # the newest by default
+
+
+def _say(db, sweep_id: str, pid: int, **status) -> None:
+    """What core/experiment/sweep.py's driver writes while it runs."""
+    folder = sweep_status_dir(db)
+    folder.mkdir(exist_ok=True)
+    body = {"sweep_id": sweep_id, "benchmark": "mixed", "started_at": time.time(),
+            "token_weights": [0.1, 1.0], "seeds": [0, 1], "topologies": ["full", "single"],
+            "eval_episodes": 6, "total": 4, "done": 0, "running": 2, "failed": 0,
+            "state": "running", "error": "", "pid": pid, "updated_at": time.time(), **status}  # fmt: skip
+    (folder / f"{sweep_id}.json").write_text(json.dumps(body))
+
+
+def test_a_sweep_from_the_command_line_shows_live(own_db):
+    # Started, no trial in the store yet: listed first, with how far it is.
+    _say(own_db, SWEEP, os.getpid())
+    at = _open("pages/compare.py")
+    assert at.selectbox(key="compare_sweep").value == SWEEP
+    bars = [p.proto.text for p in at.get("progress")]
+    assert any("Running: 0 of 4 trials done · 2 running" in t for t in bars), bars
+    assert any("first trial is still training" in i.value for i in at.info)
+    # Trials land (the driver logs them as they finish): the front so far is drawn.
+    _log_sweep(own_db)
+    _say(own_db, SWEEP, os.getpid(), done=3, running=0, failed=1)
+    at = _open("pages/compare.py", sweep=SWEEP)
+    assert any("3 of 4 trials done · 1 failed" in p.proto.text for p in at.get("progress"))
+    assert _chart(at, "compare_sweep_chart")["layout"]["annotations"]
+    # A sweep whose process is gone says so instead of "running" forever.
+    _say(own_db, "sweep-20260303-000000-dead", 2**22 + 11, started_at=time.time() + 5)
+    at = _open("pages/compare.py", sweep="sweep-20260303-000000-dead")
+    assert any("stopped" in p.proto.text for p in at.get("progress"))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import base64
 import collections
 import json
 import operator
@@ -58,6 +59,7 @@ HOSTILE = (
     "usage_negative",
     "surrogate",
     "echo_auth",
+    "echo_encoded",
     "tower",
 )
 """Modes that answer 200 with a reply a careless client would choke on or leak."""
@@ -200,6 +202,10 @@ class FakeOpenAIServer:
         """A fault applied to every request (e.g. ``"500"`` to exhaust retries)."""
         self.requests: list[dict[str, Any]] = []
         """Every request received: body, headers, the fault applied and the usage sent."""
+        self.in_flight = 0
+        """Requests being answered right now."""
+        self.max_in_flight = 0
+        """The most requests it was answering at one time."""
         self._faults: collections.deque[str] = collections.deque()
         self._lock = threading.Lock()
         self._httpd = _HTTPServer(("127.0.0.1", port), _Handler)
@@ -257,6 +263,30 @@ class FakeOpenAIServer:
         self.stop()
 
 
+def bearer_token(headers: dict[str, str]) -> str:
+    """The key the request carried (``Authorization: Bearer KEY``), or the Basic pair."""
+    value = headers.get("authorization") or ""
+    if value.startswith("Basic "):
+        return base64.b64decode(value[6:]).decode("utf-8", "replace")
+    return value.removeprefix("Bearer ")
+
+
+def encoded_echoes(secret: str) -> list[str]:
+    """``secret`` re-encoded as an ``echo_encoded`` reply carries it (docs/openai.md lists
+    these forms as masked before anything is stored)."""
+    raw = secret.encode()
+    pieces = [secret[i : i + 11] for i in range(0, len(secret), 11)]
+    return [
+        "base64: " + base64.b64encode(raw).decode(),
+        "inside a blob: " + base64.b64encode(b'{"auth": "' + raw + b'"}').decode(),
+        "url-safe: " + base64.urlsafe_b64encode(b"\xfb\xff" + raw).decode().rstrip("="),
+        "url-encoded: " + "".join(f"%{b:02X}" for b in raw),
+        "hex: " + raw.hex(),
+        "reversed in pieces: " + " / ".join(p[::-1] for p in reversed(pieces)),
+        "spelled out: " + " ".join(secret),
+    ]
+
+
 def _hostile_text(fault: str | None, text: str, headers: dict[str, str], n: int) -> str:
     """The reply ``text`` as a hostile mode rewrites it (unchanged for other modes)."""
     if fault == "surrogate":
@@ -264,6 +294,8 @@ def _hostile_text(fault: str | None, text: str, headers: dict[str, str], n: int)
         return "Broken \ud800 bytes\x00 here.\n" + text
     if fault == "echo_auth":
         return f"Your request said Authorization: {headers.get('authorization')}.\n{text}"
+    if fault == "echo_encoded":
+        return "\n".join(encoded_echoes(bearer_token(headers))) + "\n" + text
     if fault == "tower":
         return f"This one grows fast.\n{TOWERS[n % len(TOWERS)]}\nConfidence: 90"
     return text
@@ -314,10 +346,16 @@ class _Handler(BaseHTTPRequestHandler):
             "fault": fault,
         }
         fake._record(entry)
+        with fake._lock:
+            fake.in_flight += 1
+            fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
         try:
             self._respond(fake, body, fault, entry)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout test): nothing to answer
+        finally:
+            with fake._lock:
+                fake.in_flight -= 1
 
     def _respond(
         self, fake: FakeOpenAIServer, body: dict[str, Any], fault: str | None, entry: dict

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import duckdb
 
-from tests.core.backends.fake_openai import BAD_USAGE, FakeOpenAIServer
+from tests.core.backends.fake_openai import BAD_USAGE, FakeOpenAIServer, encoded_echoes
 
 HANG_GUARD_S = 120.0
 KEY = "sk-test-HOSTILE-key-0123456789"
@@ -125,6 +125,28 @@ def test_credentials_in_the_base_url_never_reach_disk(tmp_path: Path) -> None:
     assert_no_secret_on_disk(tmp_path, [KEY, URL_PASSWORD, basic])
     for secret in (KEY, URL_PASSWORD, basic):
         assert secret not in proc.stdout + proc.stderr
+
+
+def test_a_key_echoed_re_encoded_is_masked_before_it_is_stored(tmp_path: Path) -> None:
+    """base64 (alone, inside a blob, URL-safe at an odd offset), percent-encoding, hex,
+    reversed in pieces and spelled out: none of it reaches the store, the cache or the
+    terminal; a password in the base URL likewise."""
+    with FakeOpenAIServer() as server:
+        server.always = "echo_encoded"
+        out = finished(eval_cli(server.url, tmp_path))
+        url = server.url.replace("http://", f"http://{URL_USER}:{URL_PASSWORD}@")
+        out_url = finished(eval_cli(url, tmp_path, "--no-cache"))
+    db = tmp_path / "s.duckdb"
+    texts = [t for (t,) in query(db, "SELECT text FROM agent_steps WHERE text IS NOT NULL")]
+    runs = {out["run_id"], out_url["run_id"]}
+    assert len(runs) == 2 and sum("reversed in pieces: ***" in t for t in texts) >= 2
+    forms = encoded_echoes(KEY) + encoded_echoes(f"{URL_USER}:{URL_PASSWORD}")
+    needles = [form.split(": ", 1)[1] for form in forms]
+    # Each form's payload, and every 10-character run of the secrets forwards and back.
+    for secret in (KEY, URL_PASSWORD):
+        needles += [secret[i : i + 10] for i in range(len(secret) - 9)]
+        needles += [secret[::-1][i : i + 10] for i in range(len(secret) - 9)]
+    assert_no_secret_on_disk(tmp_path, needles)
 
 
 def test_tower_of_powers_answers_are_scored_wrong_and_eval_finishes(tmp_path: Path) -> None:

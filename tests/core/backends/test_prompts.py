@@ -10,6 +10,7 @@ from core.backends.prompts import (
     decision_messages,
     parse_answer,
     parse_confidence,
+    role_prompt,
 )
 from core.records import AgentStep, Message
 from core.tasks.base import Task
@@ -40,13 +41,19 @@ def test_every_action_has_its_own_instruction_in_the_prompt():
     assert len(set(texts.values())) == len(Action)
 
 
-def test_roles_have_distinct_system_prompts_and_unknown_roles_a_generic_one():
-    systems = {
-        r: agent_messages(turn(MATH, Action.SOLO_PROCESS, role=r))[0]["content"]
+def test_roles_have_distinct_personas_after_a_shared_prefix_and_unknown_roles_a_generic_one():
+    chats = {
+        r: agent_messages(turn(MATH, Action.SOLO_PROCESS, role=r))
         for r in ("solver", "coder", "analyst", "verifier", "planner")
     }
-    assert len(set(systems.values())) == 5
-    assert "planner" in systems["planner"]
+    users = {r: chat[1]["content"] for r, chat in chats.items()}
+    assert len(set(users.values())) == 5
+    assert "planner" in users["planner"]
+    for r, chat in chats.items():
+        assert role_prompt(r) in users[r]
+        # Shared text first: one system prompt, then the problem, then the role.
+        assert chat[0] == chats["solver"][0]
+        assert users[r].index("What is 6 * 7?") < users[r].index(role_prompt(r))
 
 
 def test_prompt_carries_previous_answer_and_inbox():

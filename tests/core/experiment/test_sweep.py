@@ -35,6 +35,7 @@ from core.experiment.sweep import (
 )
 from core.qmix.encoders import AgentNetConfig
 from core.qmix.training import TrainConfig
+from core.store.engine import sweep_status_dir
 from core.team.options import TeamOptions, options_from_dict
 from core.team.summary import summarize_records
 from core.team.topologies import FIXED_TOPOLOGIES
@@ -94,6 +95,7 @@ def check_sweep(result: dict, db: Path, out: Path, weights: list[float], seeds: 
     assert len(runs) == 2 * len(trials) + len(FIXED_TOPOLOGIES)
     for t in trials:
         key = {"id": sweep_id, "token_weight": t["token_weight"], "seed": t["seed"]}
+        key |= {"method": "qmix", "knob": {}}
         for run_id, kind, n in (
             (t["train_run_id"], "train", EPISODES),
             (t["eval_run_id"], "eval", EVAL),
@@ -188,6 +190,11 @@ def test_sweep_on_a_two_node_cluster(tmp_path: Path, capsys: pytest.CaptureFixtu
         cluster.shutdown()
 
 
+def _live(tmp_path: Path) -> dict:
+    (path,) = sweep_status_dir(tmp_path / "f.duckdb").glob("*.json")
+    return json.loads(path.read_text())
+
+
 def test_a_failed_trial_is_reported_and_the_others_finish(tmp_path: Path) -> None:
     @ray.remote(num_cpus=1)
     def train_or_fail(spec):  # a trial that dies on seed 1, as a lost disk would
@@ -197,6 +204,7 @@ def test_a_failed_trial_is_reported_and_the_others_finish(tmp_path: Path) -> Non
 
     reports: list[str] = []
     seen: list[SweepStatus] = []
+    live: list[dict] = []
     train_config = TrainConfig(
         episodes=EPISODES, n_envs=8, device="cpu",
         agent=AgentNetConfig(gnn_hidden=16, gru_hidden=16, q_hidden=16),
@@ -210,16 +218,32 @@ def test_a_failed_trial_is_reported_and_the_others_finish(tmp_path: Path) -> Non
         sweep,
         train_config,
         db=str(tmp_path / "f.duckdb"),
-        progress=lambda s: seen.append(SweepStatus(**vars(s))),
+        progress=lambda s: (seen.append(SweepStatus(**vars(s))), live.append(_live(tmp_path))),
         report=reports.append,
         trial_task=train_or_fail,
     )
-    assert reports == ["token weight 0.1, seed 1 failed: RuntimeError: no space left on device"]
+    assert reports == [
+        "qmix, token weight 0.1, seed 1 failed: RuntimeError: no space left on device"
+    ]
     assert result["failed"] == [
-        {"token_weight": 0.1, "seed": 1, "error": "RuntimeError: no space left on device"}
+        {
+            "method": "qmix",
+            "knob": {},
+            "token_weight": 0.1,
+            "seed": 1,
+            "error": "RuntimeError: no space left on device",
+        }
     ]
     assert [t["seed"] for t in result["trials"]] == [0]
     assert (seen[-1].done, seen[-1].failed, seen[-1].running) == (1, 1, 0)
+    # The lab sees the sweep live from <db>.sweeps/: its plan from the start, how far it is
+    # while it runs, and how it ended.
+    assert live[0]["state"] == "running" and live[0]["total"] == 2
+    assert live[0]["token_weights"] == [0.1] and live[0]["seeds"] == [0, 1]
+    assert any(d["running"] > 0 for d in live)
+    end = _live(tmp_path)
+    assert (end["state"], end["done"], end["failed"], end["running"]) == ("finished", 1, 1, 0)
+    assert end["sweep_id"] == result["sweep_id"] and end["pid"] == os.getpid()
     train_runs = rows(tmp_path / "f.duckdb", "SELECT id FROM runs WHERE kind = 'train'")
     assert [r[0] for r in train_runs] == [result["trials"][0]["train_run_id"]]
 
@@ -257,6 +281,66 @@ def test_ctrl_c_cancels_running_trials_and_keeps_finished_ones(tmp_path: Path) -
     for t in done:
         n = rows(db, "SELECT count(*) FROM episodes WHERE run_id = ?", t["train_run_id"])
         assert n[0][0] == EPISODES
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_killed_driver_takes_its_ray_processes_and_folder_with_it(
+    tmp_path: Path, how: signal.Signals
+) -> None:
+    """Killed mid-sweep (SIGKILL: no finally runs; SIGTERM), the driver leaves no Ray
+    process and no Ray temporary folder behind."""
+    from core.experiment.ray_reaper import ray_processes
+
+    before = set(Path("/tmp").glob("aqmix-ray-*"))
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core.cli", "sweep", *TINY, "--token-weights", "0.1,0.3"]
+        + ["--seeds", "0", "--max-parallel", "1", "--out", str(out), "--no-log"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    deadline = time.monotonic() + 300
+    try:
+        made: set[Path] = set()
+        # Killed once Ray's workers run a trial.
+        while proc.poll() is None and time.monotonic() < deadline:
+            made = set(Path("/tmp").glob("aqmix-ray-*")) - before
+            if made and any("ray::" in _cmdline(p) for d in made for p in ray_processes(str(d))):
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None and len(made) == 1, "the sweep never got its workers going"
+        (temp_dir,) = made
+        alive = ray_processes(str(temp_dir))
+        assert len(alive) >= 3
+        proc.send_signal(how)
+        proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    while time.monotonic() < deadline and (ray_processes(str(temp_dir)) or temp_dir.exists()):
+        time.sleep(0.2)
+    assert not ray_processes(str(temp_dir)), "Ray processes outlived the driver"
+    survivors = [(pid, _cmdline(pid)[:80]) for pid in alive if _alive(pid)]
+    assert not survivors, survivors
+    assert not temp_dir.exists(), "Ray's temporary folder was left behind"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
 
 
 def _closed_port() -> int:

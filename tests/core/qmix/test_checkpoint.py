@@ -41,7 +41,7 @@ def write(path: Path, kind: str = "qmix", seed: int = 0) -> tuple[AgentNetwork, 
 def test_round_trip_same_weights_and_q_values(tmp_path, kind):
     path = tmp_path / "sub" / "model.pt"
     agent, mixer = write(path, kind)
-    assert path.is_file() and not path.with_name("model.pt.tmp").exists()
+    assert [p.name for p in path.parent.iterdir()] == ["model.pt"]  # no temporary left
     ckpt = load_checkpoint(path, expect=SHAPES)
     assert ckpt.shapes == SHAPES and ckpt.agent_config == AGENT_CFG
     assert ckpt.mixer_config.kind == kind and ckpt.mixer_config.embed == 8

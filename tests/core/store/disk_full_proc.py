@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from core.errors import UserError
+from core.errors import DiskFull, UserError
 from core.store.queries import count_episodes, get_run, load_episode
 from core.store.synthetic import synthetic_episode
 from core.store.writer import LoggerConfig, RunLogger
@@ -37,16 +37,27 @@ def main() -> None:
     report: dict[str, object] = {}
     settings = LoggerConfig(ingest_every_s=0.01)
 
-    # 1. The disk fills up mid-run, then gets room again: nothing raises, nothing is lost.
+    # 1. The disk fills up mid-run: the run stops with one sentence (nothing goes on in
+    #    memory), what was stored stays readable while the disk is full, and once there is
+    #    room again the run resumes after its last stored episode with nothing lost.
     log = RunLogger(db, "train", settings=settings)
     log.log_episodes(synthetic_episode(i) for i in range(3))
     report["flush_before"] = log.flush()
     fill(ballast)
-    log.log_episodes((synthetic_episode(i) for i in range(3, 20)), first=3)
-    report["flush_while_full"] = log.flush()
+    try:
+        log.log_episodes((synthetic_episode(i) for i in range(3, 20)), first=3)
+        report["stop_error"] = None
+    except DiskFull as err:
+        report["stop_error"] = str(err)
+    log.close("interrupted")
+    report["read_while_full"] = count_episodes(db)
+    report["status_while_full"] = get_run(db, log.run_id).status
     ballast.unlink()
-    log.log_episodes((synthetic_episode(i) for i in range(20, 25)), first=20)
-    report["flush_after"] = log.flush()
+    log = RunLogger.resume(db, log.run_id, settings=settings)
+    report["resumed_at"] = log.next_episode
+    log.log_episodes(
+        (synthetic_episode(i) for i in range(log.next_episode, 25)), first=log.next_episode
+    )
     log.close()
     report["episodes"] = count_episodes(db)
     report["intact"] = all(
@@ -54,15 +65,15 @@ def main() -> None:
     )
     report["status"] = get_run(db, log.run_id).status
 
-    # 2. The disk stays full until the end: close says so in one sentence.
+    # 2. Full from a run's first episode to its end: one sentence, and close is quiet.
     log = RunLogger(db, "eval", settings=settings)
     fill(ballast)
-    log.log_episodes(synthetic_episode(i) for i in range(3))
     try:
-        log.close()
+        log.log_episodes(synthetic_episode(i) for i in range(3))
         report["close_error"] = None
     except UserError as err:
         report["close_error"] = str(err)
+    log.close("interrupted")
 
     # 3. Full before a run starts: it does not start, in one sentence.
     try:

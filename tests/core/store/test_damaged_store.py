@@ -247,10 +247,11 @@ def test_repair_rebuilds_from_the_spools_and_keeps_the_damaged_file(
     assert not list(tmp_path.glob("*.repair-*"))
 
 
-def test_repair_reports_runs_it_could_not_read(
+def test_repair_keeps_the_tables_that_read_back_and_says_which_did_not(
     db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    lost = _finished_run(db, 30)
+    """A flipped bit in the steps' data loses the steps, not the run's episodes."""
+    kept = _finished_run(db, 30)
     log = RunLogger(db, "train", settings=NEVER)
     log.log_episodes(synthetic_episode(i) for i in range(4))
     _damage(db, "data bit flip")
@@ -259,9 +260,10 @@ def test_repair_reports_runs_it_could_not_read(
     code, out, err = _run(["repair", "--db", str(db)], capsys)
     assert code == 0, err
     said = " ".join(err.split())
-    assert "recovered 1 runs and 4 episodes" in said, said
-    assert "1 runs could not be read" in said and lost in said, said
-    assert count_episodes(db) == 4 and get_run(db, dead).episodes == 4
+    assert "recovered 2 runs and 34 episodes" in said, said
+    assert "episodes 30/30" in said and "agent_steps 0/390" in said, said
+    assert count_episodes(db) == 34 and get_run(db, dead).episodes == 4
+    assert get_run(db, kept).episodes == 30
 
 
 def test_repair_leaves_a_sound_store_alone(

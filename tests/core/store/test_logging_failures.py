@@ -137,14 +137,17 @@ def test_a_full_disk_mid_run(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     report = json.loads(proc.stdout.strip().splitlines()[-1])
-    # Full mid-run, then room again: nothing raised and every episode is stored.
+    # Full mid-run: the run stops with one sentence that says what is kept and how to go
+    # on; reads work while the disk is full; with room again it resumes, nothing lost.
+    error = report["stop_error"]
+    assert error is not None and "\n" not in error and "first 3 episodes are kept" in error
+    assert "agentqmix train --resume" in error
+    assert report["read_while_full"] == 3 and report["status_while_full"] == "interrupted"
+    assert report["resumed_at"] == 3
     assert report["episodes"] == 25 and report["intact"] and report["status"] == "finished"
-    warnings = [line for line in proc.stderr.splitlines() if line.startswith("run train-")]
-    assert len([w for w in warnings if "cannot write its spool" in w]) == 1, proc.stderr
-    assert any("writable again" in w for w in warnings), proc.stderr
-    # Still full at the end: one sentence that says what was lost.
+    # Full from the first episode: one sentence too.
     error = report["close_error"]
-    assert error is not None and "\n" not in error and "the disk is full" in error
+    assert error is not None and "\n" not in error and "No space left on device" in error
     # Full before a run starts: it does not start, and says why in one sentence.
     error = report["start_error"]
     assert error is not None and "\n" not in error and "No space left on device" in error

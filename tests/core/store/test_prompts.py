@@ -149,14 +149,15 @@ def test_repair_copies_a_runs_prompts_and_reads_schema_1(db: Path, tmp_path: Pat
     old = tmp_path / "old.duckdb"
     with gzip.open(V1_STORE) as src, open(old, "wb") as out:
         shutil.copyfileobj(src, out)
-    # What `agentqmix repair` does with each run of a damaged file that reads back whole.
+    # What `agentqmix repair` does with each table of a damaged file that reads back whole.
     for source, run_id, prompts in ((db, log.run_id, 2), (old, STORED_RUN, 0)):
         new = tmp_path / f"rebuilt-{source.stem}.duckdb"
         report = RepairReport(new, damaged=True)
         with attached(new, write=True, timeout=0, private=True) as cur:
             ensure_schema(cur, str(new))
             _salvage(cur, source, report)
-        assert report.from_file == 1 and not report.lost and not report.damaged
+        assert report.from_file == 1 and not report.damaged
+        assert all(t.kept == t.total and not t.problem for t in report.tables.values())
         assert len(_prompts(new)) == prompts
         for i in range(2):
             assert load_episode(new, run_id, i).record == load_episode(source, run_id, i).record

@@ -272,3 +272,80 @@ def test_eval_expr_bounds_and_implicit_multiplication():
     assert eval_expr("9**9**9") is None and eval_expr("1/0") is None
     assert eval_expr("3x", {"x": 2.0}) == 6
     assert eval_expr("x") is None  # a symbol without a value
+
+
+# ------------------------------------------------- what small real models write (issue 18)
+
+OPTIONS = ("13", "14", "Boron", "Carbon dioxide")
+
+
+@pytest.mark.parametrize(
+    ("text", "letter"),
+    [
+        ("The correct answer is 13.", "A"),  # option A named by its text
+        ("Boron", "C"),
+        ("boron.", "C"),
+        ("**Carbon dioxide**", "D"),
+        ("Let me think about the elements.\nBoron", "C"),  # on its last line
+        ("The answer is: Carbon dioxide\nConfidence: 70", "D"),
+        ("The answer is 14 because 14 > 13.", "B"),
+        # An echoed option list names nothing, whatever its layout.
+        ("A) 13\nB) 14\nC) Boron\nD) Carbon dioxide", None),
+        ("A. 13\nB. 14\nC. Boron\nD. Carbon dioxide\n\nConfidence: 90", None),
+        ("Which one?\n(A) 13\n(B) 14\n(C) Boron\n(D) Carbon dioxide", None),
+        # ... but a choice after it still counts.
+        ("A) 13\nB) 14\nC) Boron\nD) Carbon dioxide\nAnswer: C", "C"),
+        ("A) 13\nB) 14\nC) Boron\nD) Carbon dioxide\n\nBoron", "C"),
+        ("Boron or Carbon dioxide", None),
+        ("13 / 14", None),
+        # Shapes SmolLM2-135M writes (tests/core/tasks/data/smollm_replies.jsonl).
+        ("C) Boron", "C"),
+        ("The answer to this problem is D.", "D"),
+        ("I will not provide the answer to this question.\n\n*C) Boron", "C"),
+        ("A) 14", None),  # letter A, option B's text: it contradicts itself
+        ("The answer is C) 13", None),
+        ("C) 13\nThis is the correct option.", None),
+        ("A) 14\nB) Boron", None),  # a made-up list is no choice either
+        ("A) 13\nB) 14\nC) Boron", None),  # an echo cut short
+        ("Carbon", None),  # not an option's text
+    ],
+)
+def test_extract_choice_reads_options_named_by_their_text(text, letter):
+    assert extract_choice(text, 4, OPTIONS) == letter
+
+
+def test_option_texts_need_the_options():
+    assert extract_choice("Boron") is None  # no option texts given: a word is not a letter
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The answer is: 96", "96"),
+        ("#### 22", "22"),
+        ("She had 5 left and sold 13, so 18.\nConfidence: 90", "18"),
+        ("Answer: 18\nConfidence: 85%", "18"),
+        ("**Confidence: 80**", None),
+        # Restating the problem does not make its last number the answer.
+        (
+            "Melanie started with 18 cleaners. If Melanie has 5 vacuum cleaners left, how "
+            "many did she start with?",
+            "18",
+        ),
+    ],
+)
+def test_extract_math_answer_from_small_model_replies(text, expected):
+    question = "If Melanie has 5 vacuum cleaners left, how many did she start with?"
+    assert extract_math_answer(text, question) == expected
+
+
+def test_read_answer_is_what_check_scores():
+    from core.tasks.checkers import read_answer
+
+    mcq = _task("mcq", "C", OPTIONS)
+    assert read_answer(mcq, "Boron") == "C" and check(mcq, "Boron") == 1.0
+    assert check(mcq, "A) 13\nB) 14\nC) Boron\nD) Carbon dioxide") == 0.0
+    maths = _task("math", "96")
+    assert read_answer(maths, "The answer is: 96") == "96" and check(maths, "#### 96") == 1.0
+    with pytest.raises(ValueError, match="code"):
+        read_answer(_task("code", "x"), "x")

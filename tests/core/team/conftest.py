@@ -53,6 +53,7 @@ class LatencyBackend:
     name = "latency"
     model = "latency-test"
     answers_are_programs = False
+    sandbox = "auto"
 
     def __init__(self, latency: float = 0.05):
         self.latency = latency

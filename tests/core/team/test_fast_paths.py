@@ -33,6 +33,7 @@ class WaitingSim:
     name = "sim"
     answers_are_programs = False
     synchronous = False
+    sandbox = "auto"
 
     def __init__(self, preset: str = "flash-lite"):
         self.sim = SimBackend(preset)

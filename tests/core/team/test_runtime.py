@@ -287,3 +287,57 @@ def test_unanimous_pass_through_spares_the_decision_call_only_when_every_answer_
     assert split.pass_through is None and len(split.calls) == 5 and split.team_answer == "0"
     with pytest.raises(ValueError, match="pass_through"):
         RuntimeConfig(pass_through="majority").validate()
+
+
+def test_temporal_edges_carry_last_rounds_answers():
+    backend = LatencyBackend(latency=0.0)
+    config = RuntimeConfig(n_rounds=2)
+    fails = [FailureSpec(1, "crash", 1)]
+    episode = TeamEpisode(make_task(), ROLES, backend, config=config, failures=fails)
+    temporal = [(0, 3), (1, 3), (2, 3), (3, 3), (0, 2)]
+    record = play(
+        episode,
+        [
+            RoundPlan(actions=[S] * 4, temporal=temporal),  # round 0: nothing to carry yet
+            RoundPlan(actions=[S, S, S, A], edges=[], temporal=temporal, active=[1, 1, 0, 1]),
+        ],
+    )
+    first = [t for t in backend.turns if t.round == 0]
+    assert all(not t.earlier for t in first)
+    turn = next(t for t in backend.turns if t.round == 1 and t.agent == 3)
+    # 1 crashed in round 1 (sends nothing), 2 is inactive but its round-0 answer is history;
+    # the self-edge is memory, not a message.
+    assert [(m.src, m.answer) for m in turn.earlier] == [(0, "0"), (2, "2")]
+    assert turn.inbox == []
+    r1 = record.rounds[1]
+    assert r1.edges == []
+    assert {(m.src, m.dst) for m in r1.messages} == {(0, 3), (2, 3)}
+    assert r1.steps[3].read_from == [0, 2]
+    # 2 is inactive in round 1: it reads nothing and makes no call.
+    assert not any(t.agent == 2 and t.round == 1 for t in backend.turns)
+    # 0 is solo with no edge: the idle rule keeps its answer (temporal out-edges read history).
+    assert r1.steps[0].text == KEPT_TEXT
+
+
+def test_temporal_reads_cost_prompt_tokens_and_reach_the_prompt():
+    from core.backends.prompts import agent_messages
+
+    def tokens(temporal):
+        episode = TeamEpisode(
+            make_task(2, difficulty=4), ROLES, SimBackend("flash-lite"),
+            config=RuntimeConfig(n_rounds=2), seed=3,
+        )  # fmt: skip
+        rec = play(
+            episode, [RoundPlan(actions=[S] * 4), RoundPlan([A] * 4, edges=[], temporal=temporal)]
+        )
+        return rec.rounds[1].steps[3]
+
+    alone, reading = tokens(None), tokens([(0, 3), (1, 3)])
+    assert reading.read_from == [0, 1]
+    assert reading.prompt_tokens > alone.prompt_tokens
+    backend = LatencyBackend(latency=0.0)
+    episode = TeamEpisode(make_task(), ROLES, backend, config=RuntimeConfig(n_rounds=2))
+    play(episode, [RoundPlan(actions=[S] * 4), RoundPlan([A] * 4, edges=[], temporal=[(1, 0)])])
+    turn = next(t for t in backend.turns if t.round == 1 and t.agent == 0)
+    text = agent_messages(turn)[1]["content"]
+    assert "Answers your teammates gave in round 1" in text and "Agent 1 (answer: 1" in text

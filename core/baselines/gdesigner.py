@@ -1,0 +1,222 @@
+"""G-Designer (Zhang et al., 2024, arXiv 2410.11782, ICML 2025): a communication graph
+designed per query by a variational graph auto-encoder.
+
+The paper builds a *multi-agent network*: one node per agent, its features the text
+embedding of the agent's profile (role, backbone, tools), plus a virtual *task node*
+whose features are the query's embedding, linked to every agent, over an *anchor*
+topology. A VGAE encoder (graph convolutions) gives every agent a Gaussian latent
+``q(z_i | X, A) = N(μ_i, σ_i²)``; the decoder scores every ordered pair of agents from
+their latents and yields the query's communication topology; training maximises the
+utility of the sampled topologies with the policy gradient, regularised towards the
+anchor and towards a sparse graph (the sparsity weight is its knob).
+
+Mapping onto this runtime (docs/baselines.md):
+
+* agent features: the embedding (the environment's embedder: ``hash``, or ``minilm`` —
+  all-MiniLM-L6-v2, the paper's kind of encoder) of the agent's role prompt
+  (:func:`core.backends.prompts.role_prompt`), plus the agent's index one-hot so two
+  agents with one role can differ;
+* task node: the task features every policy in the lab observes (the task embedding —
+  hashed word n-grams on the simulator by default, a documented stand-in for a sentence
+  encoder — its text statistics and domain);
+* encoder: two graph convolutions ``μ = Â tanh(Â X W1) W_μ + X W_s`` and ``log σ =
+  Â tanh(Â X W1) W_σ`` with ``Â`` the symmetrically normalised anchor + task-node
+  adjacency with self-loops (dense: a team is a handful of nodes); the skip ``X W_s`` is
+  ours (without it the averaging over five nodes made every agent's latent alike, so every
+  edge moved together); ``z = μ + σ ε`` while training, ``z = μ`` when evaluated;
+* decoder: ``p_ij = σ(z_i^T W z_j + b)`` for ``i ≠ j`` (directed: ``W`` is not symmetric);
+* loss: REINFORCE on the episode reward (utility − cost: ``score − w_tok · token
+  penalty``) with the leave-one-out baseline, sampled latents re-used for the log-
+  probability (reparameterised), plus ``ζ ||P||_*`` (sparsity weight ζ), the anchor term
+  ``λ_a · BCE(P, A_anchor)`` and the VGAE's ``λ_kl · KL(q(z) || N(0, I))``;
+* one topology per episode, played in every round (spatial edges only).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from core.backends.prompts import role_prompt
+from core.baselines.edges import nuclear_norm, off_diagonal
+from core.baselines.method import GraphMethod, MethodConfig, TeamShape
+from core.baselines.plans import EpisodeGraph
+from core.team.observations import TASK_EXTRA
+
+LOGIT_BOUND = 6.0
+"""Decoded logits are soft-bounded to ±6 (p in [0.0025, 0.9975])."""
+ANCHORS = ("chain", "star", "full", "none")
+"""Anchor topologies among the agents (``none``: the task node alone links them)."""
+
+
+def anchor_adjacency(name: str, n: int) -> torch.Tensor:
+    """``(N, N)`` float 0/1, ``[src, dst]``: chain 0→1→…, star spokes → 0, full, none."""
+    a = torch.zeros(n, n)
+    if name == "chain":
+        for i in range(n - 1):
+            a[i, i + 1] = 1.0
+    elif name == "star":
+        a[1:, 0] = 1.0
+    elif name == "full":
+        a = off_diagonal(n).float()
+    elif name != "none":
+        raise ValueError(f"anchor = {name!r} is not one of {', '.join(ANCHORS)}")
+    return a
+
+
+@dataclass
+class GDesignerConfig(MethodConfig):
+    """G-Designer's network and regularisers."""
+
+    learning_rate: float = 0.01
+    hidden: int = 32
+    """Width of the graph convolutions."""
+    latent: int = 16
+    """Width of each agent's latent ``z``."""
+    sparsity_weight: float = 0.01
+    """ζ: weight of the nuclear-norm sparsity penalty on the decoded probabilities."""
+    anchor: str = "chain"
+    """Anchor topology of the encoder's graph and of the anchor term."""
+    anchor_weight: float = 0.01
+    """λ_a: weight of the anchor term (BCE of the decoded probabilities to the anchor)."""
+    kl_weight: float = 0.001
+    """λ_kl: weight of the VGAE's KL term."""
+    init_log_std: float = -2.0
+    """``log σ`` of every latent at the start (the bias of the ``log σ`` head)."""
+    decodes: ClassVar[tuple[str, ...]] = ("threshold", "sample")
+
+    def validate(self) -> None:
+        super().validate()
+        for name in ("hidden", "latent"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and 1 <= value <= 4096):
+                raise ValueError(f"{name} = {value} is not a width between 1 and 4096")
+        for name in ("sparsity_weight", "anchor_weight", "kl_weight"):
+            value = getattr(self, name)
+            if not (value >= 0 and math.isfinite(value)):
+                raise ValueError(f"{name} = {value} must be a finite number >= 0")
+        if not -10.0 <= self.init_log_std <= 2.0:
+            raise ValueError(f"init_log_std = {self.init_log_std} is not in [-10, 2]")
+        if self.anchor not in ANCHORS:
+            raise ValueError(f"anchor = {self.anchor!r} is not one of {', '.join(ANCHORS)}")
+
+
+class GDesigner(GraphMethod):
+    """VGAE over ``N`` agent nodes and one task node. Buffers: the agents' profile
+    embeddings ``(N, E)`` (:func:`role_profiles`), the normalised encoder adjacency
+    ``(N+1, N+1)``, the anchor ``(N, N)``."""
+
+    name = "gdesigner"
+    config_class = GDesignerConfig
+    knob = "sparsity_weight"
+    paper = "2410.11782"
+
+    def __init__(
+        self, config: GDesignerConfig, shape: TeamShape, profiles: np.ndarray | None = None
+    ):
+        super().__init__(config, shape)
+        n, h, z = self.n, config.hidden, config.latent
+        width = shape.feature_width - TASK_EXTRA  # a profile is embedded like the task
+        profiles = np.zeros((n, width), dtype=np.float32) if profiles is None else profiles
+        if profiles.shape != (n, width):
+            raise ValueError(f"profiles {profiles.shape} for {n} agents of width {width}")
+        self.register_buffer("profiles", torch.as_tensor(profiles, dtype=torch.float32))
+        anchor = anchor_adjacency(config.anchor, n)
+        self.register_buffer("anchor", anchor)
+        self.register_buffer("adjacency", _normalised(anchor))
+        self.agent_in = nn.Linear(width, h)
+        self.identity = nn.Parameter(torch.randn(n, h))
+        self.task_in = nn.Linear(shape.feature_width, h)
+        self.conv = nn.Linear(h, h)
+        self.conv_mu = nn.Linear(h, z)
+        self.conv_logstd = nn.Linear(h, z)
+        self.skip = nn.Linear(h, z, bias=False)
+        # σ starts at e^-2: with σ = 1 the latent noise swamped the decoded logits and the
+        # policy gradient could not even learn to drop costly edges; with e^-3 too little
+        # exploration was left to find a graph that only pays when three edges are present
+        # together (docs/baselines.md).
+        nn.init.constant_(self.conv_logstd.bias, config.init_log_std)
+        # Zero, so every edge starts at p = 0.5 (the other methods' start); a random decoder
+        # started some seeds' needed edges at p ≈ 0.2 and the graph collapsed to none.
+        self.decoder = nn.Parameter(torch.zeros(z, z))
+        self.bias = nn.Parameter(torch.zeros(()))
+        self.register_buffer("support", off_diagonal(n))
+        self._kl: torch.Tensor | None = None
+
+    def context(
+        self, features: torch.Tensor, explore: bool, generator: torch.Generator | None
+    ) -> dict[str, torch.Tensor]:
+        """``task (B, F)``; ``noise (B, N, latent)``: ε while training, zeros (``z = μ``)
+        when evaluated."""
+        b = features.shape[0]
+        shape = (b, self.n, self.config.latent)
+        noise = torch.randn(shape, generator=generator) if explore else torch.zeros(shape)
+        return {"task": features.float(), "noise": noise}
+
+    def encode(self, task: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``task (B, F)`` -> ``μ, log σ`` of the agents, ``(B, N, latent)`` each."""
+        b = task.shape[0]
+        agents = self.agent_in(self.profiles) + self.identity  # (N, H)
+        nodes = torch.cat(
+            [agents.expand(b, -1, -1), self.task_in(task).unsqueeze(1)], dim=1
+        )  # (B, N+1, H)
+        hidden = torch.tanh(self.adjacency @ self.conv(nodes))
+        # The skip keeps each agent's own features: two averaging convolutions over a graph
+        # of five nodes leave the agents' latents nearly equal (and every edge alike).
+        mu = (self.adjacency @ self.conv_mu(hidden) + self.skip(nodes))[:, : self.n]
+        logstd = (self.adjacency @ self.conv_logstd(hidden))[:, : self.n].clamp(-6.0, 2.0)
+        return mu, logstd
+
+    def edge_probs(self, context: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
+        task = context["task"]
+        mu, logstd = self.encode(task)
+        z = mu + logstd.exp() * context["noise"]
+        raw = z @ self.decoder @ z.transpose(1, 2) + self.bias  # (B, N, N)
+        # Soft-bounded to ±LOGIT_BOUND: a saturated edge (p = 0 or 1) would stop learning.
+        logits = LOGIT_BOUND * torch.tanh(raw / LOGIT_BOUND)
+        # KL(q(z) || N(0, I)) per episode, kept for the regulariser of this forward.
+        self._kl = 0.5 * (mu.pow(2) + (2 * logstd).exp() - 2 * logstd - 1).sum(dim=(1, 2))
+        return {"spatial": torch.sigmoid(logits)}
+
+    def supports(self) -> dict[str, torch.Tensor]:
+        return {"spatial": self.support}
+
+    def regulariser(self, probs: dict[str, torch.Tensor]) -> torch.Tensor:
+        c = self.config
+        p = probs["spatial"]
+        loss = c.sparsity_weight * nuclear_norm(p, self.support) / p.shape[0]
+        if c.anchor_weight:
+            target = self.anchor.expand_as(p)
+            bce = F.binary_cross_entropy(p.clamp(1e-6, 1 - 1e-6), target, reduction="none")
+            loss = loss + c.anchor_weight * (bce * self.support).sum(dim=(1, 2)).mean()
+        if c.kl_weight and self._kl is not None:
+            loss = loss + c.kl_weight * self._kl.mean()
+        return loss
+
+    def episode_graph(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
+        return EpisodeGraph.repeated(edges["spatial"], self.rounds)
+
+
+def role_profiles(roles: tuple[str, ...], embed: Callable[[str], np.ndarray]) -> np.ndarray:
+    """``(N, E)``: each agent's profile — its role prompt, as the back-ends send it —
+    embedded by the team's task embedder."""
+    return np.stack([embed(role_prompt(role)) for role in roles]).astype(np.float32)
+
+
+def _normalised(anchor: torch.Tensor) -> torch.Tensor:
+    """``D^-1/2 (A + I) D^-1/2`` of the undirected anchor among the agents plus a task node
+    linked to every agent: ``(N+1, N+1)``."""
+    n = anchor.shape[0]
+    a = torch.zeros(n + 1, n + 1)
+    a[:n, :n] = ((anchor + anchor.t()) > 0).float()
+    a[n, :n] = a[:n, n] = 1.0
+    a = a + torch.eye(n + 1)
+    d = a.sum(dim=1).rsqrt()
+    return d[:, None] * a * d[None, :]

@@ -1,0 +1,105 @@
+"""Ray's local processes die with the sweep driver, whatever kills it.
+
+``ray.init`` starts a head node (GCS server, raylet, monitors, workers) that outlives a
+driver killed with SIGKILL. :func:`reaped_ray` starts a small watcher process before Ray
+and keeps a pipe to it: when the pipe closes without the word ``done`` (the driver died)
+the watcher kills every process whose command line names the Ray temporary folder this
+sweep made, and all their descendants (workers rename themselves ``ray::...``), then
+removes the folder. A clean exit shuts Ray down itself and says ``done``.
+
+    python -m core.experiment.ray_reaper TEMP_DIR   # reads the pipe on stdin
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+DONE = b"done"
+
+
+def ray_processes(temp_dir: str) -> list[int]:
+    """Pids of the processes started for ``temp_dir`` and all their descendants."""
+    cmdlines: dict[int, bytes] = {}
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        try:
+            cmdlines[pid] = (entry / "cmdline").read_bytes()
+            stat = (entry / "stat").read_text()
+            parents[pid] = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    needle = temp_dir.encode()
+    watcher = __name__.encode() if __name__ != "__main__" else b"core.experiment.ray_reaper"
+    found = {
+        pid
+        for pid, cmd in cmdlines.items()
+        if needle in cmd and watcher not in cmd and pid != os.getpid()
+    }
+    grew = True
+    while grew:
+        children = {pid for pid, ppid in parents.items() if ppid in found} - found
+        grew = bool(children)
+        found |= children
+    return sorted(found)
+
+
+def reap(temp_dir: str, known: dict[int, str] | None = None) -> None:
+    """Kill what Ray started for ``temp_dir`` and remove the folder. ``known``: pids seen
+    earlier (with their start times), killed too if still the same process: workers whose
+    raylet is gone have a new parent and no longer look like this sweep's."""
+    pids = set(ray_processes(temp_dir))
+    pids |= {pid for pid, started in (known or {}).items() if started and _started(pid) == started}
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def snapshot(temp_dir: str) -> dict[int, str]:
+    """This sweep's Ray processes now, with their start times (for :func:`reap`)."""
+    return {pid: _started(pid) for pid in ray_processes(temp_dir)}
+
+
+def _started(pid: int) -> str:
+    """The process's start time (field 22 of ``/proc/PID/stat``): a pid used again by a new
+    process has another; a process that renames itself (``ray::IDLE``) keeps it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def main() -> None:
+    temp_dir = sys.argv[1]
+    # Our own session: a Ctrl-C or SIGTERM meant for the driver's group must not stop us.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # Until the driver closes the pipe or dies; meanwhile note Ray's processes each second,
+    # since those whose parent dies first are no longer found as descendants.
+    known: dict[int, str] = {}
+    said = b""
+    while True:
+        ready, _, _ = select.select([sys.stdin.buffer], [], [], 1.0)
+        if ready:
+            chunk = os.read(sys.stdin.fileno(), 4096)
+            if not chunk:
+                break
+            said += chunk
+        else:
+            known.update(snapshot(temp_dir))
+    if said.strip() != DONE:
+        reap(temp_dir, known)
+
+
+if __name__ == "__main__":
+    main()

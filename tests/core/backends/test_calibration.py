@@ -1,0 +1,164 @@
+"""Fitting the society to episodes: it recovers known parameters, shrinks toward the preset
+without data, keeps no-readable-answer as data; society files load or fail in one sentence."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from core.backends.calibration import fit_society
+from core.backends.society import (
+    SOCIETY_FORMAT,
+    SOCIETY_VERSION,
+    SimBackend,
+    get_preset,
+    load_society,
+    society_to_dict,
+)
+from core.errors import UserError
+from core.team.env import TeamEnv
+from core.team.options import TeamOptions
+from core.team.topologies import make_policy
+
+
+def play(society, policies=("single", "star", "debate", "random"), episodes=120, seed=3):
+    """Episodes of ``society`` on maths with several topologies (the 'real' data). Each
+    policy gets its own episode seeds: the same seed would replay the same dice."""
+    records = []
+    for k, name in enumerate(policies):
+        env = TeamEnv(
+            TeamOptions(benchmark="math", seed=seed + k), "train", backend=SimBackend(society)
+        )
+        try:
+            records += env.run(make_policy(name), range(episodes), width=64)
+        finally:
+            env.close()
+    return records
+
+
+@pytest.fixture(scope="module")
+def truth():
+    stock = get_preset("flash-lite")
+    return replace(
+        stock,
+        solo_accuracy={**stock.solo_accuracy, "math": (0.9, 0.8, 0.55, 0.3, 0.15)},
+        unreadable={**stock.unreadable, "math": 0.25},
+        completion_tokens={**stock.completion_tokens, "math": 300.0},
+        debate_settle={**stock.debate_settle, "math": 0.9},
+        preamble_tokens=250,
+    )
+
+
+@pytest.fixture(scope="module")
+def fitted(truth):
+    return fit_society(play(truth), get_preset("flash-lite"))
+
+
+def value(fit, name):
+    return next(p for p in fit.params if p.name == name)
+
+
+def test_fit_recovers_the_parameters_that_made_the_episodes(fitted, truth) -> None:
+    c = fitted.config
+    stock = get_preset("flash-lite")
+    # A reading failure rate the presets do not have: no readable answer is data.
+    p = value(fitted, "unreadable.math")
+    assert p.lo <= 0.25 <= p.hi and abs(p.value - 0.25) < 0.04
+    # Solo accuracy at the levels with many fresh answers moves from the preset to the truth.
+    for level in (3, 4):
+        p = value(fitted, f"solo_accuracy.math[{level}]")
+        true, old = truth.solo_accuracy["math"][level - 1], stock.solo_accuracy["math"][level - 1]
+        assert abs(p.value - true) < abs(old - true) / 2, (level, p)
+    assert abs(c.completion_tokens["math"] - 300) < 60
+    assert abs(c.preamble_tokens - 250) < 25
+    assert c.debate_settle["math"] > stock.debate_settle["math"] + 0.1
+
+
+def test_what_the_episodes_do_not_inform_stays_stock(fitted) -> None:
+    c, stock = fitted.config, get_preset("flash-lite")
+    # Only maths was played: code and MCQ keep the preset's values and say why.
+    assert c.solo_accuracy["code"] == stock.solo_accuracy["code"]
+    assert c.unreadable["mcq"] == stock.unreadable["mcq"] == 0.0
+    assert any("code" in k for k in fitted.stock)
+    assert c.difficulty_jitter == stock.difficulty_jitter
+    assert c.verify_catch == stock.verify_catch
+    assert not any(p.name.startswith("solo_accuracy.code") for p in fitted.params)
+
+
+def test_few_episodes_shrink_toward_the_preset(truth) -> None:
+    stock = get_preset("flash-lite")
+    few = fit_society(play(truth, ("single",), episodes=6), stock)
+    many = fit_society(play(truth, ("single",), episodes=300), stock)
+    name = "solo_accuracy.math[4]"
+    true, old = truth.solo_accuracy["math"][3], stock.solo_accuracy["math"][3]
+    f, m = value(few, name), value(many, name)
+    assert abs(m.value - true) < abs(f.value - true)
+    assert (f.hi - f.lo) > (m.hi - m.lo)  # fewer episodes, wider interval
+    assert f.lo <= old <= f.hi  # six episodes cannot rule the preset out
+
+
+def test_an_unreadable_society_plays_and_scores_no_answer() -> None:
+    stock = get_preset("flash-lite")
+    mute = replace(stock, unreadable={d: 1.0 for d in stock.unreadable})
+    records = play(mute, ("star",), episodes=10)
+    assert all(r.team_answer is None and r.score == 0.0 for r in records)
+    assert all(s.answer is None for r in records for rnd in r.rounds for s in rnd.steps)
+    assert all(r.calls for r in records)  # the calls were made and cost tokens
+
+
+def test_presets_play_exactly_as_before_the_unreadable_parameter(tmp_path: Path) -> None:
+    # Drawn only when positive: a preset with unreadable = 0 must not consume a draw.
+    stock = get_preset("flash-lite")
+    a = play(stock, ("random",), episodes=20)
+    b = play(replace(stock, unreadable=dict(stock.unreadable)), ("random",), episodes=20)
+    assert [r.team_answer for r in a] == [r.team_answer for r in b]
+    assert sum(r.score for r in a) > 15  # not trivially equal: the preset answers
+
+
+# ----------------------------------------------------------------------------- society files
+
+
+def write(path: Path, doc) -> Path:
+    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return path
+
+
+def good_doc(**society):
+    return {"format": SOCIETY_FORMAT, "version": SOCIETY_VERSION, "society": society}
+
+
+def test_society_file_round_trip(tmp_path: Path) -> None:
+    config = replace(get_preset("oss-120b"), unreadable={"math": 0.3, "code": 0.0, "mcq": 0.1})
+    path = write(tmp_path / "s.json", good_doc(**society_to_dict(config)))
+    assert load_society(path) == config
+    partial = load_society(write(tmp_path / "p.json", good_doc(name="mine", reconsider=0.5)))
+    assert partial.reconsider == 0.5 and partial.name == "mine"
+    assert partial.solo_accuracy == get_preset("flash-lite").solo_accuracy
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (None, "does not exist"),
+        ("{not json", "not valid JSON"),
+        ({"society": {}}, "not a society file"),
+        ({"format": SOCIETY_FORMAT, "version": 99, "society": {}}, "version 99"),
+        (good_doc(reconsider=1.5), "reconsider"),
+        (good_doc(recklessness=0.2), "unknown parameter 'recklessness'"),
+        (good_doc(solo_accuracy={"math": [0.9, 0.8]}), "solo_accuracy.math"),
+        (good_doc(unreadable={"math": "lots", "code": 0, "mcq": 0}), "unreadable.math"),
+        (good_doc(token_budget=float("nan")), "token_budget"),
+        (good_doc(preamble_tokens=12.5), "whole number"),
+    ],
+)
+def test_bad_society_files_are_one_sentence(tmp_path: Path, content, says: str) -> None:
+    path = tmp_path / "s.json"
+    if content is not None:
+        write(path, content)
+    with pytest.raises(UserError) as err:
+        load_society(path)
+    assert says in str(err.value)
+    assert "\n" not in str(err.value)

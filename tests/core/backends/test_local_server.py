@@ -1,0 +1,256 @@
+"""``--backend local`` on the real llama.cpp server and SmolLM2 (tiny max_tokens, few calls).
+
+The episode test reads the server's own ``usage`` through a recording proxy on 127.0.0.1
+(what the server answered, seen outside the back-end) and compares it with what the store
+kept. The lifecycle tests start servers from child processes and kill those parents the
+three ways a run ends badly; no server process may be left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from core.actions import Action
+from core.backends import local_server as ls
+from core.backends.base import AgentTurn
+from core.backends.local_backend import LocalBackend
+from core.backends.local_server import LocalServer, LocalServerConfig
+from core.backends.openai_backend import OpenAIBackendConfig
+from core.cli import main
+from core.errors import UserError
+from core.tasks.base import Task
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class UsageProxy:
+    """Forwards ``/v1/*`` to the real server and records each completion's ``usage``."""
+
+    def __init__(self, upstream: str):
+        self.upstream = upstream
+        self.usages: list[dict[str, int]] = []
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _forward(self, body: bytes | None) -> None:
+                req = urllib.request.Request(
+                    proxy.upstream + self.path.removeprefix("/v1"),
+                    data=body,
+                    headers={"Content-Type": "application/json"},
+                    method=self.command,
+                )
+                with urllib.request.urlopen(req, timeout=120) as resp:
+                    data = resp.read()
+                if self.path.endswith("/chat/completions"):
+                    proxy.usages.append(json.loads(data)["usage"])
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._forward(None)
+
+            def do_POST(self) -> None:
+                self._forward(self.rfile.read(int(self.headers["Content-Length"])))
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def proxy(local_server: LocalServer) -> Iterator[UsageProxy]:
+    p = UsageProxy(local_server.url)
+    yield p
+    p.close()
+
+
+def test_real_episode_stores_the_servers_usage(
+    local_server: LocalServer, proxy: UsageProxy, tmp_path: Path
+) -> None:
+    db = tmp_path / "real.duckdb"
+    # A CLI process attaches to the session's server (through the proxy, same identity).
+    shared = {
+        ls.ATTACH_ENV: json.dumps({"url": proxy.url, "identity": local_server.model.identity})
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "core.cli", "eval", "--backend", "local", "--benchmark", "math",
+         "--policy", "star", "--agents", "solver,analyst", "--rounds", "1", "--episodes", "1",
+         "--max-tokens", "8", "--no-cache", "--db", str(db), "--json"],
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+        env={**os.environ, **shared}, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with duckdb.connect(str(db), read_only=True) as con:
+        calls = con.execute(
+            "SELECT prompt_tokens, completion_tokens, usage_reported, error FROM llm_calls "
+            "ORDER BY seq"
+        ).fetchall()
+        runs = con.execute("SELECT backend, model FROM runs").fetchall()
+    assert runs == [("local", "SmolLM2-135M-Instruct.Q4_1")]
+    assert len(calls) == len(proxy.usages) >= 2  # one call per agent at least
+    assert all(reported and error is None for _, _, reported, error in calls)
+    # The store orders calls by agent, the server saw them layer by layer: same multiset.
+    stored = sorted((p, c) for p, c, _, _ in calls)
+    served = sorted((u["prompt_tokens"], u["completion_tokens"]) for u in proxy.usages)
+    assert stored == served
+    assert all(0 < c <= 8 for _, c in served)
+
+
+def test_in_process_runs_share_the_sessions_server(local_server: LocalServer) -> None:
+    assert ls.serve(LocalServerConfig()) is local_server
+    assert local_server.gone() is None
+
+
+# --------------------------------------------------------------------------- lifecycle
+
+PARENT = """
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job ignores it
+from core.backends.local_server import LocalServerConfig, serve
+server = serve(LocalServerConfig(n_ctx=512))
+print(server.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_gone(pid: int, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_no_server_outlives_its_parent(sig: signal.Signals) -> None:
+    env = {k: v for k, v in os.environ.items() if k != ls.ATTACH_ENV}
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+        text=True, cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    server_pid = None
+    try:
+        assert parent.stdout is not None
+        line = parent.stdout.readline()
+        assert line.strip().isdigit(), parent.stderr.read() if parent.stderr else ""
+        server_pid = int(line)
+        assert alive(server_pid)
+        parent.send_signal(sig)
+        parent.wait(timeout=30)
+        assert wait_gone(server_pid), f"server {server_pid} outlived its parent ({sig.name})"
+    finally:
+        parent.kill()
+        parent.wait()
+        if server_pid is not None and alive(server_pid):
+            os.kill(server_pid, signal.SIGKILL)
+
+
+def test_a_server_that_dies_fails_the_call_at_once() -> None:
+    server = ls.serve(LocalServerConfig(n_ctx=512))
+    backend = LocalBackend(
+        server,
+        OpenAIBackendConfig(
+            model=server.model.name, base_url=server.url, concurrency=1, use_cache=False,
+            max_tokens=4, max_attempts=4,
+        ),
+    )  # fmt: skip
+    try:
+        assert server.proc is not None
+        server.proc.kill()
+        server.proc.wait()
+        task = Task("m", "math", "math", "What is 2 + 3?", "5")
+        turn = AgentTurn(task, 0, "solver", 0, 1, Action.SOLO_PROCESS, None)
+
+        async def play():
+            try:
+                return await backend.agent_turn(turn)
+            finally:
+                await backend.aclose()
+
+        import asyncio
+
+        result = asyncio.run(play())
+        assert result.failed and result.call.retries == 0
+        assert "exited mid-run" in (result.call.error or "")
+    finally:
+        server.stop()
+
+
+# --------------------------------------------------------------------------- mistakes
+
+
+def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    code = main(args)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    return err
+
+
+EVAL = ["eval", "--backend", "local", "--benchmark", "math", "--policy", "star",
+        "--episodes", "1", "--no-log"]  # fmt: skip
+
+
+def test_bad_model_files_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fake = tmp_path / "fake.gguf"
+    fake.write_bytes(b"PK\x03\x04 not a model")
+    assert "not a GGUF model" in run_main([*EVAL, "--model-file", str(fake)], capsys)
+    missing = tmp_path / "missing.gguf"
+    assert "does not exist" in run_main([*EVAL, "--model-file", str(missing)], capsys)
+    assert "is not a regular file" in run_main([*EVAL, "--model-file", str(tmp_path)], capsys)
+
+
+def test_flags_of_the_other_backends_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "--model-file" in run_main([*EVAL, "--base-url", "http://127.0.0.1:1/v1"], capsys)
+    assert "--model-file is for --backend local" in run_main(
+        ["eval", "--backend", "sim", "--model-file", "x.gguf", "--benchmark", "math"], capsys
+    )
+
+
+def test_missing_llama_cpp_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # find_spec then reports it missing
+    with pytest.raises(UserError, match=r"not installed.*bash scripts/setup\.sh"):
+        ls.serve(LocalServerConfig(n_ctx=640))  # not the session's: this one must start
+
+
+def test_a_taken_port_is_one_sentence() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(1)
+        port = s.getsockname()[1]
+        with pytest.raises(UserError, match=f"port {port} on 127.0.0.1 is in use"):
+            ls.serve(LocalServerConfig(port=port, n_ctx=768))

@@ -1,0 +1,97 @@
+"""Answer reading on real replies of SmolLM2-135M to the project's prompts (issue 18).
+
+``data/smollm_replies.jsonl`` holds replies recorded from the local model by
+``data/record_smollm_replies.py`` (GSM8K and the shipped multiple-choice set; round-0
+agent turns and the decision agent), each labelled by hand with the answer a careful
+reader finds in it (``reads_as``, null when the reply commits to none).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core.backends.prompts import parse_answer
+from core.tasks.checkers import math_equal, read_answer
+from core.tasks.registry import load_benchmark
+
+REPLIES = Path(__file__).with_name("data") / "smollm_replies.jsonl"
+ROWS = [json.loads(line) for line in REPLIES.read_text(encoding="utf-8").splitlines()]
+_TASKS: dict[tuple[str, str], object] = {}
+
+
+def _task(row: dict):
+    key = (row["benchmark"], row["task_id"])
+    if key not in _TASKS:
+        source = load_benchmark(row["benchmark"])
+        for i in range(len(source)):
+            task = source.get(i)
+            _TASKS[(task.benchmark, task.task_id)] = task
+    return _TASKS[key]
+
+
+def _id(row: dict) -> str:
+    return f"{row['task_id']}-{row['role']}"
+
+
+def test_the_recording_is_real_and_labelled():
+    assert {r["benchmark"] for r in ROWS} == {"gsm8k", "mcq"}
+    assert {r["kind"] for r in ROWS} == {"agent", "decision"}
+    for row in ROWS:
+        usage = row["usage"]
+        assert usage["completion_tokens"] > 0 and usage["prompt_tokens"] > 100, _id(row)
+        assert "reads_as" in row and row["reply"].strip(), _id(row)
+    # The recording has what the issue names: cut-off replies and replies without a
+    # final-answer line, not only well-formed ones.
+    assert any(r["finish_reason"] == "length" for r in ROWS)
+    assert any("answer" not in r["reply"].lower() for r in ROWS)
+
+
+KNOWN_MISREADS = {
+    "gsm8k-test-0919-verifier": "2",  # rambles, ends "... for $2 per piece (...)."
+    "gsm8k-test-0859-analyst": "5",  # cut off in a sentence holding a number
+    "gsm8k-test-0285-verifier": "18",  # "your answer should take 18 days to reach the finish"
+    "gsm8k-test-0689-analyst": "5",  # cut off in a sentence holding a number
+    "gsm8k-test-0664-decision": "(208765438 / 1.99)",  # JavaScript: `let answer = (...)`
+}
+"""Replies the reading gets wrong, and what it reads instead: rambling whose last
+sentence holds a number that is no answer, and code that assigns an ``answer``. Listed so
+that a change in what is read shows (benchmarks/RESULTS.md, answer reading)."""
+
+
+def _reads_right(task, got: str | None, label: str | None) -> bool:
+    if label is None or got is None:
+        return got is label
+    return math_equal(got, label) if task.domain == "math" else got == label
+
+
+@pytest.mark.parametrize("row", ROWS, ids=_id)
+def test_every_recorded_reply_reads_as_a_careful_reader_reads_it(row):
+    task = _task(row)
+    got = read_answer(task, row["reply"])
+    assert parse_answer(task, row["reply"]) == got  # what is stored is what is scored
+    if _id(row) in KNOWN_MISREADS:
+        assert got == KNOWN_MISREADS[_id(row)] and not _reads_right(task, got, row["reads_as"])
+    else:
+        assert _reads_right(task, got, row["reads_as"]), got
+
+
+def test_what_the_first_real_episodes_could_not_read_is_read():
+    # Issue 18 (a): "The answer is: 96", "#### 22", "The correct answer is 13." (option A)
+    # and "Boron" (option C) all stored no answer; replies that only echo the options
+    # must stay unreadable. Here, in real replies:
+    readable = [r for r in ROWS if r["reads_as"] is not None]
+    assert sum(read_answer(_task(r), r["reply"]) is not None for r in readable) == len(readable)
+    echoes = [r for r in ROWS if r["benchmark"] == "mcq" and r["reads_as"] is None]
+    assert len(echoes) >= 8 and all(read_answer(_task(r), r["reply"]) is None for r in echoes)
+
+
+def test_held_out_replies_read_as_measured():
+    # Recorded and labelled after the reading was written (benchmarks/RESULTS.md): the
+    # figure there, 17 of 24, stays true.
+    path = REPLIES.with_name("smollm_replies_heldout.jsonl")
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    right = [_reads_right(_task(r), read_answer(_task(r), r["reply"]), r["reads_as"]) for r in rows]
+    assert (sum(right), len(rows)) == (17, 24)

