@@ -244,7 +244,7 @@ def test_first_start_demo_pages_and_a_deep_link(lab, browser):
     shown.get_by_text(asked.REBUILT).wait_for(timeout=20_000)
     blocks = shown.locator('[data-testid="stCode"]')
     assert blocks.count() == 2  # system, user
-    assert blocks.nth(0).inner_text().startswith("You are the")
+    assert blocks.nth(0).inner_text().startswith("You are a member of a small team")
     assert "Problem:" in blocks.nth(1).inner_text() and "Round 3 of 3" in blocks.nth(1).inner_text()
     assert page.get_by_text("Calls of the round").count() == 1
     _no_exception(page, "replay prompt")
