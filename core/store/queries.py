@@ -507,7 +507,8 @@ def summarize_ranges(db: Db, run_id: str, ranges: Sequence[tuple[int, int]]) -> 
     """
     bins = [{"g": g, "lo": lo, "hi": hi} for g, (lo, hi) in enumerate(ranges)]
     binned = (
-        "SELECT b.g, e.episode, e.score, e.tokens, e.reward, e.n_rounds FROM episodes e "
+        "SELECT b.g, e.episode, e.score, e.tokens, e.reward, e.n_rounds, e.pass_through "
+        "FROM episodes e "
         "JOIN (SELECT unnest(?::STRUCT(g INTEGER, lo INTEGER, hi INTEGER)[], recursive := true)) b "
         "ON e.episode >= b.lo AND e.episode < b.hi WHERE e.run_id = ?"
     )
@@ -517,7 +518,9 @@ def summarize_ranges(db: Db, run_id: str, ranges: Sequence[tuple[int, int]]) -> 
             "count(*) FILTER (WHERE error IS NOT NULL) AS failed FROM llm_calls "
             "WHERE run_id = ? GROUP BY episode) "
             "SELECT g, count(*), sum(coalesce(c.calls, 0)), sum(coalesce(c.failed, 0)), "
-            "avg(score), avg(tokens), avg(reward), max(n_rounds) "
+            "avg(score), avg(tokens), avg(reward), max(n_rounds), "
+            "count(*) FILTER (WHERE pass_through = 'single'), "
+            "count(*) FILTER (WHERE pass_through = 'unanimous') "
             "FROM e LEFT JOIN c USING (episode) GROUP BY g",
             [bins, run_id, run_id],
         ).fetchall()
@@ -529,14 +532,16 @@ def summarize_ranges(db: Db, run_id: str, ranges: Sequence[tuple[int, int]]) -> 
         ).fetchall()
     out = [
         {"episodes": 0, "calls": 0, "failed_calls": 0, "accuracy": 0.0, "mean_tokens": 0.0,
-         "mean_reward": 0.0, "action_counts_per_round": []}
+         "mean_reward": 0.0, "action_counts_per_round": [],
+         "decisions_passed_through": {"single": 0, "unanimous": 0}}
         for _ in ranges
     ]  # fmt: skip
-    for g, n, calls, failed, accuracy, tokens, reward, n_rounds in heads:
+    for g, n, calls, failed, accuracy, tokens, reward, n_rounds, single, unanimous in heads:
         out[g].update(
             episodes=n, calls=int(calls), failed_calls=int(failed), accuracy=float(accuracy),
             mean_tokens=float(tokens), mean_reward=float(reward),
             action_counts_per_round=[dict.fromkeys(ACTION_NAMES, 0) for _ in range(n_rounds)],
+            decisions_passed_through={"single": int(single), "unanimous": int(unanimous)},
         )  # fmt: skip
     for g, round_, action, n in actions:
         counts = out[g]["action_counts_per_round"]

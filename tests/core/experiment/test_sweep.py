@@ -312,7 +312,7 @@ def test_a_killed_driver_takes_its_ray_processes_and_folder_with_it(
             time.sleep(0.1)
         assert proc.poll() is None and len(made) == 1, "the sweep never got its workers going"
         (temp_dir,) = made
-        alive = ray_processes(str(temp_dir))
+        alive = {pid: _started(pid) for pid in ray_processes(str(temp_dir))}
         assert len(alive) >= 3
         proc.send_signal(how)
         proc.wait(timeout=120)
@@ -323,7 +323,7 @@ def test_a_killed_driver_takes_its_ray_processes_and_folder_with_it(
     while time.monotonic() < deadline and (ray_processes(str(temp_dir)) or temp_dir.exists()):
         time.sleep(0.2)
     assert not ray_processes(str(temp_dir)), "Ray processes outlived the driver"
-    survivors = [(pid, _cmdline(pid)[:80]) for pid in alive if _alive(pid)]
+    survivors = [(pid, _cmdline(pid)[:80]) for pid, t in alive.items() if _alive(pid, t)]
     assert not survivors, survivors
     assert not temp_dir.exists(), "Ray's temporary folder was left behind"
 
@@ -335,12 +335,25 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def _alive(pid: int) -> bool:
+def _stat(pid: int) -> list[str]:
+    """Fields of /proc/PID/stat after the command name (state first); [] when it is gone."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
-        return False
-    return state != "Z"
+        return []
+
+
+def _started(pid: int) -> str:
+    """When the process started (clock ticks since boot): a pid's identity, as pids are reused."""
+    fields = _stat(pid)
+    return fields[19] if fields else ""
+
+
+def _alive(pid: int, started: str) -> bool:
+    """Whether the process seen at ``started`` still runs: not gone, not a zombie or dying,
+    and not another process that has since been given its pid."""
+    fields = _stat(pid)
+    return bool(fields) and fields[0] not in ("Z", "X") and fields[19] == started
 
 
 def _closed_port() -> int:
