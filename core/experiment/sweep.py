@@ -378,15 +378,7 @@ def train_trial(spec: TrialSpec) -> TrialResult:
         blob = path.read_bytes()
     policy = QMixPolicy(state.agent, state.mixer, state.device, epsilon=0.0, label="qmix")
     held_out = run_policy(spec.team, policy, spec.eval_episodes, spec.eval_seed)
-    return TrialResult(
-        episodes=sink.batches(),
-        train_episodes=sink.count,
-        metrics=sink.metrics,
-        checkpoint=blob,
-        evaluation=[r.to_dict() for r in held_out],
-        updates=state.learner.updates,
-        seconds=time.perf_counter() - started,
-    )
+    return _trial_result(sink, blob, held_out, state.learner.updates, started)
 
 
 def train_baseline_trial(spec: TrialSpec) -> TrialResult:
@@ -408,13 +400,21 @@ def train_baseline_trial(spec: TrialSpec) -> TrialResult:
         blob = path.read_bytes()
         policy = baseline_policy(path, replace(spec.team, seed=spec.eval_seed))
         held_out = run_policy(spec.team, policy, spec.eval_episodes, spec.eval_seed)
+    return _trial_result(sink, blob, held_out, outcome.state.updates, started)
+
+
+def _trial_result(
+    sink: EpisodeSink, blob: bytes, held_out: list, updates: int, started: float
+) -> TrialResult:
+    """What a trial of any family sends back: its training episodes and metrics (kept in
+    ``sink``), its checkpoint's bytes, its held-out episodes, updates and seconds."""
     return TrialResult(
         episodes=sink.batches(),
         train_episodes=sink.count,
         metrics=sink.metrics,
         checkpoint=blob,
         evaluation=[r.to_dict() for r in held_out],
-        updates=outcome.state.updates,
+        updates=updates,
         seconds=time.perf_counter() - started,
     )
 
