@@ -375,11 +375,12 @@ def sweep_label(row: pd.Series) -> str:
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
-def sweep_points(db: str, sweep_id: str) -> pd.DataFrame:
+def sweep_points(db: str, sweep_id: str, landed: int | None = None) -> pd.DataFrame:
     """One sweep's held-out points (a trial's learned policy or a fixed topology) with 95 %
     intervals and a ``label``: ``w=0.3 · seed 1`` for an Agent Q-Mix trial, ``agentprune
     prune_ratio=0.3 · w=0.3 · seed 1`` for a learned-topology method's, the topology's name
-    for a fixed one; ``knob`` as a dict."""
+    for a fixed one; ``knob`` as a dict. ``landed`` (trials done or failed, as the running
+    driver last said) only keys the cache: a trial that lands is drawn at once."""
     df = q.sweep_points(db, sweep_id)
     if df.empty:
         return df

@@ -195,7 +195,9 @@ else:
                 + (f" — {progress.error}" if progress.error else ""),
             )
         with ui.friendly():
-            sweep_pts = data.sweep_points(db, sweep)
+            sweep_pts = data.sweep_points(
+                db, sweep, None if progress is None else progress.done + progress.failed
+            )
         if sweep_pts.empty:
             st.info("No held-out episodes of this sweep yet: its first trial is still training.")
             return

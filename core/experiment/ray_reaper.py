@@ -3,9 +3,10 @@
 ``ray.init`` starts a head node (GCS server, raylet, monitors, workers) that outlives a
 driver killed with SIGKILL. :func:`reaped_ray` starts a small watcher process before Ray
 and keeps a pipe to it: when the pipe closes without the word ``done`` (the driver died)
-the watcher kills every process whose command line names the Ray temporary folder this
-sweep made, and all their descendants (workers rename themselves ``ray::...``), then
-removes the folder. A clean exit shuts Ray down itself and says ``done``.
+the watcher kills every process of this sweep's Ray — each inherits the environment
+variable :data:`MARK` naming the Ray temporary folder the sweep made (workers rename
+themselves ``ray::...`` and Ray's own reaper may orphan them, so neither the command line
+nor the parent is enough) — and all their descendants, then removes the folder. A clean exit shuts Ray down itself and says ``done``.
 
     python -m core.experiment.ray_reaper TEMP_DIR   # reads the pipe on stdin
 """
@@ -20,12 +21,18 @@ import sys
 from pathlib import Path
 
 DONE = b"done"
+MARK = "AQMIX_RAY_FOLDER"
+"""Set to the sweep's Ray folder in the driver's environment while Ray starts, so every
+process Ray starts carries it."""
 
 
 def ray_processes(temp_dir: str) -> list[int]:
-    """Pids of the processes started for ``temp_dir`` and all their descendants."""
+    """Pids of the processes started for ``temp_dir`` (named on their command line or
+    marked in their environment) and all their descendants."""
     cmdlines: dict[int, bytes] = {}
     parents: dict[int, int] = {}
+    marked: set[int] = set()
+    mark = f"\0{MARK}={temp_dir}\0".encode()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -36,12 +43,17 @@ def ray_processes(temp_dir: str) -> list[int]:
             parents[pid] = int(stat.rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
+        try:
+            if mark in b"\0" + (entry / "environ").read_bytes():
+                marked.add(pid)
+        except OSError:
+            pass  # another user's process: never ours
     needle = temp_dir.encode()
     watcher = __name__.encode() if __name__ != "__main__" else b"core.experiment.ray_reaper"
     found = {
         pid
         for pid, cmd in cmdlines.items()
-        if needle in cmd and watcher not in cmd and pid != os.getpid()
+        if (needle in cmd or pid in marked) and watcher not in cmd and pid != os.getpid()
     }
     grew = True
     while grew:

@@ -494,7 +494,7 @@ def _local_ray(quiet: dict[str, Any]) -> Iterator[None]:
     import subprocess
     import sys
 
-    from core.experiment.ray_reaper import DONE, reap, snapshot
+    from core.experiment.ray_reaper import DONE, MARK, reap, snapshot
 
     # Short, under /tmp: Ray's socket paths must stay within 107 bytes.
     temp_dir = tempfile.mkdtemp(prefix="aqmix-ray-", dir="/tmp")
@@ -508,7 +508,11 @@ def _local_ray(quiet: dict[str, Any]) -> Iterator[None]:
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
-        ray.init(num_cpus=os.cpu_count(), _temp_dir=temp_dir, **quiet)
+        os.environ[MARK] = temp_dir  # inherited by every process Ray starts
+        try:
+            ray.init(num_cpus=os.cpu_count(), _temp_dir=temp_dir, **quiet)
+        finally:
+            os.environ.pop(MARK, None)
         yield
     finally:
         seen = snapshot(temp_dir)  # before shutdown orphans the workers
