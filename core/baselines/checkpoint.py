@@ -11,8 +11,8 @@ team it does not fit is a :class:`~core.errors.UserError` (one sentence, exit 2)
 
 from __future__ import annotations
 
+import io
 import math
-import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ import torch
 from core.baselines.method import GraphMethod, TeamShape
 from core.baselines.registry import METHODS, build_method
 from core.errors import UserError
+from core.paths import write_file
 
 FORMAT = "agentqmix-baseline"
 VERSION = 1
@@ -47,7 +48,8 @@ def save_method(
     team: dict[str, Any],
     meta: dict[str, Any] | None = None,
 ) -> Path:
-    """Write atomically (tmp file + rename)."""
+    """Write atomically (tmp file + rename), never over a device node, pipe or socket
+    (:func:`core.paths.write_file`); a full disk is one sentence, the old file kept."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {
@@ -61,10 +63,9 @@ def save_method(
         "team": team,
         "meta": meta or {},
     }
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
-    return path
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    return write_file(path, buffer.getvalue(), "--out")
 
 
 def read_payload(path: str | Path) -> dict[str, Any]:

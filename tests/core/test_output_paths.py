@@ -99,6 +99,11 @@ CASES: dict[str, Case] = {
         train("--no-log", "--out", str(d / "m.pt")),
         [link_to_fifo(d / "m.pt")],
     ),
+    "train --method agentprune --out pipe": lambda d, db: (
+        ["train", "--benchmark", "math", "--method", "agentprune", "--episodes", "1", "--no-log",
+         "--eval-episodes", "0", "--out", str(fifo(d / "m.pt"))],
+        [d / "m.pt"],
+    ),
     "train --db pipe": lambda d, db: (
         train("--out", str(d / "m.pt"), "--db", str(fifo(d / "s.duckdb"))),
         [d / "s.duckdb"],
@@ -178,7 +183,11 @@ def test_a_special_file_is_refused_and_left_alone(
 def test_a_pipe_named_like_a_temporary_file_is_not_opened(tmp_path: Path, guard: None) -> None:
     """Checkpoints and every other replaced file are written to a fresh temporary name,
     never to a fixed one (``m.pt.tmp``) that may already be a pipe or a link."""
-    traps = [fifo(tmp_path / "m.pt.tmp"), fifo(tmp_path / "sweep.json.tmp")]
+    from core.baselines.checkpoint import save_method
+    from core.baselines.method import TeamShape
+    from core.baselines.registry import build_method, method_config
+
+    traps = [fifo(tmp_path / n) for n in ("m.pt.tmp", "sweep.json.tmp", "b.pt.tmp")]
     shapes = EnvShapes(n_agents=2, n_actions=2, obs_dim=1, state_dim=1, max_steps=2)
     agent_cfg, mixer_cfg = (
         AgentNetConfig(gnn_hidden=8, gru_hidden=8, q_hidden=8),
@@ -188,10 +197,14 @@ def test_a_pipe_named_like_a_temporary_file_is_not_opened(tmp_path: Path, guard:
     mixer = make_mixer(shapes.n_agents, shapes.state_dim, mixer_cfg)
     save_checkpoint(tmp_path / "m.pt", agent, mixer, shapes, agent_cfg, mixer_cfg, env={})
     write_file(tmp_path / "sweep.json", b"{}", "--out")
+    shape = TeamShape(n_agents=2, n_rounds=2, feature_width=4)
+    method = build_method("agentprune", method_config("agentprune"), shape)
+    save_method(tmp_path / "b.pt", method, 0.1, team={})
     assert (tmp_path / "m.pt").is_file() and (tmp_path / "sweep.json").read_bytes() == b"{}"
+    assert (tmp_path / "b.pt").is_file()
     assert all(stat.S_ISFIFO(os.lstat(t).st_mode) for t in traps)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["m.pt", "m.pt.tmp", "sweep.json", "sweep.json.tmp"]
+        ["m.pt", "m.pt.tmp", "sweep.json", "sweep.json.tmp", "b.pt", "b.pt.tmp"]
     ), "a temporary file was left behind"
 
 
