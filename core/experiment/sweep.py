@@ -48,6 +48,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
+from core.backends.local_server import LocalServer
 from core.baselines.names import METHOD_NAMES
 from core.baselines.training import BaselineTrainConfig
 from core.errors import UserError
@@ -190,6 +191,15 @@ def _distinct(values: tuple[Any, ...], flag: str) -> tuple[Any, ...]:
     if repeated:
         raise UserError(f"{flag} repeats {repeated[0]:g}.")
     return values
+
+
+def parse_topologies(text: str) -> tuple[str, ...]:
+    """``"single,star"`` -> ``("single", "star")``; one sentence on bad input."""
+    names = tuple(_items(text, "--topologies", "topology"))
+    unknown = [t for t in names if t not in FIXED_TOPOLOGIES]
+    if unknown:
+        raise UserError(f"--topologies takes {', '.join(FIXED_TOPOLOGIES)}, not {unknown[0]!r}.")
+    return _distinct(names, "--topologies")
 
 
 def parse_methods(text: str) -> tuple[str, ...]:
@@ -578,9 +588,14 @@ class SweepStatus:
     """What the progress bar shows."""
 
     total: int
+    """Trials planned (``done``, ``running``, ``failed`` count trials too)."""
     done: int = 0
     running: int = 0
     failed: int = 0
+    fixed_total: int = 0
+    """Fixed topologies planned; each is a task of its own."""
+    fixed_done: int = 0
+    """Fixed topologies played (or failed)."""
 
 
 class _LiveStatus:
@@ -622,14 +637,14 @@ def run_sweep(
     report: Callable[[str], None] | None = None,
     trial_task: Any = None,
     baseline_config: BaselineTrainConfig | None = None,
+    note: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run the sweep on Ray; log every run from here; return the result (also written to
     ``out/sweep.json``). ``report`` gets one line per failed trial; ``trial_task`` is the
     remote function that trains a trial (default :data:`train_trial_task`);
-    ``baseline_config`` is the budget of the learned-topology methods' trials."""
+    ``baseline_config`` is the budget of the learned-topology methods' trials; ``note``
+    gets one line per finished trial or topology (and the local model's server)."""
     baseline_config = baseline_config or BaselineTrainConfig()
-    import json
-
     from core.store import open_store
 
     opts.validate()
@@ -639,6 +654,49 @@ def run_sweep(
         check_reachable(sweep.ray_address)  # before anything is created
     if log:
         open_store(db)  # a bad --db is one sentence before any work
+    with shared_local_server(opts, sweep) as server:  # a bad model file: before Ray starts
+        if server is not None and note is not None:
+            note(
+                f"local model {server.model.name} on {server.url} (pid {server.pid}): one "
+                "server for the whole sweep, one task at a time"
+            )
+        return _run(opts, sweep, train_config, db, log, progress, report, trial_task,
+                    baseline_config, note, server)  # fmt: skip
+
+
+@contextmanager
+def shared_local_server(opts: TeamOptions, sweep: SweepConfig) -> Iterator[LocalServer | None]:
+    """The llama.cpp server of a ``--backend local`` sweep on this machine's Ray: started
+    here, handed to every task (:meth:`LocalServer.attach_env`), stopped when the sweep
+    ends. One server, not one per Ray worker: it decodes one completion at a time, so a
+    second server on the same cores only halves each one's speed, loads the model twice
+    and thrashes each one's prompt cache. None for other back-ends, and on a cluster
+    (``--ray-address``: 127.0.0.1 here is not reachable there), where each worker starts
+    its own and keeps it for its later tasks."""
+    if opts.backend != "local" or sweep.ray_address is not None:
+        yield None
+        return
+    from core.backends.local_server import serving
+    from core.backends.registry import local_server_config
+
+    with serving(local_server_config(opts)) as server:
+        yield server
+
+
+def _run(
+    opts: TeamOptions,
+    sweep: SweepConfig,
+    train_config: TrainConfig,
+    db: str | None,
+    log: bool,
+    progress: Callable[[SweepStatus], None] | None,
+    report: Callable[[str], None] | None,
+    trial_task: Any,
+    baseline_config: BaselineTrainConfig,
+    note: Callable[[str], None] | None,
+    server: LocalServer | None,
+) -> dict[str, Any]:
+    """:func:`run_sweep` once its inputs are checked (and its local server runs)."""
     check_output_dir(sweep.out, "--out")
     sweep_id = new_sweep_id()
     specs = [
@@ -675,7 +733,10 @@ def run_sweep(
         if progress is not None:
             progress(status)
 
-    driver = _Driver(specs, sweep, db, log, fixed_team, publish, report or (lambda line: None))
+    driver = _Driver(
+        specs, sweep, db, log, fixed_team, publish, report or (lambda line: None),
+        note or (lambda line: None), server,
+    )  # fmt: skip
     try:
         with ray_session(sweep.ray_address), interrupt_requests() as stop:
             driver.run(trial_task or train_trial_task, stop)
@@ -720,7 +781,9 @@ def run_sweep(
 
 
 class _Driver:
-    """Submits the trials (at most ``max_parallel`` at once) and the fixed evaluation,
+    """Submits the trials and the fixed topologies, a task each (the topologies first: they
+    are quick, and each is a point of the front), at most ``max_parallel`` trials at once
+    (with a shared local server: at most ``max_parallel`` tasks of any kind, default 1),
     and logs each as it finishes: the only writer of the store."""
 
     def __init__(
@@ -732,61 +795,94 @@ class _Driver:
         fixed_team: TeamOptions,
         progress: Callable[[SweepStatus], None] | None,
         report: Callable[[str], None],
+        note: Callable[[str], None],
+        server: LocalServer | None,
     ):
         self.specs, self.sweep, self.db, self.log = specs, sweep, db, log
         self.fixed_team, self.progress, self.report = fixed_team, progress, report
+        self.note, self.server = note, server
         self.trials: list[dict[str, Any]] = []
         self.fixed: list[dict[str, Any]] = []
         self.failed: list[dict[str, Any]] = []
         self.cancelled: list[dict[str, Any]] = []
-        self.status = SweepStatus(total=len(specs))
+        self.status = SweepStatus(total=len(specs), fixed_total=len(sweep.topologies))
 
     def run(self, trial_task: Any, stop: threading.Event) -> None:
-        sweep = self.sweep
-        limit = sweep.max_parallel or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        queue = deque(self.specs)
-        running: dict[Any, TrialSpec | None] = {}  # None: the fixed topologies' task
-        fixed_ref = evaluate_fixed_task.remote(
-            self.fixed_team, sweep.topologies, sweep.eval_episodes, sweep.eval_seed
-        )
-        running[fixed_ref] = None
+        sweep, server = self.sweep, self.server
+        if server is None:
+            limit = sweep.max_parallel or max(1, int(ray.cluster_resources().get("CPU", 1)))
+            # The topologies' tasks run beside the trials, as one task did before.
+            limit_all = limit + len(sweep.topologies)
+        else:
+            limit = limit_all = sweep.max_parallel or 1
+        options = {"runtime_env": {"env_vars": server.attach_env()}} if server else {}
+        queue: deque[TrialSpec | str] = deque([*sweep.topologies, *self.specs])
+        running: dict[Any, tuple[TrialSpec | str, float]] = {}  # str: a fixed topology
         status = self.status
+        gone = None
         while (queue or running) and not stop.is_set():
-            while queue and sum(s is not None for s in running.values()) < limit:
-                spec = queue.popleft()
-                running[trial_task.remote(spec)] = spec
-            status.running = sum(s is not None for s in running.values())
+            while queue and len(running) < limit_all:
+                if isinstance(queue[0], TrialSpec) and status.running >= limit:
+                    break
+                part = queue.popleft()
+                if isinstance(part, str):
+                    ref = evaluate_fixed_task.options(**options).remote(
+                        self.fixed_team, (part,), sweep.eval_episodes, sweep.eval_seed
+                    )
+                else:
+                    ref = trial_task.options(**options).remote(part)
+                running[ref] = (part, time.monotonic())
+                status.running = sum(isinstance(p, TrialSpec) for p, _ in running.values())
             if self.progress:
                 self.progress(status)
             ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
             for ref in ready:
-                self._finish(running.pop(ref), ref, status)
-        if stop.is_set():
-            for ref, spec in running.items():
+                part, started = running.pop(ref)
+                self._finish(part, ref, status, time.monotonic() - started)
+            status.running = sum(isinstance(p, TrialSpec) for p, _ in running.values())
+            gone = server.gone() if server is not None else None
+            if gone:
+                break
+        if stop.is_set() or gone:
+            for ref, (part, _) in running.items():
                 ray.cancel(ref, force=True)
-                if spec is not None:
-                    self.cancelled.append(_trial_id(spec))
-            self.cancelled += [_trial_id(s) for s in queue]
+                if isinstance(part, TrialSpec):
+                    self.cancelled.append(_trial_id(part))
+            self.cancelled += [_trial_id(s) for s in queue if isinstance(s, TrialSpec)]
         status.running = 0
         if self.progress:
             self.progress(status)
+        if gone:
+            from core.backends.local_server import LocalServerGone
 
-    def _finish(self, spec: TrialSpec | None, ref: Any, status: SweepStatus) -> None:
-        what = spec.label if spec else "the fixed topologies"
+            raise LocalServerGone(f"{gone}; the parts that finished are logged.")
+
+    def _finish(self, part: TrialSpec | str, ref: Any, status: SweepStatus, seconds: float) -> None:
+        what = part.label if isinstance(part, TrialSpec) else f"fixed topology {part}"
         try:
             result = ray.get(ref)
         except RayError as exc:
-            if spec is not None:
+            if isinstance(part, TrialSpec):
                 status.failed += 1
-            trial = _trial_id(spec) if spec else {"token_weight": None, "seed": None}
+                trial = _trial_id(part)
+            else:
+                status.fixed_done += 1
+                trial = {"token_weight": None, "seed": None, "policy": part}
             self.failed.append({**trial, "error": _one_line(exc)})
             self.report(f"{what} failed: {_one_line(exc)}")
             return
-        if spec is None:
+        if isinstance(part, str):
             self._log_fixed(result)
-            return
-        self.trials.append(self._log_trial(spec, result))
-        status.done += 1
+            status.fixed_done += 1
+            point = self.fixed[-1]
+        else:
+            point = self._log_trial(part, result)
+            self.trials.append(point)
+            status.done += 1
+        self.note(
+            f"{what}: accuracy {point['accuracy']:.3f}, {point['mean_tokens']:,.0f} tokens an "
+            f"episode on {point['n']} held-out tasks ({seconds:,.0f} s)"
+        )
 
     def _log_trial(self, spec: TrialSpec, result: TrialResult) -> dict[str, Any]:
         from core.store.writer import RunLogger
