@@ -1272,7 +1272,11 @@ class SweepBar(ProgressBar):
         if not self.started:
             self.bar.__enter__()
             self.started = True
-        info = f"{status.running} running" + (f", {status.failed} failed" if status.failed else "")
+        info = f"{status.running} trials running"
+        if status.fixed_running:
+            info += f", {status.fixed_running} topologies"
+        if status.failed:
+            info += f", {status.failed} failed"
         done = status.done + status.failed + status.fixed_done
         self.bar.update(self.task, completed=done, info=info)
 

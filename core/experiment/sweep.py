@@ -596,6 +596,7 @@ class SweepStatus:
     """Fixed topologies planned; each is a task of its own."""
     fixed_done: int = 0
     """Fixed topologies played (or failed)."""
+    fixed_running: int = 0
 
 
 class _LiveStatus:
@@ -832,14 +833,14 @@ class _Driver:
                 else:
                     ref = trial_task.options(**options).remote(part)
                 running[ref] = (part, time.monotonic())
-                status.running = sum(isinstance(p, TrialSpec) for p, _ in running.values())
+                self._count(running)
             if self.progress:
                 self.progress(status)
             ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
             for ref in ready:
                 part, started = running.pop(ref)
                 self._finish(part, ref, status, time.monotonic() - started)
-            status.running = sum(isinstance(p, TrialSpec) for p, _ in running.values())
+            self._count(running)
             gone = server.gone() if server is not None else None
             if gone:
                 break
@@ -849,13 +850,17 @@ class _Driver:
                 if isinstance(part, TrialSpec):
                     self.cancelled.append(_trial_id(part))
             self.cancelled += [_trial_id(s) for s in queue if isinstance(s, TrialSpec)]
-        status.running = 0
+        status.running = status.fixed_running = 0
         if self.progress:
             self.progress(status)
         if gone:
             from core.backends.local_server import LocalServerGone
 
             raise LocalServerGone(f"{gone}; the parts that finished are logged.")
+
+    def _count(self, running: dict[Any, tuple[TrialSpec | str, float]]) -> None:
+        trials = sum(isinstance(part, TrialSpec) for part, _ in running.values())
+        self.status.running, self.status.fixed_running = trials, len(running) - trials
 
     def _finish(self, part: TrialSpec | str, ref: Any, status: SweepStatus, seconds: float) -> None:
         what = part.label if isinstance(part, TrialSpec) else f"fixed topology {part}"
