@@ -2,8 +2,9 @@
 
 Each trial is a Ray task (:data:`train_trial_task`, one CPU) that trains with nothing
 logged, then plays the greedy policy on the sweep's ``K`` held-out tasks (eval seed
-``E``); the fixed topologies play the very same tasks in one more task
-(:data:`evaluate_fixed_task`). Trials never open the episode store and need no
+``E``); each fixed topology plays the very same tasks in a task of its own
+(:data:`evaluate_fixed_task`). With ``--backend local`` every task plays on one llama.cpp
+server the driver starts (:func:`shared_local_server`), one task at a time. Trials never open the episode store and need no
 filesystem shared with the driver: their episodes, metric rows and checkpoint come back
 as the task's return value (episodes in packed batches, :func:`pack_episodes`,
 the checkpoint as bytes). The driver (:func:`run_sweep`) is the store's only writer: it
@@ -104,7 +105,8 @@ class SweepConfig:
     """An existing Ray cluster (``HOST:PORT``, ``ray://HOST:PORT`` or ``auto``); None = start
     a local Ray with this machine's cores."""
     max_parallel: int | None = None
-    """Trials in flight at once; None = the cluster's CPUs."""
+    """Trials in flight at once; None = the cluster's CPUs. On a shared local server: tasks
+    of any kind in flight; None = 1 (it decodes one call at a time)."""
     topologies: tuple[str, ...] = tuple(FIXED_TOPOLOGIES)
     """Fixed topologies evaluated beside the trials."""
     methods: tuple[str, ...] = ("qmix",)
