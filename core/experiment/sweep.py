@@ -655,9 +655,15 @@ def run_sweep(
     train_config.validate()
     if sweep.ray_address is not None:
         check_reachable(sweep.ray_address)  # before anything is created
+    if opts.backend == "local":  # a bad model file or install: one sentence, nothing made
+        from core.backends.local_server import check_installed, resolve
+        from core.backends.registry import local_server_config
+
+        resolve(local_server_config(opts))
+        check_installed()
     if log:
         open_store(db)  # a bad --db is one sentence before any work
-    with shared_local_server(opts, sweep) as server:  # a bad model file: before Ray starts
+    with shared_local_server(opts, sweep) as server:
         if server is not None and note is not None:
             note(
                 f"local model {server.model.name} on {server.url} (pid {server.pid}): one "

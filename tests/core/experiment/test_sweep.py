@@ -387,6 +387,12 @@ def _closed_port() -> int:
             ["--token-weights", "0.1", "--seeds", "0", "--ray-address", "no-port"],
             "--ray-address must be HOST:PORT",
         ),
+        (["--token-weights", "0", "--seeds", "0", "--topologies", "star,tree"], "not 'tree'"),
+        (
+            ["--token-weights", "0", "--seeds", "0", "--backend", "local"]
+            + ["--model-file", "/nonexistent/model.gguf"],
+            "--model-file /nonexistent/model.gguf does not exist",
+        ),
     ],
 )
 def test_bad_input_is_one_sentence_and_exit_2(
