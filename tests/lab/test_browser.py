@@ -430,6 +430,7 @@ def test_hostile_links_readable_charts_and_an_exported_episode(lab, browser, tmp
     offline.close()
 
     # 4. Picked in the sidebar, SVG is what a chart's camera then saves: vector graphics.
+    page.set_viewport_size({"width": 1280, "height": 800})  # the sidebar shown
     page.goto(f"{url}/compare")
     wait_idle(page)
     page.get_by_role("button", name="SVG", exact=True).click()

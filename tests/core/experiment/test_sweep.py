@@ -304,9 +304,14 @@ def test_a_killed_driver_takes_its_ray_processes_and_folder_with_it(
     deadline = time.monotonic() + 300
     try:
         made: set[Path] = set()
-        # Killed once Ray's workers run a trial.
+        # Killed once Ray's workers run a trial. The sweep's Ray folder is the new one whose
+        # processes the driver started (another test or user may run a Ray of their own).
         while proc.poll() is None and time.monotonic() < deadline:
-            made = set(Path("/tmp").glob("aqmix-ray-*")) - before
+            made = {
+                d
+                for d in set(Path("/tmp").glob("aqmix-ray-*")) - before
+                if any(_stat(p)[1:2] == [str(proc.pid)] for p in ray_processes(str(d)))
+            }
             if made and any("ray::" in _cmdline(p) for d in made for p in ray_processes(str(d))):
                 break
             time.sleep(0.1)
