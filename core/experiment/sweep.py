@@ -673,7 +673,6 @@ def run_sweep(
         )
     if log:
         open_store(db)  # a bad --db is one sentence before any work
-    check_output_dir(sweep.out, "--out")
     sweep_id = sweep.resume or new_sweep_id()
     specs = [
         TrialSpec(
@@ -700,7 +699,11 @@ def run_sweep(
     if sweep.resume is not None:
         from core.experiment.sweep_resume import read_stored_sweep
 
-        stored = read_stored_sweep(db, specs, sweep, fixed_team)
+        # A sweep stopped before it stored anything is known by its live file or sweep.json.
+        started = (sweep_status_dir(db) / f"{sweep_id}.json").exists()
+        started |= held_sweep_id(sweep.out / "sweep.json") == sweep_id
+        stored = read_stored_sweep(db, specs, sweep, fixed_team, started)
+    check_output_dir(sweep.out, "--out")  # once the flags are known to be good
     live = None
     if log:
         path = sweep_status_dir(db) / f"{sweep_id}.json"

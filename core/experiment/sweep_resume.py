@@ -45,13 +45,18 @@ COMPARED = ("team", "train", "method")
 
 
 def read_stored_sweep(
-    db: str | None, specs: list[TrialSpec], sweep: SweepConfig, fixed_team: TeamOptions
+    db: str | None,
+    specs: list[TrialSpec],
+    sweep: SweepConfig,
+    fixed_team: TeamOptions,
+    started: bool = False,
 ) -> StoredSweep:
     """Sort the stored runs of sweep ``sweep.resume`` into done points (their rows), stale
-    runs and what is left to run; a UserError when it is unknown or the flags conflict."""
+    runs and what is left to run; a UserError when it is unknown (no run stored, and not
+    ``started``: known to have begun without storing any) or the flags conflict."""
     sweep_id = str(sweep.resume)
     runs = sweep_runs(db, sweep_id)
-    if not runs:
+    if not runs and not started:
         raise UserError(f"{resolve_db(db)} holds no run of sweep {sweep_id!r}.")
     by_point: dict[PointKey, list[RunInfo]] = defaultdict(list)
     for run in runs:

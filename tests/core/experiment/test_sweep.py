@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -24,10 +25,11 @@ import ray
 from benchmarks.learning import from_sweep
 from core.cli import main
 from core.errors import UserError
-from core.experiment.evaluate import learned_policy, run_policy
+from core.experiment.evaluate import learned_policy, log_run, run_policy
 from core.experiment.sweep import (
     SweepConfig,
     SweepStatus,
+    fixed_key,
     pareto_front,
     run_sweep,
     train_trial,
@@ -39,7 +41,7 @@ from core.store.commands import delete_run
 from core.store.engine import sweep_status_dir
 from core.team.options import TeamOptions, options_from_dict
 from core.team.summary import summarize_records
-from core.team.topologies import FIXED_TOPOLOGIES
+from core.team.topologies import FIXED_TOPOLOGIES, make_policy
 
 EPISODES, EVAL = 64, 8
 TINY = ["--episodes", str(EPISODES), "--eval-episodes", str(EVAL), "--hidden", "16"]
@@ -451,6 +453,60 @@ def test_bad_input_is_one_sentence_and_exit_2(
     assert code == 2
     assert err.startswith("error: ") and says in err and "\n" not in err and err.endswith(".")
     assert not db.exists() and not out.exists() and not ray.is_initialized()
+
+
+@pytest.fixture(scope="module")
+def stored_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store holding two sweeps' runs as the driver logs them, played without Ray:
+    ``sweep-a`` evaluated the fixed topology ``single``; ``sweep-b`` holds a trial's
+    eval run at token weight 0.5."""
+    db = tmp_path_factory.mktemp("stored") / "s.duckdb"
+    team = TeamOptions(benchmark="math", token_weight=0.1)
+    played = run_policy(team, make_policy("single"), EVAL, 0)
+    log_run(str(db), "eval", team, "single", 0, played, {"sweep": fixed_key("sweep-a", "single")})
+    key = {"id": "sweep-b", "token_weight": 0.5, "seed": 0, "method": "qmix", "knob": {}}
+    log_run(str(db), "eval", replace(team, token_weight=0.5), "qmix", 0, played, {"sweep": key})
+    return db
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--resume", "sweep-a", "--no-log"], "--resume reads what the sweep stored, so it"),
+        (["--resume", "sweep-nope"], "holds no run of sweep 'sweep-nope'."),
+        (
+            ["--resume", "sweep-a", "--benchmark", "code"],
+            "sweep sweep-a was run with team.benchmark = 'math', but these flags give 'code';",
+        ),
+        (["--resume", "sweep-a", "--eval-episodes", "3"], "held out 8 tasks, not --eval-"),
+        (
+            ["--resume", "sweep-b"],
+            "sweep sweep-b holds a trial (qmix, token weight 0.5, seed 0) that these flags",
+        ),
+        (["--resume", "sweep-a", "--db", "missing.duckdb"], "No episode store at "),
+        (["--resume", "sweep-a", "--out", "other"], "holds the sweep.json of sweep-other, not"),
+        ([], "already holds sweep sweep-other (sweep.json); continue it with --resume sweep-o"),
+    ],
+)
+def test_bad_resume_is_one_sentence_and_exit_2(
+    flags: list[str],
+    says: str,
+    stored_sweeps: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "sweep.json").write_text(json.dumps({"sweep_id": "sweep-other"}))
+    before = rows(stored_sweeps, "SELECT id, status FROM runs ORDER BY id")
+    where = ["--token-weights", "0.1", "--seeds", "0", "--out", "out" if flags else "other"]
+    code = main(["sweep", *TINY, *where, "--db", str(stored_sweeps), *flags])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert err.startswith("error: ") and says in err and "\n" not in err and err.endswith(".")
+    assert rows(stored_sweeps, "SELECT id, status FROM runs ORDER BY id") == before
+    assert not (tmp_path / "out").exists() and not ray.is_initialized()
 
 
 def test_wilson_interval_and_front_by_hand() -> None:
