@@ -728,9 +728,11 @@ def run_sweep(
         sweep_id, sweep, db, log, fixed_team, publish, report or (lambda line: None), stored,
         total=len(specs),
     )  # fmt: skip
+    stop = threading.Event()
     try:
-        with ray_session(sweep.ray_address), interrupt_requests() as stop:
-            driver.run(trial_task or train_trial_task, stop)
+        if stored.missing or stored.missing_topologies:  # a finished sweep resumed needs no Ray
+            with ray_session(sweep.ray_address), interrupt_requests() as stop:
+                driver.run(trial_task or train_trial_task, stop)
     except BaseException as exc:
         if live is not None:
             live.write(driver.status, "failed", _one_line(exc))

@@ -173,6 +173,52 @@ def test_sweep_on_a_local_ray(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert row["mean_reward"] == pytest.approx(rescored["mean_reward"], abs=1e-4)
     with pytest.raises(UserError, match="trials at"):
         from_sweep(db, None, 0.5)
+    check_resume(result, db, out, args, capsys)
+
+
+def check_resume(
+    first: dict, db: Path, out: Path, args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The sweep's driver died after logging the (1.0, seed 1) trial's train run but before
+    its eval run, and before the fixed topology ``chain`` was stored. Resumed, it runs just
+    those: each trial and topology ends up stored exactly once, the finished ones untouched,
+    and sweep.json is every point's; resumed again, nothing runs (not even Ray)."""
+    sweep_id = first["sweep_id"]
+    cut = next(t for t in first["trials"] if (t["token_weight"], t["seed"]) == (1.0, 1))
+    delete_run(cut["eval_run_id"], db)
+    delete_run(next(f for f in first["fixed"] if f["policy"] == "chain")["eval_run_id"], db)
+    where = [*args, "--out", str(out), "--db", str(db), "--resume", sweep_id]
+
+    code = main(["sweep", *TINY, *where, "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-3000:]
+    assert (
+        "resuming: skipping 3 of 4 trials and 6 of 7 fixed topologies (stored); "
+        "running 1 trial and 1 fixed topology." in captured.err
+    )
+    assert "qmix, token weight 1, seed 1 did not finish storing" in captured.err
+    result = json.loads(captured.out)
+    assert result["sweep_id"] == sweep_id and result["skipped"] == {"trials": 3, "fixed": 6}
+    check_sweep(result, db, out, [0.1, 1.0], [0, 1])  # one train and one eval run per trial
+    assert rows(db, "SELECT count(*) FROM runs WHERE id = ?", cut["train_run_id"]) == [(0,)]
+
+    # What was stored is read back as the first run wrote it.
+    def others(trials: list[dict]) -> list[dict]:
+        return [t for t in trials if (t["token_weight"], t["seed"]) != (1.0, 1)]
+
+    assert others(result["trials"]) == others(first["trials"])
+    assert [f for f in result["fixed"] if f["policy"] != "chain"] == [
+        f for f in first["fixed"] if f["policy"] != "chain"
+    ]
+    live = json.loads((sweep_status_dir(db) / f"{sweep_id}.json").read_text())
+    assert (live["state"], live["resumed"], live["skipped"]) == ("finished", True, 3)
+    assert (live["done"], live["total"]) == (4, 4) and live["started_at"] < live["resumed_at"]
+
+    # Nothing left: a rerun stores nothing and gives the same result.
+    rerun = sweep_json(capsys, *where)
+    assert rerun["skipped"] == {"trials": 4, "fixed": 7}
+    assert {**rerun, "skipped": None} == {**result, "skipped": None}
+    assert rows(db, "SELECT count(*) FROM runs") == [(2 * 4 + len(FIXED_TOPOLOGIES),)]
 
 
 def test_sweep_on_a_two_node_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -191,59 +237,6 @@ def test_sweep_on_a_two_node_cluster(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert not ray.is_initialized()  # the driver left the cluster
     finally:
         cluster.shutdown()
-
-
-def test_resume_runs_only_what_is_not_stored(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """A sweep whose driver died after logging a trial's train run but before its eval run,
-    and before one fixed topology's run, resumed with one more token weight: each trial and
-    topology ends up stored exactly once, the finished ones untouched, and sweep.json is
-    every point's; a second resumption has nothing left to run."""
-    db, out = tmp_path / "r.duckdb", tmp_path / "out"
-    where = ["--seeds", "0", "--out", str(out), "--db", str(db)]
-    # One Ray for the three sweeps (each reuses a Ray the caller started).
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    try:
-        first = sweep_json(capsys, "--token-weights", "0.1,1.0", *where)
-        sweep_id = first["sweep_id"]
-        done, cut = first["trials"]  # weights 0.1 and 1.0
-        fixed = {f["policy"]: f for f in first["fixed"]}
-        delete_run(cut["eval_run_id"], db)
-        delete_run(fixed["chain"]["eval_run_id"], db)
-
-        code = main(["sweep", *TINY, "--token-weights", "0.1,1.0,0.3", *where]
-                    + ["--resume", sweep_id, "--json"])  # fmt: skip
-        captured = capsys.readouterr()
-        assert code == 0, captured.err[-3000:]
-        assert (
-            "resuming: skipping 1 of 3 trials and 6 of 7 fixed topologies (stored); "
-            "running 2 trials and 1 fixed topology." in captured.err
-        )
-        assert "qmix, token weight 1, seed 0 did not finish storing" in captured.err
-        result = json.loads(captured.out)
-        assert result["sweep_id"] == sweep_id and result["skipped"] == {"trials": 1, "fixed": 6}
-        # Exactly one train and one eval run per trial, one eval run per topology.
-        check_sweep(result, db, out, [0.1, 1.0, 0.3], [0])
-        assert rows(db, "SELECT count(*) FROM runs WHERE id = ?", cut["train_run_id"]) == [(0,)]
-        again = {t["token_weight"]: t for t in result["trials"]}
-        assert again[0.1] == done  # read back from the store, as the first run wrote it
-        for f in result["fixed"]:
-            if f["policy"] != "chain":
-                before = fixed[f["policy"]]
-                assert {**f, "rewards": None} == {**before, "rewards": None}
-                assert f["rewards"][:2] == before["rewards"]
-        live = json.loads((sweep_status_dir(db) / f"{sweep_id}.json").read_text())
-        assert (live["state"], live["resumed"], live["skipped"]) == ("finished", True, 1)
-        assert (live["done"], live["total"], live["started_at"]) == (3, 3, live["started_at"])
-
-        # Nothing left: a rerun stores nothing and gives the same result.
-        rerun = sweep_json(capsys, "--token-weights", "0.1,1.0,0.3", *where, "--resume", sweep_id)
-        assert rerun["skipped"] == {"trials": 3, "fixed": 7}
-        assert {**rerun, "skipped": None} == {**result, "skipped": None}
-        assert rows(db, "SELECT count(*) FROM runs") == [(2 * 3 + len(FIXED_TOPOLOGIES),)]
-    finally:
-        ray.shutdown()
 
 
 def _live(tmp_path: Path) -> dict:
