@@ -1184,6 +1184,13 @@ def sweep(
     ] = None,
     db: Db = None,
     no_log: NoLog = False,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            help="Continue sweep SWEEP_ID (give its flags again): run only the trials and "
+            "fixed topologies it has not stored."
+        ),
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """The token/accuracy front: train one policy per (method, knob, token weight, seed) on
@@ -1209,6 +1216,7 @@ def sweep(
         max_parallel=max_parallel,
         methods=parse_methods(methods),
         knobs=parse_knobs(knob or []),
+        resume=resume,
     )
     budget = {"episodes": episodes} if episodes is not None else {}
     widths = {f"agent.{k}": hidden for k in ("gnn_hidden", "gru_hidden", "q_hidden")}
@@ -1224,6 +1232,7 @@ def sweep(
         result = run_sweep(
             opts, config, train_config, db=db, log=not no_log, progress=bar,
             report=bar.report, baseline_config=baseline_config,
+            notice=lambda line: console.print(line, highlight=False, soft_wrap=True),
         )  # fmt: skip
     if as_json:
         emit_json(result)
