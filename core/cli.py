@@ -1557,6 +1557,7 @@ BENCHMARKS: dict[str, str] = {
     "learning": "learned policy vs every fixed topology on held-out episodes, paired SEs",
     "rollouts": "rollout episodes/s of the learned policy on the simulator, per lockstep width",
     "scaling": "learner updates/s and rollout episodes/s against agents N and rounds T, memory",
+    "games": "the classic-games suite's claims on several seeds (docs/games.md)",
     "time-to-quality": "wall seconds until default training reaches held-out reward thresholds",
     "real": "local model: seconds per episode by topology, tokens/s, runtime overhead",
     "baselines": "learned-topology methods vs Agent Q-Mix and fixed topologies: paired SEs, graphs",
