@@ -1506,12 +1506,19 @@ def lab(
 
 
 def check_lab_database(path: Path) -> None:
-    """UserError unless ``path`` is a readable DuckDB file or a new file in an existing folder."""
+    """UserError unless ``path`` is a readable DuckDB file or a new file in a folder this user
+    can write. A store this user can read but not write opens read-only (said in one line)."""
     import duckdb
 
-    from core.store.engine import attached, check_file
+    from core.store.engine import attached, check_file, write_problem
 
+    problem = write_problem(path)
     if not check_file(path):
+        if problem is not None:
+            raise UserError(
+                f"cannot create database {path}: {problem}; pass --db a path in a folder you "
+                "can write."
+            )
         return
     try:
         with attached(path, write=False, timeout=5.0) as cur:
@@ -1519,6 +1526,12 @@ def check_lab_database(path: Path) -> None:
     except duckdb.Error as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"{path} is not a readable DuckDB database ({first}).") from err
+    if problem is not None:
+        console.print(
+            f"opening {path} read-only ({problem}): replay and compare work; training, forks "
+            "and deleting runs are off.",
+            soft_wrap=True, markup=False, highlight=False,
+        )  # fmt: skip
 
 
 def check_port_free(port: int) -> None:

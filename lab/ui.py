@@ -50,6 +50,21 @@ def friendly() -> Iterator[None]:
         st.stop()
 
 
+def read_only_notice(db: str, what: str) -> bool:
+    """If the lab cannot write ``db``, say that ``what`` (this page's writing part) is off
+    and what still works; True then (the page hides or disables that part)."""
+    reason = data.read_only(db)
+    if reason is None:
+        return False
+    st.info(
+        f"This database is open read-only ({reason}): {what} needs a database this lab can "
+        "write. Replay, Compare, Run diff and CTDE work; to write, copy the file somewhere "
+        "you can write and start `agentqmix lab --db COPY`.",
+        icon=":material/lock:",
+    )
+    return True
+
+
 def chart(
     fig: go.Figure | None,
     key: str,
@@ -274,6 +289,8 @@ def ensure_demo(db: str) -> None:
     if guard["checked"] or not demo_enabled():
         return
     guard["checked"] = True
+    if data.read_only(db) is not None:
+        return  # the demo writes runs: a read-only store shows what it holds
     status = data.demo_status(db)
     if status is not None and (status.live or status.cancelled):
         return  # running, or the user stopped it: never start it behind their back
@@ -333,7 +350,7 @@ def sidebar_status(db: str) -> None:
                 )
 
     with st.sidebar:
-        st.caption(f"Database: `{db}`")
+        st.caption(f"Database: `{db}`" + (" (read-only)" if data.read_only(db) else ""))
         status()
         st.segmented_control(
             "Charts save as", list(CHART_FORMATS), default="PNG", key="chart_format",
