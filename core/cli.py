@@ -1193,6 +1193,13 @@ def sweep(
     ] = None,
     db: Db = None,
     no_log: NoLog = False,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            help="Continue sweep SWEEP_ID (give its flags again): run only the trials and "
+            "fixed topologies it has not stored."
+        ),
+    ] = None,
     as_json: Json = False,
 ) -> None:
     """The token/accuracy front: train one policy per (method, knob, token weight, seed) on
@@ -1220,6 +1227,7 @@ def sweep(
         topologies=parse_topologies(topologies),
         methods=parse_methods(methods),
         knobs=parse_knobs(knob or []),
+        resume=resume,
     )
     budget = {"episodes": episodes} if episodes is not None else {}
     widths = {f"agent.{k}": hidden for k in ("gnn_hidden", "gru_hidden", "q_hidden")}
@@ -1234,7 +1242,7 @@ def sweep(
     with SweepBar(trials + len(config.topologies)) as bar:
         result = run_sweep(
             opts, config, train_config, db=db, log=not no_log, progress=bar,
-            report=bar.report, baseline_config=baseline_config, note=bar.note,
+            report=bar.report, baseline_config=baseline_config, notice=bar.note,
         )  # fmt: skip
     if as_json:
         emit_json(result)
@@ -1518,12 +1526,19 @@ def lab(
 
 
 def check_lab_database(path: Path) -> None:
-    """UserError unless ``path`` is a readable DuckDB file or a new file in an existing folder."""
+    """UserError unless ``path`` is a readable DuckDB file or a new file in a folder this user
+    can write. A store this user can read but not write opens read-only (said in one line)."""
     import duckdb
 
-    from core.store.engine import attached, check_file
+    from core.store.engine import attached, check_file, write_problem
 
+    problem = write_problem(path)
     if not check_file(path):
+        if problem is not None:
+            raise UserError(
+                f"cannot create database {path}: {problem}; pass --db a path in a folder you "
+                "can write."
+            )
         return
     try:
         with attached(path, write=False, timeout=5.0) as cur:
@@ -1531,6 +1546,12 @@ def check_lab_database(path: Path) -> None:
     except duckdb.Error as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(f"{path} is not a readable DuckDB database ({first}).") from err
+    if problem is not None:
+        console.print(
+            f"opening {path} read-only ({problem}): replay and compare work; training, forks "
+            "and deleting runs are off.",
+            soft_wrap=True, markup=False, highlight=False,
+        )  # fmt: skip
 
 
 def check_port_free(port: int) -> None:
@@ -1565,6 +1586,7 @@ BENCHMARKS: dict[str, str] = {
     "learning": "learned policy vs every fixed topology on held-out episodes, paired SEs",
     "rollouts": "rollout episodes/s of the learned policy on the simulator, per lockstep width",
     "scaling": "learner updates/s and rollout episodes/s against agents N and rounds T, memory",
+    "games": "the classic-games suite's claims on several seeds (docs/games.md)",
     "time-to-quality": "wall seconds until default training reaches held-out reward thresholds",
     "real": "local model: seconds per episode by topology, tokens/s, runtime overhead",
     "baselines": "learned-topology methods vs Agent Q-Mix and fixed topologies: paired SEs, graphs",

@@ -23,7 +23,7 @@ import streamlit as st
 from core.records import DECISION_AGENT, EpisodeRecord
 from core.store import queries as q
 from core.store.commands import export_run
-from core.store.engine import resolve_db, sweep_status_dir
+from core.store.engine import resolve_db, sweep_status_dir, write_problem
 from core.team.options import options_from_dict
 from lab import asked, figures, forks
 from lab import jobs as jobs_module
@@ -468,10 +468,21 @@ def clear() -> None:
         fn.clear()
 
 
+def read_only(db: str) -> str | None:
+    """Why this lab cannot write ``db`` (its file or folder is read-only for the user who
+    started it), else None. The lab then opens it read-only: Replay, Compare, Run diff and
+    CTDE work (they only read); what writes (training, forks, deleting a run, the demos)
+    says it cannot. Asked on every draw: a ``chmod`` shows at the next click."""
+    return write_problem(Path(db))
+
+
 @st.cache_resource
 def jobs(db: str) -> JobManager:
     """The job manager for ``db``: its registry folder is shared by every session and every
-    lab server on that database (see :class:`lab.jobs.JobManager`)."""
+    lab server on that database (see :class:`lab.jobs.JobManager`); read-only (lists the
+    registry, starts nothing) when the lab cannot write the database."""
+    if (reason := read_only(db)) is not None:
+        return JobManager(jobs_module.lab_folder(db) / "jobs", cwd=ROOT, read_only=reason)
     return JobManager(workdir(db) / "jobs", cwd=ROOT)
 
 

@@ -32,6 +32,7 @@ from lab.jobs import (
     TeamSpec,
     TrainParams,
     eval_command,
+    lab_folder,
     proc_start_time,
     process_alive,
     robustness_command,
@@ -198,8 +199,9 @@ class DemoStatus:
 
 
 def status_path(db: str | os.PathLike[str]) -> Path:
-    """Where the demo of ``db`` reports its progress."""
-    return workdir(db) / "demo.json"
+    """Where the demo of ``db`` reports its progress (its folder is made by the demo: a
+    reader, such as a lab on a read-only store, creates nothing)."""
+    return lab_folder(db) / "demo.json"
 
 
 def read_status(db: str | os.PathLike[str]) -> DemoStatus | None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from core.baselines.names import METHOD_NAMES
+from core.errors import UserError
 from core.team.failures import FAILURE_MODES
 from core.team.options import TeamOptions, options_from_dict
 from core.team.runtime import DEFAULT_ROLES
@@ -34,11 +35,16 @@ def cli_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "core.cli", *args]
 
 
-def workdir(db: str | os.PathLike[str]) -> Path:
-    """The lab's folder next to the database, ``<db name>.lab/``: checkpoints the lab
-    trains, the job registry and logs (``jobs/``), the demo's status and log."""
+def lab_folder(db: str | os.PathLike[str]) -> Path:
+    """The lab's folder next to the database, ``<db name>.lab/`` (not created)."""
     path = Path(db)
-    out = path.with_name(path.name + ".lab")
+    return path.with_name(path.name + ".lab")
+
+
+def workdir(db: str | os.PathLike[str]) -> Path:
+    """The lab's folder next to the database, ``<db name>.lab/``, created: checkpoints the
+    lab trains, the job registry and logs (``jobs/``), the demo's status and log."""
+    out = lab_folder(db)
     (out / "checkpoints").mkdir(parents=True, exist_ok=True)
     (out / "jobs").mkdir(parents=True, exist_ok=True)
     return out
@@ -450,9 +456,13 @@ class JobManager:
     uses the same folder, so any browser session sees and can stop any job.
     """
 
-    def __init__(self, folder: Path, cwd: Path | None = None):
+    def __init__(self, folder: Path, cwd: Path | None = None, read_only: str | None = None):
         self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
+        """Why this lab may not write the database (:func:`core.store.engine.write_problem`):
+        the registry is then only read (what its owner's jobs did), and no job starts."""
+        if read_only is None:
+            self.folder.mkdir(parents=True, exist_ok=True)
         self.cwd = cwd
         self._ids = itertools.count(1)
         self._owned: dict[str, Job] = {}
@@ -469,6 +479,8 @@ class JobManager:
 
         A ``--backend local`` command uses the lab session's local model server (started
         here on first use, gone with the lab) instead of starting its own."""
+        if self.read_only is not None:
+            raise UserError(f"this lab opened the database read-only ({self.read_only}).")
         env = {**local_server_env(argv), **(env or {})}
         with self._lock:
             job_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(self._ids)}"

@@ -151,6 +151,8 @@ def database_is_empty(db: Path) -> bool:
 
 def serve(config: LaunchConfig) -> int:
     """Run the lab until a stop signal or until Streamlit exits; returns the exit code."""
+    from core.store.engine import write_problem
+
     config.validate()
     url = f"http://127.0.0.1:{config.port}"
     env = {**os.environ, "AGENTQMIX_DB": str(config.db)}
@@ -162,7 +164,9 @@ def serve(config: LaunchConfig) -> int:
     try:
         previous = DemoStatus.read(status_path(config.db))
         cancelled = previous is not None and previous.cancelled
-        if demo_enabled() and not cancelled and database_is_empty(config.db):
+        # The demo writes runs: a store this user cannot write is shown as it is.
+        writable = write_problem(config.db) is None
+        if demo_enabled() and not cancelled and writable and database_is_empty(config.db):
             procs.append(spawn_demo(config.db, new_session=True))
             reporter = _DemoReporter(config.db)
             _say(f"first start: building a demo in {config.db} (progress below and in the lab)")

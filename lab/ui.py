@@ -23,6 +23,15 @@ PLOTLY_CONFIG = {
     # The toolbar's camera saves the chart as it is shown, at twice the pixels (slides).
     "toImageButtonOptions": {"format": "png", "scale": 2},
 }
+CHART_FORMATS = {"PNG": "png", "SVG": "svg"}
+"""What the toolbar's camera saves, chosen in the sidebar (``chart_format``): a picture for
+slides, or vector graphics for a paper."""
+
+
+def plotly_config() -> dict[str, Any]:
+    """:data:`PLOTLY_CONFIG` with the camera saving in the format picked in the sidebar."""
+    fmt = CHART_FORMATS.get(st.session_state.get("chart_format") or "PNG", "png")
+    return {**PLOTLY_CONFIG, "toImageButtonOptions": {"format": fmt, "scale": 2}}
 
 
 @contextmanager
@@ -41,6 +50,21 @@ def friendly() -> Iterator[None]:
         st.stop()
 
 
+def read_only_notice(db: str, what: str) -> bool:
+    """If the lab cannot write ``db``, say that ``what`` (this page's writing part) is off
+    and what still works; True then (the page hides or disables that part)."""
+    reason = data.read_only(db)
+    if reason is None:
+        return False
+    st.info(
+        f"This database is open read-only ({reason}): {what} needs a database this lab can "
+        "write. Replay, Compare, Run diff and CTDE work; to write, copy the file somewhere "
+        "you can write and start `agentqmix lab --db COPY`.",
+        icon=":material/lock:",
+    )
+    return True
+
+
 def chart(
     fig: go.Figure | None,
     key: str,
@@ -49,12 +73,13 @@ def chart(
 ) -> Any:
     """Render a Plotly figure at full width (or an info line when there is none) with a
     button under it that downloads the data behind it as CSV (the toolbar's camera saves the
-    picture); with ``on_select``, returns the chart's selection state."""
+    picture, PNG or SVG as picked in the sidebar); with ``on_select``, returns the chart's
+    selection state."""
     if fig is None:
         st.info(empty)
         return None
     extra = {} if on_select == "ignore" else dict(on_select=on_select, selection_mode="points")
-    state = st.plotly_chart(fig, width="stretch", config=PLOTLY_CONFIG, key=key, **extra)
+    state = st.plotly_chart(fig, width="stretch", config=plotly_config(), key=key, **extra)
     st.download_button(
         "Data (CSV)",
         figures.figure_table(fig).to_csv(index=False),
@@ -264,6 +289,8 @@ def ensure_demo(db: str) -> None:
     if guard["checked"] or not demo_enabled():
         return
     guard["checked"] = True
+    if data.read_only(db) is not None:
+        return  # the demo writes runs: a read-only store shows what it holds
     status = data.demo_status(db)
     if status is not None and (status.live or status.cancelled):
         return  # running, or the user stopped it: never start it behind their back
@@ -323,5 +350,10 @@ def sidebar_status(db: str) -> None:
                 )
 
     with st.sidebar:
-        st.caption(f"Database: `{db}`")
+        st.caption(f"Database: `{db}`" + (" (read-only)" if data.read_only(db) else ""))
         status()
+        st.segmented_control(
+            "Charts save as", list(CHART_FORMATS), default="PNG", key="chart_format",
+            help="What the camera in each chart's toolbar downloads: PNG (slides) or SVG "
+            "(vector graphics, for a paper). Each chart's data: its Data (CSV) button.",
+        )  # fmt: skip

@@ -134,9 +134,11 @@ def _policy(choice: forks.PolicyChoice):
 
 choice = choices[policy_label]
 failures = [FailureSpec(int(a), mode, int(from_round) - 1) for a in sorted(agents)]
+read_only = ui.read_only_notice(db, "playing and logging a fork")
 if st.button(
-    "Run it now", type="primary", key="fail_run_now", disabled=not agents or len(agents) >= n_agents
-):
+    "Run it now", type="primary", key="fail_run_now",
+    disabled=read_only or not agents or len(agents) >= n_agents,
+):  # fmt: skip
     started = time.perf_counter()
     with st.status(f"Playing episode #{base_index} with and without the failures…") as status:
         if choice.kind == "checkpoint":
@@ -289,7 +291,7 @@ with st.form("fail_measure_form", border=True):
         "Up to k failed", 0, max(n_agents - 1, 0), min(2, n_agents - 1), key="fail_robust_k"
     )
     r_mode = m4.selectbox("How", FAILURE_MODES, key="fail_robust_mode")
-    go = st.form_submit_button("Measure robustness now", key="fail_measure")
+    go = st.form_submit_button("Measure robustness now", key="fail_measure", disabled=read_only)
 if go:
     started = time.perf_counter()
     with st.status("Measuring robustness…") as status:

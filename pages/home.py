@@ -35,7 +35,10 @@ if demo is not None and demo.live:
     demo_progress()
 elif demo is not None and demo.cancelled:
     st.info("The demo was cancelled; what it logged before stays.", icon=":material/cancel:")
-    if st.button("Start the demo again", key="home_demo_restart", icon=":material/replay:"):
+    writable = data.read_only(db) is None
+    if writable and st.button(
+        "Start the demo again", key="home_demo_restart", icon=":material/replay:"
+    ):
         ui.restart_demo(db)
         st.rerun()
 elif demo is not None and (demo.state == "failed" or demo.lost):
@@ -54,7 +57,8 @@ st.caption(
 jobs = data.jobs(db)
 demo_jobs = jobs.jobs(real_demo.REAL_DEMO_KIND)
 latest_demo = demo_jobs[0] if demo_jobs else None
-if st.button(
+read_only = ui.read_only_notice(db, "playing real episodes")
+if not read_only and st.button(
     f"Run {real_demo.RealDemoConfig().episodes} real episodes on the local model",
     key="home_real_demo",
     disabled=latest_demo is not None and latest_demo.alive,

@@ -163,6 +163,7 @@ with e1, st.container(border=True):
     )  # fmt: skip
 with e2, st.container(border=True):
     st.markdown(f"**Delete** `{run_id}`")
+    read_only = ui.read_only_notice(db, "deleting a run")
     typed = st.text_input(
         f"Type the run id to confirm: {run_id}",
         key=f"runs_confirm_{run_id}",
@@ -171,6 +172,6 @@ with e2, st.container(border=True):
     )
     st.button(
         "Delete this run and all its episodes", key="runs_delete", type="primary",
-        disabled=typed.strip() != run_id, on_click=_delete, args=(run_id,),
+        disabled=read_only or typed.strip() != run_id, on_click=_delete, args=(run_id,),
         icon=":material/delete:",
     )  # fmt: skip

@@ -42,6 +42,7 @@ url = ui.UrlState("train")
 manager = data.jobs(db)
 
 # ---------------------------------------------------------------- start a run
+read_only = ui.read_only_notice(db, "starting or resuming a training run")
 with st.form("train_form", border=True):
     st.markdown(
         "**New training run** — runs as `agentqmix train` in the background; the app stays usable."
@@ -66,7 +67,7 @@ with st.form("train_form", border=True):
         help="Agent Q-Mix, or a learned topology from the field at its defaults "
         "(docs/baselines.md; `agentqmix train --method NAME --set KEY=VALUE` for its settings).",
     )  # fmt: skip
-    submitted = st.form_submit_button("Start training", type="primary")
+    submitted = st.form_submit_button("Start training", type="primary", disabled=read_only)
 
 if submitted:
     team = TeamSpec(
@@ -283,7 +284,7 @@ for run_id in watched:
             and "method" not in info.config
             and bool(info.checkpoint and Path(info.checkpoint).is_file())
         )
-        if resumable:
+        if resumable and not read_only:
             b2.button(
                 f"Resume from episode {(info.checkpoint_episode or 0) + 1}",
                 key=f"train_resume_{run_id}", on_click=_resume, args=(run_id,),

@@ -46,6 +46,17 @@ LOCAL_DEADLINE_S = 1800.0
 """The same on the local server: several of its slow attempts must fit."""
 
 
+def _cache_dir(opts: BackendSettings) -> str | None:
+    """The response cache's folder, checked writable (created if missing) before the first
+    call or the server's start: a cache that cannot be written would fail a run mid-way."""
+    from core.backends.cache import default_cache_dir
+    from core.paths import check_output_dir
+
+    if not opts.use_cache:
+        return opts.cache_dir
+    return str(check_output_dir(opts.cache_dir or default_cache_dir(), "--cache-dir"))
+
+
 def _sim(opts: BackendSettings) -> Backend:
     from core.backends.society import SimBackend, get_preset, load_society
 
@@ -55,6 +66,7 @@ def _sim(opts: BackendSettings) -> Backend:
 def _openai(opts: BackendSettings) -> Backend:
     from core.backends.openai_backend import OpenAIBackend, OpenAIBackendConfig
 
+    cache_dir = _cache_dir(opts)
     return OpenAIBackend(
         OpenAIBackendConfig(
             model=opts.model or "",
@@ -62,7 +74,7 @@ def _openai(opts: BackendSettings) -> Backend:
             concurrency=opts.concurrency,
             use_cache=opts.use_cache,
             cache_counts_tokens=opts.cache_counts_tokens,
-            cache_dir=opts.cache_dir,
+            cache_dir=cache_dir,
             timeout_s=opts.timeout_s or OPENAI_TIMEOUT_S,
             max_attempts=opts.max_attempts,
             max_tokens=opts.max_tokens,
@@ -85,6 +97,7 @@ def _local(opts: BackendSettings) -> Backend:
     from core.backends.local_server import serve
     from core.backends.openai_backend import OpenAIBackendConfig
 
+    cache_dir = _cache_dir(opts)
     server = serve(local_server_config(opts))
     return LocalBackend(
         server,
@@ -96,7 +109,7 @@ def _local(opts: BackendSettings) -> Backend:
             cache_endpoint=server.model.cache_endpoint,
             use_cache=opts.use_cache,
             cache_counts_tokens=opts.cache_counts_tokens,
-            cache_dir=opts.cache_dir,
+            cache_dir=cache_dir,
             timeout_s=opts.timeout_s or LOCAL_TIMEOUT_S,
             max_attempts=opts.max_attempts,
             max_tokens=opts.max_tokens,

@@ -68,7 +68,7 @@ from core.paths import check_folder, check_not_special, check_output_dir, write_
 from core.qmix.policy import QMixPolicy
 from core.qmix.training import TrainConfig, train
 from core.records import EpisodeRecord
-from core.store.engine import sweep_status_dir
+from core.store.engine import resolve_db, sweep_status_dir
 from core.team.options import TeamOptions
 from core.team.recipes import TEAM_RECIPE
 from core.team.runtime import reward
@@ -114,6 +114,8 @@ class SweepConfig:
     knobs: dict[str, tuple[str, tuple[float, ...]]] = field(default_factory=dict)
     """Per learned-topology method, the setting swept besides the token weight and its values
     (``--knob agentprune=0.3,0.5``); a method without one trains at its defaults."""
+    resume: str | None = None
+    """The id of a sweep to continue (``--resume``): only what the store lacks of it runs."""
 
     def validate(self) -> None:
         if not self.methods:
@@ -139,8 +141,32 @@ class SweepConfig:
         names = [checkpoint_name(w, s) for w in self.token_weights for s in self.seeds]
         for name in ("sweep.json", *names):
             check_not_special(self.out / name, "--out")
-        if (self.out / "sweep.json").exists():
-            raise UserError(f"--out {self.out} already holds a sweep (sweep.json); choose another.")
+        held = held_sweep_id(self.out / "sweep.json")
+        if held is None or held == self.resume:
+            return
+        if self.resume is None and not held:
+            raise UserError(f"--out {self.out} already holds a sweep.json; choose another folder.")
+        if self.resume is None:
+            raise UserError(
+                f"--out {self.out} already holds sweep {held} (sweep.json); continue it with "
+                f"--resume {held} or choose another folder."
+            )
+        raise UserError(
+            f"--out {self.out} holds the sweep.json of {held or 'another sweep'}, not of "
+            f"{self.resume}; give the folder {self.resume} wrote to, or another."
+        )
+
+
+def held_sweep_id(path: Path) -> str | None:
+    """The id of the sweep whose ``sweep.json`` is at ``path`` ("" when the file is not a
+    sweep's); None when there is no file."""
+    if not path.exists():
+        return None
+    try:
+        held = json.loads(path.read_text()).get("sweep_id")
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return held if isinstance(held, str) else ""
 
 
 def parse_token_weights(text: str) -> tuple[float, ...]:
@@ -640,21 +666,30 @@ def run_sweep(
     report: Callable[[str], None] | None = None,
     trial_task: Any = None,
     baseline_config: BaselineTrainConfig | None = None,
-    note: Callable[[str], None] | None = None,
+    notice: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run the sweep on Ray; log every run from here; return the result (also written to
     ``out/sweep.json``). ``report`` gets one line per failed trial; ``trial_task`` is the
     remote function that trains a trial (default :data:`train_trial_task`);
-    ``baseline_config`` is the budget of the learned-topology methods' trials; ``note``
-    gets one line per finished trial or topology (and the local model's server)."""
+    ``baseline_config`` is the budget of the learned-topology methods' trials; ``notice``
+    gets the lines that say what a resumed sweep (``sweep.resume``) skips and runs again,
+    which local model server plays, and one line per finished trial or topology."""
     baseline_config = baseline_config or BaselineTrainConfig()
+    import json
+
     from core.store import open_store
 
+    if sweep.resume is not None and not log:
+        raise UserError("--resume reads what the sweep stored, so it cannot go with --no-log.")
     opts.validate()
     sweep.validate()
     train_config.validate()
     if sweep.ray_address is not None:
         check_reachable(sweep.ray_address)  # before anything is created
+    if sweep.resume is not None and not resolve_db(db).exists():
+        raise UserError(
+            f"No episode store at {resolve_db(db)}; --resume needs the --db the sweep logged to."
+        )
     if opts.backend == "local":  # a bad model file or install: one sentence, nothing made
         from core.backends.local_server import check_installed, resolve
         from core.backends.registry import local_server_config
@@ -663,51 +698,7 @@ def run_sweep(
         check_installed()
     if log:
         open_store(db)  # a bad --db is one sentence before any work
-    with shared_local_server(opts, sweep) as server:
-        if server is not None and note is not None:
-            note(
-                f"local model {server.model.name} on {server.url} (pid {server.pid}): one "
-                "server for the whole sweep, one task at a time"
-            )
-        return _run(opts, sweep, train_config, db, log, progress, report, trial_task,
-                    baseline_config, note, server)  # fmt: skip
-
-
-@contextmanager
-def shared_local_server(opts: TeamOptions, sweep: SweepConfig) -> Iterator[LocalServer | None]:
-    """The llama.cpp server of a ``--backend local`` sweep on this machine's Ray: started
-    here, handed to every task (:meth:`LocalServer.attach_env`), stopped when the sweep
-    ends. One server, not one per Ray worker: it decodes one completion at a time, so a
-    second server on the same cores only halves each one's speed, loads the model twice
-    and thrashes each one's prompt cache. None for other back-ends, and on a cluster
-    (``--ray-address``: 127.0.0.1 here is not reachable there), where each worker starts
-    its own and keeps it for its later tasks."""
-    if opts.backend != "local" or sweep.ray_address is not None:
-        yield None
-        return
-    from core.backends.local_server import serving
-    from core.backends.registry import local_server_config
-
-    with serving(local_server_config(opts)) as server:
-        yield server
-
-
-def _run(
-    opts: TeamOptions,
-    sweep: SweepConfig,
-    train_config: TrainConfig,
-    db: str | None,
-    log: bool,
-    progress: Callable[[SweepStatus], None] | None,
-    report: Callable[[str], None] | None,
-    trial_task: Any,
-    baseline_config: BaselineTrainConfig,
-    note: Callable[[str], None] | None,
-    server: LocalServer | None,
-) -> dict[str, Any]:
-    """:func:`run_sweep` once its inputs are checked (and its local server runs)."""
-    check_output_dir(sweep.out, "--out")
-    sweep_id = new_sweep_id()
+    sweep_id = sweep.resume or new_sweep_id()
     specs = [
         TrialSpec(
             sweep_id,
@@ -729,12 +720,28 @@ def _run(
     # The fixed topologies do not learn: the token weight changes their reward, not their
     # play, so they play once (at the first weight) and are re-scored at every weight.
     fixed_team = replace(opts, token_weight=sweep.token_weights[0])
+    stored = StoredSweep(missing=specs, missing_topologies=sweep.topologies)
+    if sweep.resume is not None:
+        from core.experiment.sweep_resume import read_stored_sweep
+
+        # A sweep stopped before it stored anything is known by its live file or sweep.json.
+        started = (sweep_status_dir(db) / f"{sweep_id}.json").exists()
+        started |= held_sweep_id(sweep.out / "sweep.json") == sweep_id
+        stored = read_stored_sweep(db, specs, sweep, fixed_team, started)
+    check_output_dir(sweep.out, "--out")  # once the flags are known to be good
     live = None
     if log:
+        path = sweep_status_dir(db) / f"{sweep_id}.json"
         plan = {"sweep_id": sweep_id, "benchmark": opts.benchmark, "started_at": time.time(),
                 "token_weights": list(sweep.token_weights), "seeds": list(sweep.seeds),
                 "topologies": list(sweep.topologies), "eval_episodes": sweep.eval_episodes}  # fmt: skip
-        live = _LiveStatus(sweep_status_dir(db) / f"{sweep_id}.json", plan)
+        if sweep.resume is not None:
+            plan |= _resumed_plan(path, len(stored.trials))
+        live = _LiveStatus(path, plan)
+    if sweep.resume is not None:
+        for line in stored.summary(len(specs), len(sweep.topologies)):
+            (notice or (lambda line: None))(line)
+        stored.discard_stale(db)
 
     def publish(status: SweepStatus) -> None:
         if live is not None:
@@ -742,13 +749,22 @@ def _run(
         if progress is not None:
             progress(status)
 
+    say = notice or (lambda line: None)
     driver = _Driver(
-        specs, sweep, db, log, fixed_team, publish, report or (lambda line: None),
-        note or (lambda line: None), server,
+        sweep_id, sweep, db, log, fixed_team, publish, report or (lambda line: None), stored,
+        total=len(specs), notice=say,
     )  # fmt: skip
+    stop = threading.Event()
     try:
-        with ray_session(sweep.ray_address), interrupt_requests() as stop:
-            driver.run(trial_task or train_trial_task, stop)
+        if stored.missing or stored.missing_topologies:  # a finished sweep resumed needs no Ray
+            with shared_local_server(opts, sweep) as server:
+                if server is not None:
+                    say(
+                        f"local model {server.model.name} on {server.url} (pid {server.pid}): "
+                        "one server for the whole sweep, one task at a time"
+                    )
+                with ray_session(sweep.ray_address), interrupt_requests() as stop:
+                    driver.run(trial_task or train_trial_task, stop, server)
     except BaseException as exc:
         if live is not None:
             live.write(driver.status, "failed", _one_line(exc))
@@ -773,14 +789,16 @@ def _run(
                 t["seed"],
             ),
         ),  # fmt: skip
-        "fixed": driver.fixed,
+        "fixed": sorted(driver.fixed, key=lambda f: sweep.topologies.index(f["policy"])),
         "failed": driver.failed,
         "cancelled": driver.cancelled,
         "interrupted": stop.is_set(),
+        "skipped": {"trials": len(stored.trials), "fixed": len(stored.fixed)},
     }
     points = [{"kind": "trial", "policy": t["method"], **t} for t in result["trials"]]
     points += [
-        {"kind": "fixed", "token_weight": None, "seed": None, "knob": {}, **f} for f in driver.fixed
+        {"kind": "fixed", "token_weight": None, "seed": None, "knob": {}, **f}
+        for f in result["fixed"]
     ]
     keys = ("kind", "policy", "token_weight", "knob", "seed", "n", "accuracy", "accuracy_ci")
     keys += ("mean_tokens", "mean_tokens_ci")
@@ -789,43 +807,220 @@ def _run(
     return result
 
 
+@contextmanager
+def shared_local_server(opts: TeamOptions, sweep: SweepConfig) -> Iterator[LocalServer | None]:
+    """The llama.cpp server of a ``--backend local`` sweep on this machine's Ray: started
+    here, handed to every task (:meth:`LocalServer.attach_env`), stopped when the sweep
+    ends. One server, not one per Ray worker: it decodes one completion at a time, so a
+    second server on the same cores only halves each one's speed, loads the model twice
+    and thrashes each one's prompt cache. None for other back-ends, and on a cluster
+    (``--ray-address``: 127.0.0.1 here is not reachable there), where each worker starts
+    its own and keeps it for its later tasks."""
+    if opts.backend != "local" or sweep.ray_address is not None:
+        yield None
+        return
+    from core.backends.local_server import serving
+    from core.backends.registry import local_server_config
+
+    with serving(local_server_config(opts)) as server:
+        yield server
+
+
+@dataclass
+class StoredSweep:
+    """What the store holds of a sweep being resumed, and what is left to run (a new sweep:
+    nothing stored, everything left)."""
+
+    missing: list[TrialSpec]
+    """Trials to run: nothing finished of them is stored."""
+    missing_topologies: tuple[str, ...]
+    """Fixed topologies to evaluate."""
+    trials: list[dict[str, Any]] = field(default_factory=list)
+    """The finished trials' rows, read back from the store (as :func:`trial_row` builds them)."""
+    fixed: list[dict[str, Any]] = field(default_factory=list)
+    """The evaluated fixed topologies' rows (as :func:`fixed_row` builds them)."""
+    stale: list[str] = field(default_factory=list)
+    """Runs of trials or topologies that did not finish (a driver killed while it logged
+    them): deleted before these run again, so that each is stored once."""
+    redone: list[str] = field(default_factory=list)
+    """What runs again although some of it was stored (labels, for the notice)."""
+
+    def summary(self, trials: int, topologies: int) -> list[str]:
+        """What resuming skips and what it runs again, one line each."""
+        lines = [
+            f"resuming: skipping {len(self.trials)} of {trials} trials and {len(self.fixed)} of "
+            f"{topologies} fixed topologies (stored); running {_count(len(self.missing), 'trial')} "
+            f"and {_count(len(self.missing_topologies), 'fixed topology', 'fixed topologies')}."
+        ]
+        return lines + [
+            f"{what} did not finish storing: its runs are deleted and it runs again."
+            for what in self.redone
+        ]
+
+    def discard_stale(self, db: str | None) -> None:
+        from core.store.commands import delete_run
+
+        for run_id in self.stale:
+            delete_run(run_id, db)
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def _resumed_plan(path: Path, skipped: int) -> dict[str, Any]:
+    """The live file's record of a resumption: when, how many trials it skipped, and the
+    sweep's first start. A sweep whose driver still runs is not resumed a second time."""
+    try:
+        before = json.loads(path.read_text())
+    except (OSError, ValueError):
+        before = {}
+    if not isinstance(before, dict):
+        before = {}
+    pid = before.get("pid")
+    if before.get("state") == "running" and isinstance(pid, int) and _alive(pid):
+        raise UserError(
+            f"sweep {path.stem} is still running (pid {pid}); stop it before resuming it."
+        )
+    first = before.get("started_at")
+    return {
+        "resumed": True,
+        "resumed_at": time.time(),
+        "skipped": skipped,
+        **({"started_at": first} if isinstance(first, int | float) else {}),
+    }
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+TRIAL_FACTS = ("updates", "seconds", "node")
+"""What a trial's train run keeps in ``config["trial"]`` for a resumed sweep's rows."""
+
+
+def trial_run_config(spec: TrialSpec) -> dict[str, Any]:
+    """What a trial's train run stores as its config (besides ``config["trial"]``)."""
+    config = {**spec.team.run_config(), "train": asdict(spec.train), "sweep": spec.key}
+    if spec.method == "qmix":
+        config["recipe"] = TEAM_RECIPE
+        return config
+    from core.baselines.registry import method_config
+    from core.experiment.methods import config_dict
+
+    config["train"] = asdict(spec.baseline_train or BaselineTrainConfig())
+    config["method"] = {
+        "name": spec.method,
+        "config": config_dict(method_config(spec.method, spec.knob)),
+    }
+    return config
+
+
+def trial_row(
+    spec: TrialSpec,
+    checkpoint: str,
+    held_out: Sequence[Any],
+    facts: dict[str, Any],
+    train_run: str | None,
+    eval_run: str | None,
+) -> dict[str, Any]:
+    """A trial's row of the result. ``held_out``: its held-out episodes (anything with
+    ``score``, ``tokens``, ``reward``); ``facts``: ``train_episodes`` and :data:`TRIAL_FACTS`."""
+    return {
+        "method": spec.method,
+        "knob": spec.knob,
+        "token_weight": spec.token_weight,
+        "seed": spec.seed,
+        "checkpoint": checkpoint,
+        **point_stats(held_out),
+        "train_episodes": facts.get("train_episodes"),
+        **{k: facts.get(k) for k in TRIAL_FACTS},
+        "train_run_id": train_run,
+        "eval_run_id": eval_run,
+    }
+
+
+def fixed_row(
+    name: str,
+    held_out: Sequence[Any],
+    team: TeamOptions,
+    token_weights: Sequence[float],
+    run_id: str | None,
+) -> dict[str, Any]:
+    """A fixed topology's row: its figures as played (at ``team``'s token weight) and its
+    mean reward re-scored at every swept weight."""
+    rescored = []
+    for w in token_weights:
+        config = replace(team, token_weight=w).runtime_config()
+        stats = point_stats(held_out, [reward(r.score, r.tokens, config) for r in held_out])
+        rescored.append(
+            {"token_weight": w, **{k: stats[k] for k in ("mean_reward", "mean_reward_ci")}}
+        )
+    return {
+        "policy": name,
+        **point_stats(held_out),
+        "reward_token_weight": team.token_weight,
+        "rewards": rescored,
+        "eval_run_id": run_id,
+    }
+
+
+def fixed_key(sweep_id: str, name: str) -> dict[str, Any]:
+    """What a fixed topology's eval run stores as ``config["sweep"]``."""
+    return {"id": sweep_id, "token_weight": None, "seed": None, "method": name, "knob": {}}
+
+
 class _Driver:
     """Submits the trials and the fixed topologies, a task each (the topologies first: they
     are quick, and each is a point of the front), at most ``max_parallel`` trials at once
     (with a shared local server: at most ``max_parallel`` tasks of any kind, default 1),
-    and logs each as it finishes: the only writer of the store."""
+    and logs each as it finishes: the only writer of the store. Of a resumed sweep, only
+    what ``stored`` lacks; its stored rows join the result."""
 
     def __init__(
         self,
-        specs: list[TrialSpec],
+        sweep_id: str,
         sweep: SweepConfig,
         db: str | None,
         log: bool,
         fixed_team: TeamOptions,
         progress: Callable[[SweepStatus], None] | None,
         report: Callable[[str], None],
-        note: Callable[[str], None],
-        server: LocalServer | None,
+        stored: StoredSweep,
+        total: int,
+        notice: Callable[[str], None] = lambda line: None,
     ):
-        self.specs, self.sweep, self.db, self.log = specs, sweep, db, log
+        self.sweep_id, self.sweep, self.db, self.log = sweep_id, sweep, db, log
         self.fixed_team, self.progress, self.report = fixed_team, progress, report
-        self.note, self.server = note, server
-        self.trials: list[dict[str, Any]] = []
-        self.fixed: list[dict[str, Any]] = []
+        self.specs, self.topologies = stored.missing, stored.missing_topologies
+        self.trials: list[dict[str, Any]] = list(stored.trials)
+        self.fixed: list[dict[str, Any]] = list(stored.fixed)
         self.failed: list[dict[str, Any]] = []
         self.cancelled: list[dict[str, Any]] = []
-        self.status = SweepStatus(total=len(specs), fixed_total=len(sweep.topologies))
+        self.notice = notice
+        self.status = SweepStatus(
+            total=total, done=len(stored.trials),
+            fixed_total=len(sweep.topologies), fixed_done=len(stored.fixed),
+        )  # fmt: skip
 
-    def run(self, trial_task: Any, stop: threading.Event) -> None:
-        sweep, server = self.sweep, self.server
+    def run(self, trial_task: Any, stop: threading.Event, server: LocalServer | None) -> None:
+        sweep = self.sweep
         if server is None:
             limit = sweep.max_parallel or max(1, int(ray.cluster_resources().get("CPU", 1)))
             # The topologies' tasks run beside the trials, as one task did before.
-            limit_all = limit + len(sweep.topologies)
+            limit_all = limit + len(self.topologies)
         else:
             limit = limit_all = sweep.max_parallel or 1
         options = {"runtime_env": {"env_vars": server.attach_env()}} if server else {}
-        queue: deque[TrialSpec | str] = deque([*sweep.topologies, *self.specs])
+        queue: deque[TrialSpec | str] = deque([*self.topologies, *self.specs])
         running: dict[Any, tuple[TrialSpec | str, float]] = {}  # str: a fixed topology
         status = self.status
         gone = None
@@ -892,7 +1087,7 @@ class _Driver:
             point = self._log_trial(part, result)
             self.trials.append(point)
             status.done += 1
-        self.note(
+        self.notice(
             f"{what}: accuracy {point['accuracy']:.3f}, {point['mean_tokens']:,.0f} tokens an "
             f"episode on {point['n']} held-out tasks ({seconds:,.0f} s)"
         )
@@ -904,24 +1099,13 @@ class _Driver:
         path = (self.sweep.out / name).absolute()
         write_file(path, result.checkpoint, "--out")
         held_out = [EpisodeRecord.from_dict(d) for d in result.evaluation]
+        facts = {"updates": result.updates, "seconds": result.seconds, "node": result.node}
         train_run = eval_run = None
         if self.log:
-            config = {**spec.team.run_config(), "train": asdict(spec.train), "sweep": spec.key}
-            if spec.method == "qmix":
-                config["recipe"] = TEAM_RECIPE
-            else:
-                from core.baselines.registry import method_config
-                from core.experiment.methods import config_dict
-
-                config["train"] = asdict(spec.baseline_train or BaselineTrainConfig())
-                config["method"] = {
-                    "name": spec.method,
-                    "config": config_dict(method_config(spec.method, spec.knob)),
-                }
             with RunLogger(
                 self.db,
                 "train",
-                config,
+                {**trial_run_config(spec), "trial": facts},
                 backend=spec.team.backend,
                 model=spec.team.model_name(),
                 policy=spec.method,
@@ -946,20 +1130,8 @@ class _Driver:
                     "policies": {spec.method: self._info(spec, path)},
                 },
             )
-        return {
-            "method": spec.method,
-            "knob": spec.knob,
-            "token_weight": spec.token_weight,
-            "seed": spec.seed,
-            "checkpoint": str(path),
-            **point_stats(held_out),
-            "train_episodes": result.train_episodes,
-            "updates": result.updates,
-            "seconds": result.seconds,
-            "node": result.node,
-            "train_run_id": train_run,
-            "eval_run_id": eval_run,
-        }
+        facts["train_episodes"] = result.train_episodes
+        return trial_row(spec, str(path), held_out, facts, train_run, eval_run)
 
     @staticmethod
     def _info(spec: TrialSpec, path: Path) -> dict[str, Any]:
@@ -970,18 +1142,10 @@ class _Driver:
 
     def _log_fixed(self, played: dict[str, list[dict[str, Any]]]) -> None:
         team = self.fixed_team
-        sweep_id = self.specs[0].sweep_id
         for name, dicts in played.items():
             records = [EpisodeRecord.from_dict(d) for d in dicts]
             run_id = None
             if self.log:
-                key = {
-                    "id": sweep_id,
-                    "token_weight": None,
-                    "seed": None,
-                    "method": name,
-                    "knob": {},
-                }
                 run_id = log_run(
                     self.db,
                     "eval",
@@ -989,21 +1153,6 @@ class _Driver:
                     name,
                     self.sweep.eval_seed,
                     records,
-                    {"sweep": key},
+                    {"sweep": fixed_key(self.sweep_id, name)},
                 )
-            rescored = []
-            for w in self.sweep.token_weights:
-                config = replace(team, token_weight=w).runtime_config()
-                stats = point_stats(records, [reward(r.score, r.tokens, config) for r in records])
-                rescored.append(
-                    {"token_weight": w, **{k: stats[k] for k in ("mean_reward", "mean_reward_ci")}}
-                )
-            self.fixed.append(
-                {
-                    "policy": name,
-                    **point_stats(records),
-                    "reward_token_weight": team.token_weight,
-                    "rewards": rescored,
-                    "eval_run_id": run_id,
-                }
-            )
+            self.fixed.append(fixed_row(name, records, team, self.sweep.token_weights, run_id))

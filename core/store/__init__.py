@@ -11,6 +11,7 @@ from core.store.engine import (
     ENV_VAR,
     StoreBusy,
     StoreDamaged,
+    StoreReadOnly,
     StoreUnwritable,
     resolve_db,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "RunLogger",
     "StoreBusy",
     "StoreDamaged",
+    "StoreReadOnly",
     "StoreUnwritable",
     "get_run",
     "last_episode",

@@ -30,6 +30,7 @@ from core.store.engine import (
     StoreUnwritable,
     attached,
     check_file,
+    check_writable,
     lock_down,
     resolve_db,
 )
@@ -69,6 +70,7 @@ def write_session(
     """A read-write cursor on an up-to-date store (schema ensured, spools ingested)."""
     path = resolve_db(db)
     check_file(path)
+    check_writable(path)
     with attached(path, write=True, timeout=timeout) as cur:
         ensure_schema(cur, str(path))
         ingest_all(cur, path)

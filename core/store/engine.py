@@ -50,6 +50,11 @@ class StoreUnwritable(UserError):
     """The database file cannot be written (disk full, quota, I/O error)."""
 
 
+class StoreReadOnly(StoreUnwritable):
+    """This user may not write the database (file or folder read-only, read-only file
+    system): readers open it read-only; writers refuse before any work."""
+
+
 def _new_instance() -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
     # Never reach for the network to read a file someone passed us.
@@ -105,9 +110,13 @@ def sweep_status_dir(db: str | os.PathLike[str] | None) -> Path:
 
 
 def is_duckdb_file(path: Path) -> bool:
-    """Whether the file starts like a DuckDB database (it may still be damaged)."""
-    with open(path, "rb") as f:
-        head = f.read(12)
+    """Whether the file starts like a DuckDB database (it may still be damaged); UserError
+    if this user may not read it."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(12)
+    except OSError as err:
+        raise UserError(f"database {path} cannot be read ({err.strerror or err}).") from err
     return head[8:12] == _MAGIC
 
 
@@ -134,6 +143,51 @@ def check_file(path: Path) -> bool:
     if not is_duckdb_file(path):
         raise UserError(f"{path} is not a DuckDB database.")
     return True
+
+
+def write_problem(path: Path) -> str | None:
+    """Why this user cannot write the store at ``path`` (part of a sentence), else None.
+
+    Writing needs the file (if it exists) and its folder: DuckDB creates its write-ahead
+    log ``<db>.wal`` beside the file, producers their ``<db>.spool/`` folder. Checked with
+    the process's effective ids, before any work; reading needs none of this."""
+    folder = path.parent
+    if not folder.is_dir():
+        return f"folder {folder} does not exist"
+    try:
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
+    except OSError:
+        pass
+    spool = path.with_name(path.name + ".spool")
+    for target, what in (
+        (path, "the file"),
+        (folder, f"its folder {folder}"),
+        (spool, "its spool folder"),
+    ):
+        if target.exists() and not os.access(
+            target, _WRITE[target.is_dir()], effective_ids=_EFFECTIVE
+        ):
+            return f"{what} is read-only for this user"
+    return None
+
+
+_EFFECTIVE = os.access in os.supports_effective_ids
+_WRITE = {False: os.W_OK, True: os.W_OK | os.X_OK}
+
+
+def check_writable(path: Path) -> None:
+    """:class:`StoreReadOnly` if this user cannot write the store at ``path``."""
+    if (problem := write_problem(path)) is None:
+        return
+    if not path.exists():
+        raise StoreReadOnly(
+            f"cannot create database {path}: {problem}; pass --db a path in a folder you can write."
+        )
+    raise StoreReadOnly(
+        f"cannot write database {path}: {problem}; commands that only read it (runs, sql, "
+        "export, the lab's replay and compare) still work, or pass --db a store you can write."
+    )
 
 
 def _is_lock_conflict(err: duckdb.Error) -> bool:
@@ -221,6 +275,11 @@ def attached(
         except duckdb.Error as err:
             if (converted := store_error(path, err)) is not None:
                 raise converted from err
+            if "Permission denied" in str(err):  # the pre-flight checks raced a chmod
+                kind, verb = (StoreReadOnly, "written") if write else (UserError, "read")
+                raise kind(
+                    f"database {path} cannot be {verb} by this user (Permission denied)."
+                ) from err
             raise
         finally:
             cur.close()

@@ -743,3 +743,10 @@ def sweep_points(db: Db, sweep_id: str) -> pd.DataFrame:
             "GROUP BY ALL ORDER BY mean_tokens, run_id",
             [sweep_id],
         ).df()
+
+
+def sweep_runs(db: Db, sweep_id: str) -> list[RunInfo]:
+    """Every run of one sweep (train and eval, finished or not: what ``sweep --resume``
+    sorts into done and left to do), oldest first."""
+    runs = _run_infos(db, "WHERE json_extract_string(r.config, '$.sweep.id') = ?", [sweep_id])
+    return runs[::-1]

@@ -428,4 +428,19 @@ def test_hostile_links_readable_charts_and_an_exported_episode(lab, browser, tmp
     assert offline.inner_text("#label") == "round 2 of 3"
     assert not errors, errors
     offline.close()
+
+    # 4. Picked in the sidebar, SVG is what a chart's camera then saves: vector graphics.
+    page.set_viewport_size({"width": 1280, "height": 800})  # the sidebar shown
+    page.goto(f"{url}/compare")
+    wait_idle(page)
+    page.get_by_role("button", name="SVG", exact=True).click()
+    wait_idle(page)
+    plot = page.locator(".js-plotly-plot").first
+    plot.hover()
+    with page.expect_download(timeout=60_000) as download:
+        plot.locator('.modebar-btn[data-title^="Download plot"]').click()
+    assert download.value.suggested_filename.endswith(".svg")
+    svg = tmp_path / "chart.svg"
+    download.value.save_as(svg)
+    assert svg.read_text()[:200].lstrip().startswith("<svg")
     page.close()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from lab import figures as F
@@ -30,3 +32,23 @@ def test_every_chart_on_a_page_has_its_csv(lab_env):
         charts = {c.key for c in at.get("plotly_chart")}
         buttons = {b.key for b in at.get("download_button")}
         assert charts and {f"{k}_csv" for k in charts} <= buttons, page
+
+
+def test_the_sidebar_picks_what_every_charts_camera_saves(lab_env):
+    """PNG by default; SVG once picked (the sidebar's ``chart_format``; AppTest does not
+    see sidebar widgets written before ``st.navigation`` runs the page, so it is set through
+    the session state the widget writes), on every chart of every page visited after."""
+    at = _open("pages/compare.py")
+
+    def formats() -> set[str]:
+        return {
+            json.loads(c.proto.config)["toImageButtonOptions"]["format"]
+            for c in at.get("plotly_chart")
+        }
+
+    assert formats() == {"png"}
+    at.session_state["chart_format"] = "SVG"
+    at.run()
+    assert formats() == {"svg"}
+    at.switch_page("pages/replay.py").run()
+    assert not at.exception and at.get("plotly_chart") and formats() == {"svg"}

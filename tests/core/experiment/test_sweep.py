@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -25,10 +26,11 @@ import ray
 from benchmarks.learning import from_sweep
 from core.cli import main
 from core.errors import UserError
-from core.experiment.evaluate import learned_policy, run_policy
+from core.experiment.evaluate import learned_policy, log_run, run_policy
 from core.experiment.sweep import (
     SweepConfig,
     SweepStatus,
+    fixed_key,
     pareto_front,
     run_sweep,
     train_trial,
@@ -36,10 +38,11 @@ from core.experiment.sweep import (
 )
 from core.qmix.encoders import AgentNetConfig
 from core.qmix.training import TrainConfig
+from core.store.commands import delete_run
 from core.store.engine import sweep_status_dir
 from core.team.options import TeamOptions, options_from_dict
 from core.team.summary import summarize_records
-from core.team.topologies import FIXED_TOPOLOGIES
+from core.team.topologies import FIXED_TOPOLOGIES, make_policy
 
 EPISODES, EVAL = 64, 8
 TINY = ["--episodes", str(EPISODES), "--eval-episodes", str(EVAL), "--hidden", "16"]
@@ -171,6 +174,52 @@ def test_sweep_on_a_local_ray(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert row["mean_reward"] == pytest.approx(rescored["mean_reward"], abs=1e-4)
     with pytest.raises(UserError, match="trials at"):
         from_sweep(db, None, 0.5)
+    check_resume(result, db, out, args, capsys)
+
+
+def check_resume(
+    first: dict, db: Path, out: Path, args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The sweep's driver died after logging the (1.0, seed 1) trial's train run but before
+    its eval run, and before the fixed topology ``chain`` was stored. Resumed, it runs just
+    those: each trial and topology ends up stored exactly once, the finished ones untouched,
+    and sweep.json is every point's; resumed again, nothing runs (not even Ray)."""
+    sweep_id = first["sweep_id"]
+    cut = next(t for t in first["trials"] if (t["token_weight"], t["seed"]) == (1.0, 1))
+    delete_run(cut["eval_run_id"], db)
+    delete_run(next(f for f in first["fixed"] if f["policy"] == "chain")["eval_run_id"], db)
+    where = [*args, "--out", str(out), "--db", str(db), "--resume", sweep_id]
+
+    code = main(["sweep", *TINY, *where, "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-3000:]
+    assert (
+        "resuming: skipping 3 of 4 trials and 6 of 7 fixed topologies (stored); "
+        "running 1 trial and 1 fixed topology." in captured.err
+    )
+    assert "qmix, token weight 1, seed 1 did not finish storing" in captured.err
+    result = json.loads(captured.out)
+    assert result["sweep_id"] == sweep_id and result["skipped"] == {"trials": 3, "fixed": 6}
+    check_sweep(result, db, out, [0.1, 1.0], [0, 1])  # one train and one eval run per trial
+    assert rows(db, "SELECT count(*) FROM runs WHERE id = ?", cut["train_run_id"]) == [(0,)]
+
+    # What was stored is read back as the first run wrote it.
+    def others(trials: list[dict]) -> list[dict]:
+        return [t for t in trials if (t["token_weight"], t["seed"]) != (1.0, 1)]
+
+    assert others(result["trials"]) == others(first["trials"])
+    assert [f for f in result["fixed"] if f["policy"] != "chain"] == [
+        f for f in first["fixed"] if f["policy"] != "chain"
+    ]
+    live = json.loads((sweep_status_dir(db) / f"{sweep_id}.json").read_text())
+    assert (live["state"], live["resumed"], live["skipped"]) == ("finished", True, 3)
+    assert (live["done"], live["total"]) == (4, 4) and live["started_at"] < live["resumed_at"]
+
+    # Nothing left: a rerun stores nothing and gives the same result.
+    rerun = sweep_json(capsys, *where)
+    assert rerun["skipped"] == {"trials": 4, "fixed": 7}
+    assert {**rerun, "skipped": None} == {**result, "skipped": None}
+    assert rows(db, "SELECT count(*) FROM runs") == [(2 * 4 + len(FIXED_TOPOLOGIES),)]
 
 
 def test_sweep_on_a_two_node_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -305,9 +354,14 @@ def test_a_killed_driver_takes_its_ray_processes_and_folder_with_it(
     deadline = time.monotonic() + 300
     try:
         made: set[Path] = set()
-        # Killed once Ray's workers run a trial.
+        # Killed once Ray's workers run a trial. The sweep's Ray folder is the new one whose
+        # processes the driver started (another test or user may run a Ray of their own).
         while proc.poll() is None and time.monotonic() < deadline:
-            made = set(Path("/tmp").glob("aqmix-ray-*")) - before
+            made = {
+                d
+                for d in set(Path("/tmp").glob("aqmix-ray-*")) - before
+                if any(_stat(p)[1:2] == [str(proc.pid)] for p in ray_processes(str(d)))
+            }
             if made and any("ray::" in _cmdline(p) for d in made for p in ray_processes(str(d))):
                 break
             time.sleep(0.1)
@@ -404,6 +458,60 @@ def test_bad_input_is_one_sentence_and_exit_2(
     assert code == 2
     assert err.startswith("error: ") and says in err and "\n" not in err and err.endswith(".")
     assert not db.exists() and not out.exists() and not ray.is_initialized()
+
+
+@pytest.fixture(scope="module")
+def stored_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store holding two sweeps' runs as the driver logs them, played without Ray:
+    ``sweep-a`` evaluated the fixed topology ``single``; ``sweep-b`` holds a trial's
+    eval run at token weight 0.5."""
+    db = tmp_path_factory.mktemp("stored") / "s.duckdb"
+    team = TeamOptions(benchmark="math", token_weight=0.1)
+    played = run_policy(team, make_policy("single"), EVAL, 0)
+    log_run(str(db), "eval", team, "single", 0, played, {"sweep": fixed_key("sweep-a", "single")})
+    key = {"id": "sweep-b", "token_weight": 0.5, "seed": 0, "method": "qmix", "knob": {}}
+    log_run(str(db), "eval", replace(team, token_weight=0.5), "qmix", 0, played, {"sweep": key})
+    return db
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--resume", "sweep-a", "--no-log"], "--resume reads what the sweep stored, so it"),
+        (["--resume", "sweep-nope"], "holds no run of sweep 'sweep-nope'."),
+        (
+            ["--resume", "sweep-a", "--benchmark", "code"],
+            "sweep sweep-a was run with team.benchmark = 'math', but these flags give 'code';",
+        ),
+        (["--resume", "sweep-a", "--eval-episodes", "3"], "held out 8 tasks, not --eval-"),
+        (
+            ["--resume", "sweep-b"],
+            "sweep sweep-b holds a trial (qmix, token weight 0.5, seed 0) that these flags",
+        ),
+        (["--resume", "sweep-a", "--db", "missing.duckdb"], "No episode store at "),
+        (["--resume", "sweep-a", "--out", "other"], "holds the sweep.json of sweep-other, not"),
+        ([], "already holds sweep sweep-other (sweep.json); continue it with --resume sweep-o"),
+    ],
+)
+def test_bad_resume_is_one_sentence_and_exit_2(
+    flags: list[str],
+    says: str,
+    stored_sweeps: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "sweep.json").write_text(json.dumps({"sweep_id": "sweep-other"}))
+    before = rows(stored_sweeps, "SELECT id, status FROM runs ORDER BY id")
+    where = ["--token-weights", "0.1", "--seeds", "0", "--out", "out" if flags else "other"]
+    code = main(["sweep", *TINY, *where, "--db", str(stored_sweeps), *flags])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert err.startswith("error: ") and says in err and "\n" not in err and err.endswith(".")
+    assert rows(stored_sweeps, "SELECT id, status FROM runs ORDER BY id") == before
+    assert not (tmp_path / "out").exists() and not ray.is_initialized()
 
 
 def test_wilson_interval_and_front_by_hand() -> None:

@@ -53,8 +53,11 @@ class Liar(int):
 
 
 @pytest.mark.parametrize(
-    "value", [Liar(1), object(), [1, Liar(2)], {"k": object()}, type, print], ids=repr
-)
+    "value",
+    [Liar(1), object(), [1, Liar(2)], {"k": object()}, type, print],
+    ids=["int subclass", "object", "list holding a subclass", "dict holding an object", "type",
+         "builtin"],
+)  # fmt: skip
 def test_anything_but_plain_data_is_refused(value):
     with pytest.raises(TypeError):
         encode(value)

@@ -1,0 +1,203 @@
+"""What the store holds of a sweep being resumed (``agentqmix sweep --resume SWEEP_ID``).
+
+Every run of a sweep names its point in ``config["sweep"]`` (:mod:`core.experiment.sweep`).
+A trial counts as done when the store holds exactly one finished ``train`` run and one
+finished ``eval`` run of it with all ``K`` held-out episodes; a fixed topology when it holds
+exactly one such ``eval`` run. Anything else of a point — a train run whose eval run never
+came (the driver died between the two), a run cut short while it was logged — is stale: it
+is deleted and the point runs again, so that after the resumption every point is stored
+exactly once. The rows of done points are rebuilt from the store with the functions that
+build a fresh run's rows, so ``sweep.json`` comes out as an uninterrupted run's would.
+
+Resuming with flags that would have stored something else is refused: every stored run's
+team (and a train run's learner and method settings) must equal what these flags give it,
+and every stored point must be one these flags plan (a plan may grow: more weights, seeds,
+knob values).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import replace
+from typing import Any
+
+from core.errors import UserError
+from core.experiment.sweep import (
+    TRIAL_FACTS,
+    StoredSweep,
+    SweepConfig,
+    TrialSpec,
+    fixed_row,
+    trial_row,
+    trial_run_config,
+)
+from core.store.engine import resolve_db
+from core.store.queries import RunInfo, episode_outcomes, sweep_runs
+from core.store.writer import redact_config
+from core.team.options import TeamOptions
+
+PointKey = tuple[str, str, float | None, int | None]
+"""(method or topology, knob as sorted JSON, token weight, seed); weight and seed None for
+a fixed topology."""
+COMPARED = ("team", "train", "method")
+"""The config sections a stored run must share with what the flags would store."""
+
+
+def read_stored_sweep(
+    db: str | None,
+    specs: list[TrialSpec],
+    sweep: SweepConfig,
+    fixed_team: TeamOptions,
+    started: bool = False,
+) -> StoredSweep:
+    """Sort the stored runs of sweep ``sweep.resume`` into done points (their rows), stale
+    runs and what is left to run; a UserError when it is unknown (no run stored, and not
+    ``started``: known to have begun without storing any) or the flags conflict."""
+    sweep_id = str(sweep.resume)
+    runs = sweep_runs(db, sweep_id)
+    if not runs and not started:
+        raise UserError(f"{resolve_db(db)} holds no run of sweep {sweep_id!r}.")
+    by_point: dict[PointKey, list[RunInfo]] = defaultdict(list)
+    for run in runs:
+        by_point[_point(run.config.get("sweep"))].append(run)
+    planned = {_spec_point(s): s for s in specs}
+    for point, point_runs in by_point.items():
+        _check(sweep_id, point, point_runs, planned, sweep, fixed_team)
+
+    stored = StoredSweep(missing=[], missing_topologies=())
+    for spec in specs:
+        point_runs = by_point.get(_spec_point(spec), [])
+        row = _done_trial(db, spec, point_runs, sweep.eval_episodes)
+        _sort(stored, point_runs, row, spec.label)
+        if row is None:
+            stored.missing.append(spec)
+    missing = []
+    for name in sweep.topologies:
+        point_runs = by_point.get((name, "{}", None, None), [])
+        row = _done_fixed(db, name, point_runs, sweep, fixed_team)
+        _sort(stored, point_runs, row, f"fixed topology {name}")
+        if row is None:
+            missing.append(name)
+    stored.missing_topologies = tuple(missing)
+    return stored
+
+
+def _sort(stored: StoredSweep, runs: list[RunInfo], row: dict | None, label: str) -> None:
+    if row is None:
+        stored.stale += [r.id for r in runs]
+        if runs:
+            stored.redone.append(label)
+    elif "policy" in row:
+        stored.fixed.append(row)
+    else:
+        stored.trials.append(row)
+
+
+def _done_trial(
+    db: str | None, spec: TrialSpec, runs: list[RunInfo], eval_episodes: int
+) -> dict[str, Any] | None:
+    """The trial's row when exactly its train run and its eval run are stored, finished."""
+    train, held = _only(runs, "train"), _only(runs, "eval")
+    if len(runs) != 2 or train is None or held is None or train.checkpoint is None:
+        return None
+    if not (_complete(train, None) and _complete(held, eval_episodes)):
+        return None
+    facts = train.config.get("trial") or {}
+    facts = {"train_episodes": train.episodes, **{k: facts.get(k) for k in TRIAL_FACTS}}
+    held_out = episode_outcomes(db, held.id)
+    return trial_row(spec, train.checkpoint, held_out, facts, train.id, held.id)
+
+
+def _done_fixed(
+    db: str | None, name: str, runs: list[RunInfo], sweep: SweepConfig, team: TeamOptions
+) -> dict[str, Any] | None:
+    """The fixed topology's row when exactly its eval run is stored, finished."""
+    held = _only(runs, "eval")
+    if len(runs) != 1 or held is None or not _complete(held, sweep.eval_episodes):
+        return None
+    held_out = episode_outcomes(db, held.id)
+    return fixed_row(name, held_out, team, sweep.token_weights, held.id)
+
+
+def _only(runs: list[RunInfo], kind: str) -> RunInfo | None:
+    """The one run of ``kind`` among ``runs``; None when there is none or more than one."""
+    of_kind = [r for r in runs if r.kind == kind]
+    return of_kind[0] if len(of_kind) == 1 else None
+
+
+def _complete(run: RunInfo, episodes: int | None) -> bool:
+    return run.status == "finished" and (episodes is None or run.episodes == episodes)
+
+
+def _point(key: Any) -> PointKey:
+    key = key if isinstance(key, dict) else {}
+    w, s = key.get("token_weight"), key.get("seed")
+    return (
+        str(key.get("method")),
+        json.dumps(key.get("knob") or {}, sort_keys=True),
+        None if w is None else float(w),
+        None if s is None else int(s),
+    )
+
+
+def _spec_point(spec: TrialSpec) -> PointKey:
+    return _point(spec.key)
+
+
+def _check(
+    sweep_id: str,
+    point: PointKey,
+    runs: list[RunInfo],
+    planned: dict[PointKey, TrialSpec],
+    sweep: SweepConfig,
+    fixed_team: TeamOptions,
+) -> None:
+    """A UserError unless every run of ``point`` is what these flags would have stored."""
+    method, knob, weight, seed = point
+    if weight is None:
+        if method not in sweep.topologies:
+            raise UserError(f"sweep {sweep_id} evaluated {method!r}, which these flags leave out.")
+        eval_config = replace(fixed_team, seed=sweep.eval_seed).run_config()
+        train_config: dict[str, Any] = {}
+    elif point not in planned:
+        knobs = "".join(f", {k} {v:g}" for k, v in json.loads(knob).items())
+        raise UserError(
+            f"sweep {sweep_id} holds a trial ({method}{knobs}, token weight {weight:g}, seed "
+            f"{seed}) that these flags leave out; resume it with the original run's flags."
+        )
+    else:
+        spec = planned[point]
+        eval_config = replace(spec.team, seed=sweep.eval_seed).run_config()
+        train_config = trial_run_config(spec)
+    for run in runs:
+        expected = train_config if run.kind == "train" else eval_config
+        _compare(sweep_id, run.config, expected)
+        if run.kind == "eval" and run.status == "finished" and run.episodes != sweep.eval_episodes:
+            raise UserError(
+                f"sweep {sweep_id} held out {run.episodes} tasks, not --eval-episodes "
+                f"{sweep.eval_episodes}; resume it with the original run's flags."
+            )
+
+
+def _compare(sweep_id: str, stored: dict[str, Any], expected: dict[str, Any]) -> None:
+    given = json.loads(json.dumps(redact_config(expected)))
+    for section in COMPARED:
+        if section not in given and section not in stored:
+            continue
+        for name, was, now in _differences(section, stored.get(section), given.get(section)):
+            raise UserError(
+                f"sweep {sweep_id} was run with {name} = {was!r}, but these flags give "
+                f"{now!r}; resume it with the original run's flags."
+            )
+
+
+def _differences(name: str, was: Any, now: Any) -> list[tuple[str, Any, Any]]:
+    """Dotted names of the settings that differ between two JSON values, with both values."""
+    if isinstance(was, dict) and isinstance(now, dict):
+        return [
+            d
+            for k in sorted(set(was) | set(now))
+            for d in _differences(f"{name}.{k}", was.get(k), now.get(k))
+        ]
+    return [] if was == now else [(name, was, now)]
