@@ -4,8 +4,8 @@ Each trial is a Ray task (:data:`train_trial_task`, one CPU) that trains with no
 logged, then plays the greedy policy on the sweep's ``K`` held-out tasks (eval seed
 ``E``); each fixed topology plays the very same tasks in a task of its own
 (:data:`evaluate_fixed_task`). With ``--backend local`` every task plays on one llama.cpp
-server the driver starts (:func:`shared_local_server`), one task at a time. Trials never open the episode store and need no
-filesystem shared with the driver: their episodes, metric rows and checkpoint come back
+server the driver starts (:func:`shared_local_server`), one task at a time. Trials never
+open the episode store and need no filesystem shared with the driver: their episodes, metric rows and checkpoint come back
 as the task's return value (episodes in packed batches, :func:`pack_episodes`,
 the checkpoint as bytes). The driver (:func:`run_sweep`) is the store's only writer: it
 writes each checkpoint under ``--out`` and logs each trial as one ``train`` run and one
@@ -811,9 +811,12 @@ def run_sweep(
 def shared_local_server(opts: TeamOptions, sweep: SweepConfig) -> Iterator[LocalServer | None]:
     """The llama.cpp server of a ``--backend local`` sweep on this machine's Ray: started
     here, handed to every task (:meth:`LocalServer.attach_env`), stopped when the sweep
-    ends. One server, not one per Ray worker: it decodes one completion at a time, so a
-    second server on the same cores only halves each one's speed, loads the model twice
-    and thrashes each one's prompt cache. None for other back-ends, and on a cluster
+    ends. One server, not one per Ray worker: it decodes one completion at a time with
+    every core but one, so on a small machine a second server only competes for the same
+    cores (measured: no faster quiet, slower under load; docs/sweep.md) and loads the
+    model again, and on a large one every worker's server would take every core but one.
+    Tasks go one at a time: two clients of one server only queue there and throw away
+    each other's cached prefix. None for other back-ends, and on a cluster
     (``--ray-address``: 127.0.0.1 here is not reachable there), where each worker starts
     its own and keeps it for its later tasks."""
     if opts.backend != "local" or sweep.ray_address is not None:
