@@ -1160,8 +1160,17 @@ def sweep(
         typer.Option(help="Join this Ray cluster (HOST:PORT); default: a local Ray."),
     ] = None,
     max_parallel: Annotated[
-        int | None, typer.Option(min=1, help="Trials at once (default: the cluster's CPUs).")
+        int | None,
+        typer.Option(
+            min=1,
+            help="Trials at once (default: the cluster's CPUs; --backend local: 1 task of "
+            "any kind, as its one server decodes one call at a time).",
+        ),
     ] = None,
+    topologies: Annotated[
+        str,
+        typer.Option(help="Comma-separated fixed topologies played beside the trials."),
+    ] = ",".join(FIXED_TOPOLOGIES),
     n_envs: Annotated[
         int, typer.Option(min=1, max=4096, help="Episodes collected in lockstep.")
     ] = 32,
@@ -1202,6 +1211,7 @@ def sweep(
         parse_methods,
         parse_seeds,
         parse_token_weights,
+        parse_topologies,
         run_sweep,
     )
     from core.team.recipes import recipe_config
@@ -1214,6 +1224,7 @@ def sweep(
         eval_seed=eval_seed,
         ray_address=ray_address,
         max_parallel=max_parallel,
+        topologies=parse_topologies(topologies),
         methods=parse_methods(methods),
         knobs=parse_knobs(knob or []),
         resume=resume,
@@ -1228,11 +1239,10 @@ def sweep(
         * len(config.token_weights)
         * len(config.seeds)
     )
-    with SweepBar(trials) as bar:
+    with SweepBar(trials + len(config.topologies)) as bar:
         result = run_sweep(
             opts, config, train_config, db=db, log=not no_log, progress=bar,
-            report=bar.report, baseline_config=baseline_config,
-            notice=lambda line: console.print(line, highlight=False, soft_wrap=True),
+            report=bar.report, baseline_config=baseline_config, notice=bar.note,
         )  # fmt: skip
     if as_json:
         emit_json(result)
@@ -1250,8 +1260,10 @@ def sweep(
 
 
 class SweepBar(ProgressBar):
-    """Trials done out of all, with how many run and how many failed; it appears with the
-    first report, so that a mistake found before any work prints no empty bar."""
+    """Trials and fixed topologies done out of all, with how many trials run and how many
+    failed; it appears with the first report, so that a mistake found before any work
+    prints no empty bar. Each finished part is also a line of its own: a bar is not drawn
+    where stderr is no terminal (a log file, a CI job), a line is."""
 
     def __init__(self, total: int):
         super().__init__(total, label="sweep")
@@ -1268,11 +1280,19 @@ class SweepBar(ProgressBar):
         if not self.started:
             self.bar.__enter__()
             self.started = True
-        info = f"{status.running} running" + (f", {status.failed} failed" if status.failed else "")
-        self.bar.update(self.task, completed=status.done + status.failed, info=info)
+        info = f"{status.running} trials running"
+        if status.fixed_running:
+            info += f", {status.fixed_running} topologies"
+        if status.failed:
+            info += f", {status.failed} failed"
+        done = status.done + status.failed + status.fixed_done
+        self.bar.update(self.task, completed=done, info=info)
 
     def report(self, line: str) -> None:
         self.bar.console.print(f"[red]failed:[/red] {line}", highlight=False, soft_wrap=True)
+
+    def note(self, line: str) -> None:
+        self.bar.console.print(line, highlight=False, soft_wrap=True, markup=False)
 
 
 def _knob_text(point: dict[str, Any]) -> str:

@@ -54,6 +54,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -361,6 +362,24 @@ def serve(config: LocalServerConfig) -> LocalServer:
         server = _attached(model) or _start(model)
         _SERVERS[model.identity] = server
         return server
+
+
+@contextlib.contextmanager
+def serving(config: LocalServerConfig) -> Iterator[LocalServer]:
+    """The server for ``config`` (as :func:`serve`) for the length of a ``with`` block, and
+    stopped after it when the block started it: one this process ran already, or one it
+    attached to, is left alone. For a command that hands its server to processes it does
+    not own (a sweep's Ray workers) and must not leave it running when it ends."""
+    model = resolve(config)
+    with _LOCK:
+        running = _SERVERS.get(model.identity)
+        ours = running is None or running.gone() is not None
+    server = serve(config)
+    try:
+        yield server
+    finally:
+        if ours and server.owned:
+            server.stop()
 
 
 def shutdown_all() -> None:

@@ -7,9 +7,12 @@ Each entry builds a back-end from the team's options (any object with the attrib
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from core.backends.base import Backend
+
+if TYPE_CHECKING:
+    from core.backends.local_server import LocalServerConfig
 
 
 class BackendSettings(Protocol):
@@ -81,13 +84,21 @@ def _openai(opts: BackendSettings) -> Backend:
     )
 
 
+def local_server_config(opts: BackendSettings) -> LocalServerConfig:
+    """The server ``--backend local`` runs on for these options: a process that starts it
+    for others (a sweep's driver) asks for this one, so that they attach to it."""
+    from core.backends.local_server import LocalServerConfig
+
+    return LocalServerConfig(model_file=opts.model_file)
+
+
 def _local(opts: BackendSettings) -> Backend:
     from core.backends.local_backend import LocalBackend
-    from core.backends.local_server import LocalServerConfig, serve
+    from core.backends.local_server import serve
     from core.backends.openai_backend import OpenAIBackendConfig
 
     cache_dir = _cache_dir(opts)
-    server = serve(LocalServerConfig(model_file=opts.model_file))
+    server = serve(local_server_config(opts))
     return LocalBackend(
         server,
         OpenAIBackendConfig(

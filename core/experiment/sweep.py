@@ -2,9 +2,10 @@
 
 Each trial is a Ray task (:data:`train_trial_task`, one CPU) that trains with nothing
 logged, then plays the greedy policy on the sweep's ``K`` held-out tasks (eval seed
-``E``); the fixed topologies play the very same tasks in one more task
-(:data:`evaluate_fixed_task`). Trials never open the episode store and need no
-filesystem shared with the driver: their episodes, metric rows and checkpoint come back
+``E``); each fixed topology plays the very same tasks in a task of its own
+(:data:`evaluate_fixed_task`). With ``--backend local`` every task plays on one llama.cpp
+server the driver starts (:func:`shared_local_server`), one task at a time. Trials never
+open the episode store and need no filesystem shared with the driver: their episodes, metric rows and checkpoint come back
 as the task's return value (episodes in packed batches, :func:`pack_episodes`,
 the checkpoint as bytes). The driver (:func:`run_sweep`) is the store's only writer: it
 writes each checkpoint under ``--out`` and logs each trial as one ``train`` run and one
@@ -48,6 +49,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayError
 
+from core.backends.local_server import LocalServer
 from core.baselines.names import METHOD_NAMES
 from core.baselines.training import BaselineTrainConfig
 from core.errors import UserError
@@ -103,7 +105,8 @@ class SweepConfig:
     """An existing Ray cluster (``HOST:PORT``, ``ray://HOST:PORT`` or ``auto``); None = start
     a local Ray with this machine's cores."""
     max_parallel: int | None = None
-    """Trials in flight at once; None = the cluster's CPUs."""
+    """Trials in flight at once; None = the cluster's CPUs. On a shared local server: tasks
+    of any kind in flight; None = 1 (it decodes one call at a time)."""
     topologies: tuple[str, ...] = tuple(FIXED_TOPOLOGIES)
     """Fixed topologies evaluated beside the trials."""
     methods: tuple[str, ...] = ("qmix",)
@@ -216,6 +219,15 @@ def _distinct(values: tuple[Any, ...], flag: str) -> tuple[Any, ...]:
     if repeated:
         raise UserError(f"{flag} repeats {repeated[0]:g}.")
     return values
+
+
+def parse_topologies(text: str) -> tuple[str, ...]:
+    """``"single,star"`` -> ``("single", "star")``; one sentence on bad input."""
+    names = tuple(_items(text, "--topologies", "topology"))
+    unknown = [t for t in names if t not in FIXED_TOPOLOGIES]
+    if unknown:
+        raise UserError(f"--topologies takes {', '.join(FIXED_TOPOLOGIES)}, not {unknown[0]!r}.")
+    return _distinct(names, "--topologies")
 
 
 def parse_methods(text: str) -> tuple[str, ...]:
@@ -604,9 +616,15 @@ class SweepStatus:
     """What the progress bar shows."""
 
     total: int
+    """Trials planned (``done``, ``running``, ``failed`` count trials too)."""
     done: int = 0
     running: int = 0
     failed: int = 0
+    fixed_total: int = 0
+    """Fixed topologies planned; each is a task of its own."""
+    fixed_done: int = 0
+    """Fixed topologies played (or failed)."""
+    fixed_running: int = 0
 
 
 class _LiveStatus:
@@ -654,7 +672,8 @@ def run_sweep(
     ``out/sweep.json``). ``report`` gets one line per failed trial; ``trial_task`` is the
     remote function that trains a trial (default :data:`train_trial_task`);
     ``baseline_config`` is the budget of the learned-topology methods' trials; ``notice``
-    gets the lines that say what a resumed sweep (``sweep.resume``) skips and runs again."""
+    gets the lines that say what a resumed sweep (``sweep.resume``) skips and runs again,
+    which local model server plays, and one line per finished trial or topology."""
     baseline_config = baseline_config or BaselineTrainConfig()
     import json
 
@@ -671,6 +690,12 @@ def run_sweep(
         raise UserError(
             f"No episode store at {resolve_db(db)}; --resume needs the --db the sweep logged to."
         )
+    if opts.backend == "local":  # a bad model file or install: one sentence, nothing made
+        from core.backends.local_server import check_installed, resolve
+        from core.backends.registry import local_server_config
+
+        resolve(local_server_config(opts))
+        check_installed()
     if log:
         open_store(db)  # a bad --db is one sentence before any work
     sweep_id = sweep.resume or new_sweep_id()
@@ -724,15 +749,22 @@ def run_sweep(
         if progress is not None:
             progress(status)
 
+    say = notice or (lambda line: None)
     driver = _Driver(
         sweep_id, sweep, db, log, fixed_team, publish, report or (lambda line: None), stored,
-        total=len(specs),
+        total=len(specs), notice=say,
     )  # fmt: skip
     stop = threading.Event()
     try:
         if stored.missing or stored.missing_topologies:  # a finished sweep resumed needs no Ray
-            with ray_session(sweep.ray_address), interrupt_requests() as stop:
-                driver.run(trial_task or train_trial_task, stop)
+            with shared_local_server(opts, sweep) as server:
+                if server is not None:
+                    say(
+                        f"local model {server.model.name} on {server.url} (pid {server.pid}): "
+                        "one server for the whole sweep, one task at a time"
+                    )
+                with ray_session(sweep.ray_address), interrupt_requests() as stop:
+                    driver.run(trial_task or train_trial_task, stop, server)
     except BaseException as exc:
         if live is not None:
             live.write(driver.status, "failed", _one_line(exc))
@@ -773,6 +805,28 @@ def run_sweep(
     result["front"] = [{k: p[k] for k in keys} for p in pareto_front(points)]
     write_file(sweep.out / "sweep.json", (json.dumps(result, indent=2) + "\n").encode(), "--out")
     return result
+
+
+@contextmanager
+def shared_local_server(opts: TeamOptions, sweep: SweepConfig) -> Iterator[LocalServer | None]:
+    """The llama.cpp server of a ``--backend local`` sweep on this machine's Ray: started
+    here, handed to every task (:meth:`LocalServer.attach_env`), stopped when the sweep
+    ends. One server, not one per Ray worker: it decodes one completion at a time with
+    every core but one, so on a small machine a second server only competes for the same
+    cores (measured: no faster quiet, slower under load; docs/sweep.md) and loads the
+    model again, and on a large one every worker's server would take every core but one.
+    Tasks go one at a time: two clients of one server only queue there and throw away
+    each other's cached prefix. None for other back-ends, and on a cluster
+    (``--ray-address``: 127.0.0.1 here is not reachable there), where each worker starts
+    its own and keeps it for its later tasks."""
+    if opts.backend != "local" or sweep.ray_address is not None:
+        yield None
+        return
+    from core.backends.local_server import serving
+    from core.backends.registry import local_server_config
+
+    with serving(local_server_config(opts)) as server:
+        yield server
 
 
 @dataclass
@@ -928,7 +982,9 @@ def fixed_key(sweep_id: str, name: str) -> dict[str, Any]:
 
 
 class _Driver:
-    """Submits the trials (at most ``max_parallel`` at once) and the fixed evaluation,
+    """Submits the trials and the fixed topologies, a task each (the topologies first: they
+    are quick, and each is a point of the front), at most ``max_parallel`` trials at once
+    (with a shared local server: at most ``max_parallel`` tasks of any kind, default 1),
     and logs each as it finishes: the only writer of the store. Of a resumed sweep, only
     what ``stored`` lacks; its stored rows join the result."""
 
@@ -943,6 +999,7 @@ class _Driver:
         report: Callable[[str], None],
         stored: StoredSweep,
         total: int,
+        notice: Callable[[str], None] = lambda line: None,
     ):
         self.sweep_id, self.sweep, self.db, self.log = sweep_id, sweep, db, log
         self.fixed_team, self.progress, self.report = fixed_team, progress, report
@@ -951,55 +1008,92 @@ class _Driver:
         self.fixed: list[dict[str, Any]] = list(stored.fixed)
         self.failed: list[dict[str, Any]] = []
         self.cancelled: list[dict[str, Any]] = []
-        self.status = SweepStatus(total=total, done=len(stored.trials))
+        self.notice = notice
+        self.status = SweepStatus(
+            total=total, done=len(stored.trials),
+            fixed_total=len(sweep.topologies), fixed_done=len(stored.fixed),
+        )  # fmt: skip
 
-    def run(self, trial_task: Any, stop: threading.Event) -> None:
+    def run(self, trial_task: Any, stop: threading.Event, server: LocalServer | None) -> None:
         sweep = self.sweep
-        limit = sweep.max_parallel or max(1, int(ray.cluster_resources().get("CPU", 1)))
-        queue = deque(self.specs)
-        running: dict[Any, TrialSpec | None] = {}  # None: the fixed topologies' task
-        if self.topologies:
-            fixed_ref = evaluate_fixed_task.remote(
-                self.fixed_team, self.topologies, sweep.eval_episodes, sweep.eval_seed
-            )
-            running[fixed_ref] = None
+        if server is None:
+            limit = sweep.max_parallel or max(1, int(ray.cluster_resources().get("CPU", 1)))
+            # The topologies' tasks run beside the trials, as one task did before.
+            limit_all = limit + len(self.topologies)
+        else:
+            limit = limit_all = sweep.max_parallel or 1
+        options = {"runtime_env": {"env_vars": server.attach_env()}} if server else {}
+        queue: deque[TrialSpec | str] = deque([*self.topologies, *self.specs])
+        running: dict[Any, tuple[TrialSpec | str, float]] = {}  # str: a fixed topology
         status = self.status
+        gone = None
         while (queue or running) and not stop.is_set():
-            while queue and sum(s is not None for s in running.values()) < limit:
-                spec = queue.popleft()
-                running[trial_task.remote(spec)] = spec
-            status.running = sum(s is not None for s in running.values())
+            while queue and len(running) < limit_all:
+                if isinstance(queue[0], TrialSpec) and status.running >= limit:
+                    break
+                part = queue.popleft()
+                if isinstance(part, str):
+                    ref = evaluate_fixed_task.options(**options).remote(
+                        self.fixed_team, (part,), sweep.eval_episodes, sweep.eval_seed
+                    )
+                else:
+                    ref = trial_task.options(**options).remote(part)
+                running[ref] = (part, time.monotonic())
+                self._count(running)
             if self.progress:
                 self.progress(status)
             ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
             for ref in ready:
-                self._finish(running.pop(ref), ref, status)
-        if stop.is_set():
-            for ref, spec in running.items():
+                part, started = running.pop(ref)
+                self._finish(part, ref, status, time.monotonic() - started)
+            self._count(running)
+            gone = server.gone() if server is not None else None
+            if gone:
+                break
+        if stop.is_set() or gone:
+            for ref, (part, _) in running.items():
                 ray.cancel(ref, force=True)
-                if spec is not None:
-                    self.cancelled.append(_trial_id(spec))
-            self.cancelled += [_trial_id(s) for s in queue]
-        status.running = 0
+                if isinstance(part, TrialSpec):
+                    self.cancelled.append(_trial_id(part))
+            self.cancelled += [_trial_id(s) for s in queue if isinstance(s, TrialSpec)]
+        status.running = status.fixed_running = 0
         if self.progress:
             self.progress(status)
+        if gone:
+            from core.backends.local_server import LocalServerGone
 
-    def _finish(self, spec: TrialSpec | None, ref: Any, status: SweepStatus) -> None:
-        what = spec.label if spec else "the fixed topologies"
+            raise LocalServerGone(f"{gone}; the parts that finished are logged.")
+
+    def _count(self, running: dict[Any, tuple[TrialSpec | str, float]]) -> None:
+        trials = sum(isinstance(part, TrialSpec) for part, _ in running.values())
+        self.status.running, self.status.fixed_running = trials, len(running) - trials
+
+    def _finish(self, part: TrialSpec | str, ref: Any, status: SweepStatus, seconds: float) -> None:
+        what = part.label if isinstance(part, TrialSpec) else f"fixed topology {part}"
         try:
             result = ray.get(ref)
         except RayError as exc:
-            if spec is not None:
+            if isinstance(part, TrialSpec):
                 status.failed += 1
-            trial = _trial_id(spec) if spec else {"token_weight": None, "seed": None}
+                trial = _trial_id(part)
+            else:
+                status.fixed_done += 1
+                trial = {"token_weight": None, "seed": None, "policy": part}
             self.failed.append({**trial, "error": _one_line(exc)})
             self.report(f"{what} failed: {_one_line(exc)}")
             return
-        if spec is None:
+        if isinstance(part, str):
             self._log_fixed(result)
-            return
-        self.trials.append(self._log_trial(spec, result))
-        status.done += 1
+            status.fixed_done += 1
+            point = self.fixed[-1]
+        else:
+            point = self._log_trial(part, result)
+            self.trials.append(point)
+            status.done += 1
+        self.notice(
+            f"{what}: accuracy {point['accuracy']:.3f}, {point['mean_tokens']:,.0f} tokens an "
+            f"episode on {point['n']} held-out tasks ({seconds:,.0f} s)"
+        )
 
     def _log_trial(self, spec: TrialSpec, result: TrialResult) -> dict[str, Any]:
         from core.store.writer import RunLogger

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -440,6 +441,12 @@ def _closed_port() -> int:
             ["--token-weights", "0.1", "--seeds", "0", "--ray-address", "no-port"],
             "--ray-address must be HOST:PORT",
         ),
+        (["--token-weights", "0", "--seeds", "0", "--topologies", "star,tree"], "not 'tree'"),
+        (
+            ["--token-weights", "0", "--seeds", "0", "--backend", "local"]
+            + ["--model-file", "/nonexistent/model.gguf"],
+            "--model-file /nonexistent/model.gguf does not exist",
+        ),
     ],
 )
 def test_bad_input_is_one_sentence_and_exit_2(
@@ -518,3 +525,76 @@ def test_wilson_interval_and_front_by_hand() -> None:
     d = {"accuracy": 0.9, "mean_tokens": 100.0}  # ties a: both stay
     e = {"accuracy": 0.5, "mean_tokens": 200.0}  # dominated by all
     assert pareto_front([a, b, c, d, e]) == [b, a, d]
+
+
+def _servers_below(pid: int) -> set[int]:
+    """Pids of llama.cpp servers (:mod:`core.backends.local_server`) descended from ``pid``."""
+    parents, servers = {}, set()
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            if b"core.backends.local_server" in (entry / "cmdline").read_bytes():
+                servers.add(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    below = set()
+    for server in servers:
+        p = server
+        while p > 1 and p != pid:
+            p = parents.get(p, 1)
+        if p == pid:
+            below.add(server)
+    return below
+
+
+def test_a_local_model_sweep_shares_one_server_and_leaves_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], local_server
+) -> None:
+    """``--backend local``: every trial and topology plays on the one server the sweep's
+    process runs (here the session's, which the sweep must leave running); no Ray worker
+    starts a server of its own, and none is left when the sweep ends."""
+    db, out = tmp_path / "local.duckdb", tmp_path / "out"
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def watch() -> None:  # a worker's own server would be a descendant of this process
+        while not done.is_set():
+            seen.update(_servers_below(os.getpid()) - {local_server.pid})
+            done.wait(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        code = main(
+            ["sweep", "--backend", "local", "--benchmark", "math", "--agents", "solver",
+             "--rounds", "1", "--episodes", "1", "--eval-episodes", "1", "--n-envs", "1",
+             "--hidden", "8", "--topologies", "single", "--max-tokens", "8", "--no-cache",
+             "--token-weights", "0", "--seeds", "0", "--out", str(out), "--db", str(db),
+             "--json"]
+        )  # fmt: skip
+    finally:
+        done.set()
+        watcher.join()
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-3000:]
+    result = json.loads(captured.out)
+    assert not result["failed"] and [f["policy"] for f in result["fixed"]] == ["single"]
+    assert f"local model {local_server.model.name} on {local_server.url}" in captured.err
+    assert "fixed topology single: accuracy" in captured.err  # a line per finished part
+    assert not seen and not _servers_below(os.getpid()) - {local_server.pid}
+    assert local_server.gone() is None  # not the sweep's to stop
+
+    # Training, held-out and fixed episodes: the server's usage, call by call.
+    episodes = rows(
+        db,
+        "SELECT r.kind, e.policy, e.backend, e.tokens, sum(c.prompt_tokens + c.completion_tokens), "
+        "bool_and(c.usage_reported AND c.error IS NULL AND NOT c.cache_hit) "
+        "FROM episodes e JOIN runs r ON r.id = e.run_id "
+        "JOIN llm_calls c USING (run_id, episode) GROUP BY ALL ORDER BY ALL",
+    )
+    assert [(kind, policy) for kind, policy, *_ in episodes] == [
+        ("eval", "qmix"), ("eval", "single"), ("train", "env"),  # a training episode's policy
+    ]  # fmt: skip
+    for _, _, backend, tokens, usage, reported in episodes:
+        assert backend == "local" and reported and tokens == usage > 0
