@@ -33,9 +33,9 @@ def play(opts: TeamOptions, topologies: list[str], episodes: int) -> dict[str, A
     sent: list[dict[str, Any]] = []
     once = backend._once
 
-    async def recording_once(request: dict[str, Any]) -> Any:
+    async def recording_once(request: dict[str, Any], *args: Any) -> Any:
         sent.append(request)
-        return await once(request)
+        return await once(request, *args)
 
     backend._once = recording_once
     rows: dict[str, Any] = {}

@@ -13,4 +13,8 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 # The layers of docs/architecture.md, enforced (imports only point down).
 lint-imports --no-cache
-exec python -m pytest "$@"
+# Two workers (pytest-xdist), each taking whole test files so a file's module fixtures (a
+# seeded store, a local model server) are built once: much of the suite waits on servers,
+# subprocesses and a browser, so two workers on two cores take about half the time.
+# AGENTQMIX_TEST_WORKERS=0 runs everything in this one process.
+exec python -m pytest -n "${AGENTQMIX_TEST_WORKERS:-2}" --dist loadfile "$@"

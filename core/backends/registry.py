@@ -7,12 +7,13 @@ Each entry builds a back-end from the team's options (any object with the attrib
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from core.backends.base import Backend
 
 if TYPE_CHECKING:
     from core.backends.local_server import LocalServerConfig
+    from core.backends.openai_backend import OpenAIBackendConfig
 
 
 class BackendSettings(Protocol):
@@ -63,25 +64,33 @@ def _sim(opts: BackendSettings) -> Backend:
     return SimBackend(load_society(opts.society) if opts.society else get_preset(opts.preset))
 
 
-def _openai(opts: BackendSettings) -> Backend:
-    from core.backends.openai_backend import OpenAIBackend, OpenAIBackendConfig
+def _client_config(opts: BackendSettings, local: bool, **endpoint: Any) -> OpenAIBackendConfig:
+    """The OpenAI back-end's settings from the options; ``endpoint`` names the server
+    (model, base URL, concurrency...). ``local``: the local server's timeout and deadline."""
+    from core.backends.openai_backend import OpenAIBackendConfig
 
-    cache_dir = _cache_dir(opts)
-    return OpenAIBackend(
-        OpenAIBackendConfig(
-            model=opts.model or "",
-            base_url=opts.base_url,
-            concurrency=opts.concurrency,
-            use_cache=opts.use_cache,
-            cache_counts_tokens=opts.cache_counts_tokens,
-            cache_dir=cache_dir,
-            timeout_s=opts.timeout_s or OPENAI_TIMEOUT_S,
-            max_attempts=opts.max_attempts,
-            max_tokens=opts.max_tokens,
-            deadline_s=opts.deadline_s or OPENAI_DEADLINE_S,
-            sandbox=opts.sandbox,
-        )
+    return OpenAIBackendConfig(
+        **endpoint,
+        use_cache=opts.use_cache,
+        cache_counts_tokens=opts.cache_counts_tokens,
+        cache_dir=_cache_dir(opts),
+        timeout_s=opts.timeout_s or (LOCAL_TIMEOUT_S if local else OPENAI_TIMEOUT_S),
+        max_attempts=opts.max_attempts,
+        max_tokens=opts.max_tokens,
+        deadline_s=opts.deadline_s or (LOCAL_DEADLINE_S if local else OPENAI_DEADLINE_S),
+        sandbox=opts.sandbox,
     )
+
+
+def _openai(opts: BackendSettings) -> Backend:
+    from core.backends.openai_backend import OpenAIBackend
+
+    return OpenAIBackend(
+        _client_config(
+            opts, False, model=opts.model or "", base_url=opts.base_url,
+            concurrency=opts.concurrency,
+        )
+    )  # fmt: skip
 
 
 def local_server_config(opts: BackendSettings) -> LocalServerConfig:
@@ -95,28 +104,18 @@ def local_server_config(opts: BackendSettings) -> LocalServerConfig:
 def _local(opts: BackendSettings) -> Backend:
     from core.backends.local_backend import LocalBackend
     from core.backends.local_server import serve
-    from core.backends.openai_backend import OpenAIBackendConfig
 
-    cache_dir = _cache_dir(opts)
+    _cache_dir(opts)  # checked before the server starts
     server = serve(local_server_config(opts))
     return LocalBackend(
         server,
-        OpenAIBackendConfig(
-            model=server.model.name,
+        _client_config(
+            opts, True, model=server.model.name,
             base_url=server.url,
             # One llama.cpp instance decodes one request at a time.
-            concurrency=1,
-            cache_endpoint=server.model.cache_endpoint,
-            use_cache=opts.use_cache,
-            cache_counts_tokens=opts.cache_counts_tokens,
-            cache_dir=cache_dir,
-            timeout_s=opts.timeout_s or LOCAL_TIMEOUT_S,
-            max_attempts=opts.max_attempts,
-            max_tokens=opts.max_tokens,
-            deadline_s=opts.deadline_s or LOCAL_DEADLINE_S,
-            sandbox=opts.sandbox,
+            concurrency=1, cache_endpoint=server.model.cache_endpoint,
         ),
-    )
+    )  # fmt: skip
 
 
 BACKENDS: dict[str, Callable[[BackendSettings], Backend]] = {

@@ -1,0 +1,23 @@
+"""``bench real`` plays real episodes on the local model and replays the same requests
+straight to the server: the figures it prints are read from what it measured."""
+
+from __future__ import annotations
+
+import json
+
+from tests.benchmarks.test_speed_benchmarks import bench
+
+
+def test_real_episodes_are_timed_against_a_straight_replay_of_their_calls() -> None:
+    proc = bench("real", "--topologies", "single", "--episodes", "1", "--benchmark", "math")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout)
+    assert out["model"].startswith("SmolLM2") and out["agents"] >= 1
+    row = out["topologies"]["single"]
+    assert row["calls"] >= 1 and row["failed_calls"] == 0
+    assert row["tokens_per_episode"] > 0 and row["completion_tokens_per_s"] > 0
+    (replay,) = row["straight_replay_s"]
+    assert replay > 0
+    (seconds,) = row["seconds_per_episode"]
+    assert row["median_s"] == seconds > 0
+    assert abs(row["overhead"] - (seconds / replay - 1)) < 0.02  # both rounded to 0.01 s
