@@ -46,7 +46,10 @@ def _leftovers() -> set[Path]:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_runs_code_in_fresh_dir_with_clean_env(monkeypatch, backend):
+def test_runs_code_in_fresh_dir_with_clean_env(monkeypatch, backend, tmp_path):
+    # Temporary folders in a folder of this test's own: another test (or worker) running
+    # code at the same time makes its own under /tmp.
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-SECRET")
     monkeypatch.setenv("GITHUB_TOKEN", "ghp-SECRET")
     code = (
@@ -66,7 +69,7 @@ def test_runs_code_in_fresh_dir_with_clean_env(monkeypatch, backend):
         assert "agentqmix-sbx-" in cwd and not os.path.exists(cwd)  # removed afterwards
     else:
         assert cwd == "/sandbox"  # the tmpfs, gone with the run
-    assert _leftovers() <= before
+    assert before == set() and _leftovers() == set()
     assert "SECRET" not in r.stdout and "KEY" not in r.stdout and "TOKEN" not in r.stdout
     assert "PATH" in r.stdout
 
@@ -361,7 +364,8 @@ def test_probe_total_memory_is_bounded(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_probe_deep_tree_is_cleaned_up(backend):
+def test_probe_deep_tree_is_cleaned_up(backend, monkeypatch, tmp_path):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # see the fresh-dir test
     before = _leftovers()
     code = (
         "import os\n"
@@ -374,7 +378,7 @@ def test_probe_deep_tree_is_cleaned_up(backend):
     r = run_python(code, config=SandboxConfig(timeout_s=30.0, backend=backend))
     assert r.passed and "deep" in r.stdout, r.stderr
     assert r.backend == backend
-    assert _leftovers() <= before
+    assert before == set() and _leftovers() == set()
 
 
 USERNS = (

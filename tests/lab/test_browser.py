@@ -433,7 +433,7 @@ def test_hostile_links_readable_charts_and_an_exported_episode(lab, browser, tmp
     page.set_viewport_size({"width": 1280, "height": 800})  # the sidebar shown
     page.goto(f"{url}/compare")
     wait_idle(page)
-    page.get_by_role("button", name="SVG", exact=True).click()
+    page.get_by_role("radio", name="SVG", exact=True).click()  # a segmented control
     wait_idle(page)
     plot = page.locator(".js-plotly-plot").first
     plot.hover()
