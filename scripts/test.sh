@@ -17,4 +17,4 @@ lint-imports --no-cache
 # seeded store, a local model server) are built once: much of the suite waits on servers,
 # subprocesses and a browser, so two workers on two cores take about half the time.
 # AGENTQMIX_TEST_WORKERS=0 runs everything in this one process.
-exec python -m pytest -n "${AGENTQMIX_TEST_WORKERS:-2}" --dist loadfile "$@"
+exec python -m pytest -n "${AGENTQMIX_TEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"
