@@ -15,6 +15,7 @@ fi
 lint-imports --no-cache
 # Two workers (pytest-xdist), each taking whole test files so a file's module fixtures (a
 # seeded store, a local model server) are built once: much of the suite waits on servers,
-# subprocesses and a browser, so two workers on two cores take about half the time.
+# subprocesses and a browser: on two cores the suite took 800 s with two workers against
+# 1,314 s in one process (benchmarks/RESULTS.md, "Test suite time").
 # AGENTQMIX_TEST_WORKERS=0 runs everything in this one process.
 exec python -m pytest -n "${AGENTQMIX_TEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"
