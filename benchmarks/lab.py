@@ -39,13 +39,13 @@ from core.store.writer import LoggerConfig, RunLogger
 APP = Path(__file__).resolve().parents[1] / "app.py"
 
 PAGES = (
-    "pages/home.py",
-    "pages/replay.py",
-    "pages/train.py",
-    "pages/failure_lab.py",
-    "pages/compare.py",
-    "pages/ctde.py",
-    "pages/runs.py",
+    "views/home.py",
+    "views/replay.py",
+    "views/train.py",
+    "views/failure_lab.py",
+    "views/compare.py",
+    "views/ctde.py",
+    "views/runs.py",
 )
 """Every page of the lab, as ``AppTest.switch_page`` names them."""
 
@@ -249,7 +249,7 @@ def time_slider(cfg: LabBenchConfig) -> dict[str, Any]:
     """
     _wait_for_prebuild()
     _clear_caches()
-    at = _open("pages/replay.py")
+    at = _open("views/replay.py")
     _run(at)
     at.slider(key="replay_round").set_value(2)  # rounds count from 1 on the page
     immediate = _run(at)

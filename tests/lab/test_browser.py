@@ -173,6 +173,13 @@ def test_first_start_demo_pages_and_a_deep_link(lab, browser):
     (ARTIFACTS / "first-start.png").unlink(missing_ok=True)
     page = browser.new_page(viewport={"width": 1440, "height": 1800})
 
+    # 0. The server's very first session opens a deep link: the router runs (its sidebar and
+    # page titles), not a page alone (Streamlit's auto-discovered pages/ folder did that).
+    page.goto(f"{url}/runs")
+    page.get_by_text("Database:").first.wait_for(timeout=60_000)
+    nav = page.locator('[data-testid="stSidebarNav"]').inner_text()
+    assert "Overview" in nav and "CTDE explained" in nav, nav
+
     # 1. The demo started with the server (not with this page) and shows real progress here.
     page.goto(url)
     page.wait_for_selector('[data-testid="stMain"]', timeout=60_000)

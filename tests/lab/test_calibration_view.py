@@ -33,7 +33,7 @@ def test_compare_shows_simulated_vs_real(own_db) -> None:
     with RunLogger(own_db, "calibrate", {"calibration": REPORT}, model="calibrated-smollm2") as log:
         run_id = log.run_id
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
-    at.switch_page("pages/compare.py")
+    at.switch_page("views/compare.py")
     at.run()
     assert not at.exception, [e.message for e in at.exception]
     assert "Simulated vs real" in [h.value for h in at.subheader]

@@ -27,7 +27,7 @@ def test_figure_table_holds_every_drawn_point_with_its_interval():
 
 
 def test_every_chart_on_a_page_has_its_csv(lab_env):
-    for page in ("pages/compare.py", "pages/replay.py"):
+    for page in ("views/compare.py", "views/replay.py"):
         at = _open(page)
         charts = {c.key for c in at.get("plotly_chart")}
         buttons = {b.key for b in at.get("download_button")}
@@ -38,7 +38,7 @@ def test_the_sidebar_picks_what_every_charts_camera_saves(lab_env):
     """PNG by default; SVG once picked (the sidebar's ``chart_format``; AppTest does not
     see sidebar widgets written before ``st.navigation`` runs the page, so it is set through
     the session state the widget writes), on every chart of every page visited after."""
-    at = _open("pages/compare.py")
+    at = _open("views/compare.py")
 
     def formats() -> set[str]:
         return {
@@ -50,5 +50,5 @@ def test_the_sidebar_picks_what_every_charts_camera_saves(lab_env):
     at.session_state["chart_format"] = "SVG"
     at.run()
     assert formats() == {"svg"}
-    at.switch_page("pages/replay.py").run()
+    at.switch_page("views/replay.py").run()
     assert not at.exception and at.get("plotly_chart") and formats() == {"svg"}

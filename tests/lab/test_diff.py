@@ -63,7 +63,7 @@ def test_task_diff_finds_the_known_flips(own_db):
 
 def test_diff_page_lists_regressions_and_links_both_replays(own_db):
     a_run, b_run = _log_pair(own_db)
-    at = _open("pages/diff.py", a=a_run, b=b_run, regressed="true")
+    at = _open("views/diff.py", a=a_run, b=b_run, regressed="true")
     assert not at.warning, [w.value for w in at.warning]
     table = _table(at, "change", "replay_a", "replay_b")
     assert table["task_id"].tolist() == ["t0"]
@@ -82,7 +82,7 @@ def test_diff_page_lists_regressions_and_links_both_replays(own_db):
 
 def test_diff_page_names_a_bad_link(own_db):
     a_run, _ = _log_pair(own_db)
-    at = _open("pages/diff.py", a="no-such-run", pa="garbage", regressed="maybe")
+    at = _open("views/diff.py", a="no-such-run", pa="garbage", regressed="maybe")
     text = " ".join(w.value for w in at.warning)
     assert "no-such-run" in text and "does not exist" in text
     assert "regressed=maybe" in text

@@ -63,6 +63,6 @@ def test_html_animates_every_round_with_no_server():
 
 def test_replay_offers_both_downloads(own_db):
     run_id, _ = _stored(own_db)
-    at = _open("pages/replay.py", run=run_id, episode="0")
+    at = _open("views/replay.py", run=run_id, episode="0")
     keys = {b.key for b in at.get("download_button")}
     assert {"replay_export_json", "replay_export_html"} <= keys

@@ -10,7 +10,7 @@ from tests.lab.test_pages import _chart, _open, _table
 
 def test_a_fork_is_played_here_logged_as_one_labelled_run_and_shown_side_by_side(own_db):
     before = list_runs(own_db)
-    at = _open("pages/failure_lab.py")
+    at = _open("views/failure_lab.py")
     base_run = at.selectbox(key="fail_run").value
     at.selectbox(key="fail_episode").set_value(3)
     at.selectbox(key="fail_policy").set_value("fixed · full")
@@ -55,25 +55,25 @@ def test_a_fork_is_played_here_logged_as_one_labelled_run_and_shown_side_by_side
     assert r0[0] == r0[1]
 
     # The Replay link opens the fork's failed episode.
-    replay = _open("pages/replay.py", run=new["id"], episode="0", round="0")
+    replay = _open("views/replay.py", run=new["id"], episode="0", round="0")
     assert replay.selectbox(key="replay_run").value == new["id"]
     assert replay.selectbox(key="replay_run").options[-1].startswith("lab · fork of")
 
 
 def test_compare_leaves_forks_out(own_db):
-    at = _open("pages/failure_lab.py")
+    at = _open("views/failure_lab.py")
     at.selectbox(key="fail_policy").set_value("fixed · chain")
     at.button(key="fail_run_now").click().run()
     assert not at.exception
     fork_id = list_runs(own_db, kind="lab").iloc[0]["id"]
-    compare = _open("pages/compare.py")
+    compare = _open("views/compare.py")
     points = {tuple(c[:2]) for t in _chart(compare, "compare_pareto")["data"]
               for c in t.get("customdata") or []}  # fmt: skip
     assert points and not any(run == fork_id for run, _ in points)
 
 
 def test_robustness_is_measured_here_and_drawn_for_its_benchmark(own_db):
-    at = _open("pages/failure_lab.py")
+    at = _open("views/failure_lab.py")
     at.multiselect(key="fail_robust_topologies").set_value(["single", "full"])
     at.number_input(key="fail_robust_episodes").set_value(10)
     at.number_input(key="fail_robust_k").set_value(1)

@@ -9,7 +9,7 @@ import pytest
 
 from tests.lab.conftest import ROOT
 
-PAGE_FILES = sorted((ROOT / "pages").glob("*.py")) + [ROOT / "app.py"]
+PAGE_FILES = sorted((ROOT / "views").glob("*.py")) + [ROOT / "app.py"]
 
 
 @pytest.mark.parametrize("path", PAGE_FILES, ids=lambda p: p.name)

@@ -46,42 +46,42 @@ def test_compare_survives_a_sweep_whose_rows_are_half_written(own_db):
     tag = {"sweep": {"id": "sweep-20260101-000000-half", "token_weight": None, "seed": None}}
     with RunLogger(own_db, "eval", {**tag, "team": {}}, policy="full", benchmark="mixed") as log:
         log.log_episodes(synthetic_episode(k, policy="full") for k in range(4))
-    at = _open("pages/compare.py")
+    at = _open("views/compare.py")
     assert at.selectbox(key="compare_sweep").value == "sweep-20260101-000000-half"
     names = [t["name"] for t in _chart(at, "compare_sweep_chart")["data"]]
     assert any("full" in n or "fixed" in n for n in names)
     trial = {"sweep": {"id": "sweep-20260101-000000-half", "token_weight": 0.3, "seed": 0}}
     with RunLogger(own_db, "train", {**trial, "team": {}}, policy="qmix", benchmark="mixed"):
         pass  # started, nothing logged yet
-    at = _open("pages/compare.py")
+    at = _open("views/compare.py")
     assert at.selectbox(key="compare_sweep").value == "sweep-20260101-000000-half"
 
 
 # ------------------------------------------------------------------ 2. every parameter checked
 
 BAD_LINKS = [
-    ("pages/ctde.py", {"mixer": "garbage"}),
-    ("pages/ctde.py", {"state": "nan"}),
-    ("pages/train.py", {"smoothing": "5"}),
-    ("pages/train.py", {"smoothing": "nan"}),
-    ("pages/train.py", {"smoothing": "-1"}),
-    ("pages/train.py", {"runs": "no-such-run"}),
-    ("pages/replay.py", {"round": "-3"}),
-    ("pages/replay.py", {"round": "99"}),
-    ("pages/replay.py", {"page": str(10**30)}),
-    ("pages/replay.py", {"episode": "abc"}),
-    ("pages/replay.py", {"episode": "100000"}),
-    ("pages/replay.py", {"result": "maybe"}),
-    ("pages/replay.py", {"sort": "sideways"}),
-    ("pages/failure_lab.py", {"from": "99"}),
-    ("pages/failure_lab.py", {"from": "nan"}),
-    ("pages/failure_lab.py", {"agents": "7,x"}),
-    ("pages/failure_lab.py", {"mode": "meltdown"}),
-    ("pages/runs.py", {"kind": "bogus"}),
-    ("pages/runs.py", {"status": "-1"}),
-    ("pages/compare.py", {"healthy": "maybe"}),
-    ("pages/compare.py", {"point": "x:y"}),
-    ("pages/compare.py", {"sweep": "inf"}),
+    ("views/ctde.py", {"mixer": "garbage"}),
+    ("views/ctde.py", {"state": "nan"}),
+    ("views/train.py", {"smoothing": "5"}),
+    ("views/train.py", {"smoothing": "nan"}),
+    ("views/train.py", {"smoothing": "-1"}),
+    ("views/train.py", {"runs": "no-such-run"}),
+    ("views/replay.py", {"round": "-3"}),
+    ("views/replay.py", {"round": "99"}),
+    ("views/replay.py", {"page": str(10**30)}),
+    ("views/replay.py", {"episode": "abc"}),
+    ("views/replay.py", {"episode": "100000"}),
+    ("views/replay.py", {"result": "maybe"}),
+    ("views/replay.py", {"sort": "sideways"}),
+    ("views/failure_lab.py", {"from": "99"}),
+    ("views/failure_lab.py", {"from": "nan"}),
+    ("views/failure_lab.py", {"agents": "7,x"}),
+    ("views/failure_lab.py", {"mode": "meltdown"}),
+    ("views/runs.py", {"kind": "bogus"}),
+    ("views/runs.py", {"status": "-1"}),
+    ("views/compare.py", {"healthy": "maybe"}),
+    ("views/compare.py", {"point": "x:y"}),
+    ("views/compare.py", {"sweep": "inf"}),
 ]
 
 
@@ -94,7 +94,7 @@ def test_a_bad_link_value_is_replaced_by_the_default_and_named(lab_env, page, qu
 
 def test_a_link_to_a_run_that_does_not_exist_says_so_and_offers_the_runs(lab_env):
     _, ids = lab_env
-    at = _open("pages/replay.py", run="eval-19990101-000000-dead")
+    at = _open("views/replay.py", run="eval-19990101-000000-dead")
     assert _said(at, "eval-19990101-000000-dead", "does not exist")
     listed = [m.value for m in at.markdown if ids["qmix"] in m.value]
     assert listed, "the runs that do exist are offered"
@@ -105,7 +105,7 @@ def test_a_link_to_a_run_that_does_not_exist_says_so_and_offers_the_runs(lab_env
 
 def test_replay_reads_its_own_result_parameter(lab_env):
     _, ids = lab_env
-    at = _open("pages/replay.py", run=ids["qmix"], result="wrong")
+    at = _open("views/replay.py", run=ids["qmix"], result="wrong")
     assert at.selectbox(key="replay_correct").value is False
     assert not _said(at, "result=")
 
@@ -118,7 +118,7 @@ def test_an_episode_link_keeps_the_filters_search_and_sort(lab_env):
         "run": ids["qmix"], "result": "wrong", "q": "task-", "sort": "tokens, most first",
         "episode": str(int(target["episode"])),
     }  # fmt: skip
-    at = _open("pages/replay.py", **link)
+    at = _open("views/replay.py", **link)
     assert at.selectbox(key="replay_correct").value is False
     assert at.text_input(key="replay_search").value == "task-"
     assert at.selectbox(key="replay_order").value == "tokens, most first"
@@ -130,14 +130,14 @@ def test_an_episode_link_keeps_the_filters_search_and_sort(lab_env):
 
 def test_a_shared_replay_link_reopens_the_same_view(lab_env):
     _, ids = lab_env
-    at = _open("pages/replay.py", run=ids["chain"])
+    at = _open("views/replay.py", run=ids["chain"])
     at.selectbox(key="replay_correct").set_value(True).run()
     at.selectbox(key="replay_order").set_value("reward, worst first").run()
     options = at.selectbox(key="replay_episode").options
     at.selectbox(key="replay_episode").set_value(int(options[-1].split(" · ")[0][1:])).run()
     at.slider(key="replay_round").set_value(2).run()
     shared = {k: _param(at, k) for k in at.query_params}
-    again = _visit("pages/replay.py", shared)
+    again = _visit("views/replay.py", shared)
     for key in ("replay_run", "replay_correct", "replay_order", "replay_episode"):
         assert again.selectbox(key=key).value == at.selectbox(key=key).value, key
     assert again.slider(key="replay_round").value == at.slider(key="replay_round").value
@@ -151,7 +151,7 @@ def test_a_search_never_leaves_the_picker_outside_its_results(lab_env):
     db, ids = lab_env
     eps = data.episodes.__wrapped__(str(db), ids["qmix"], limit=50)
     outside, task = int(eps.iloc[7]["episode"]), str(eps.iloc[2]["task_id"])
-    at = _open("pages/replay.py", run=ids["qmix"], episode=str(outside), q=task)
+    at = _open("views/replay.py", run=ids["qmix"], episode=str(outside), q=task)
     picked = at.selectbox(key="replay_episode")
     assert picked.value != outside and all(f" · {task} · " in o for o in picked.options)
     assert _said(at, "episode=")  # the link's episode is not among the search results
@@ -165,7 +165,7 @@ def test_a_search_never_leaves_the_picker_outside_its_results(lab_env):
 
 
 def test_train_shows_the_run_it_starts_and_not_the_previous_runs_settings(own_db):
-    at = _open("pages/train.py")
+    at = _open("views/train.py")
     old = list_runs(own_db, kind="train").iloc[0]["id"]
     at.number_input(key="train_episodes").set_value(6)
     at.number_input(key="train_agents").set_value(3)
@@ -183,18 +183,18 @@ def test_train_shows_the_run_it_starts_and_not_the_previous_runs_settings(own_db
 
 def test_rounds_are_counted_from_one_everywhere(lab_env):
     _, ids = lab_env
-    at = _open("pages/replay.py", run=ids["qmix"], episode="0")
+    at = _open("views/replay.py", run=ids["qmix"], episode="0")
     assert any("Round 1 of 3" in m.value for m in at.markdown)
     assert at.slider(key="replay_round").value == 1 and at.slider(key="replay_round").min == 1
     assert _param(at, "round") == "1"
     tokens = _chart(at, "replay_tokens")
     assert tokens["data"][0]["x"][:3] == ["round 1", "round 2", "round 3"]
-    at = _open("pages/replay.py", run=ids["qmix"], episode="0", round="3")
+    at = _open("views/replay.py", run=ids["qmix"], episode="0", round="3")
     assert any("Round 3 of 3" in m.value for m in at.markdown)
-    at = _open("pages/compare.py")
+    at = _open("views/compare.py")
     by_round = _chart(at, "compare_by_round")
     assert by_round["data"][0]["x"][0] == "round 1"
-    at = _open("pages/failure_lab.py", run=ids["full"], episode="2", **{"from": "2"})
+    at = _open("views/failure_lab.py", run=ids["full"], episode="2", **{"from": "2"})
     assert at.number_input(key="fail_from_round").value == 2
     assert at.number_input(key="fail_from_round").min == 1
 
@@ -203,16 +203,16 @@ def test_rounds_are_counted_from_one_everywhere(lab_env):
 
 
 def test_ctde_counts_joint_actions_of_a_crashed_team(lab_env):
-    at = _open("pages/ctde.py", state="multiple choice, one agent crashed")
+    at = _open("views/ctde.py", state="multiple choice, one agent crashed")
     columns = list(at.dataframe[0].value.columns)
     assert any("36 joint actions" in c for c in columns), columns
-    at = _open("pages/ctde.py")
+    at = _open("views/ctde.py")
     assert any("216 joint actions" in c for c in at.dataframe[0].value.columns)
 
 
 @pytest.mark.parametrize("state", list(ctde.STATES))
 def test_ctde_numbers_sit_on_the_scale_the_page_states(lab_env, state):
-    at = _open("pages/ctde.py", state=state)
+    at = _open("views/ctde.py", state=state)
     lo, hi = ctde.REWARD_RANGE
     note = next(i.value for i in at.info if "What the numbers mean" in i.value)
     assert f"{lo:g}" in note and f"{hi:g}" in note
@@ -223,7 +223,7 @@ def test_ctde_numbers_sit_on_the_scale_the_page_states(lab_env, state):
 
 
 def test_ctde_credit_is_not_called_a_share_unless_it_adds_up(lab_env):
-    at = _open("pages/ctde.py")
+    at = _open("views/ctde.py")
     credit = _chart(at, "ctde_credit")["data"][0]
     shares = [float(t.split("(")[1].rstrip("%) ")) for t in credit["text"]]
     assert math.isclose(sum(shares), 100.0, abs_tol=1.5)  # each rounded to 1 %

@@ -79,7 +79,7 @@ def test_home(lab_env):
 
 def test_replay_one_control_moves_every_panel_together(lab_env):
     db, ids = lab_env
-    at = _open("pages/replay.py", run=ids["train"])
+    at = _open("views/replay.py", run=ids["train"])
     assert {"replay_run", "replay_episode", "replay_policy", "replay_correct"} <= _keys(
         at, "selectbox"
     )
@@ -138,7 +138,7 @@ def test_replay_one_control_moves_every_panel_together(lab_env):
 
 def test_a_link_opens_that_episode_at_that_round(lab_env):
     db, ids = lab_env
-    at = _open("pages/replay.py", run=ids["chain"], episode="7", round="3")
+    at = _open("views/replay.py", run=ids["chain"], episode="7", round="3")
     assert at.selectbox(key="replay_run").value == ids["chain"]
     assert at.selectbox(key="replay_episode").value == 7
     assert at.slider(key="replay_round").value == 3
@@ -146,13 +146,13 @@ def test_a_link_opens_that_episode_at_that_round(lab_env):
     record = load_episode(db, ids["chain"], 7).record
     assert _edges(_chart(at, "replay_graph"), 0) == [tuple(e) for e in record.rounds[2].edges]
     # A bad link is named, not a crash.
-    at = _open("pages/replay.py", run="no-such-run", episode="3")
+    at = _open("views/replay.py", run="no-such-run", episode="3")
     assert any("does not exist" in w.value for w in at.warning)
 
 
 def test_switching_run_resets_filters_and_offers_only_its_policies(lab_env):
     _, ids = lab_env
-    at = _open("pages/replay.py", run=ids["full"])
+    at = _open("views/replay.py", run=ids["full"])
     assert at.selectbox(key="replay_policy").options == ["any", "full"]
     at.selectbox(key="replay_correct").set_value(False).run()
     assert all(" · wrong · " in o for o in at.selectbox(key="replay_episode").options)
@@ -168,7 +168,7 @@ def test_switching_run_resets_filters_and_offers_only_its_policies(lab_env):
 
 def test_episodes_are_searchable_and_sortable(lab_env):
     db, ids = lab_env
-    at = _open("pages/replay.py", run=ids["qmix"])
+    at = _open("views/replay.py", run=ids["qmix"])
     episodes = data.episodes.__wrapped__(db, ids["qmix"], limit=50)
     task = episodes.iloc[5]["task_id"]
     at.text_input(key="replay_search").input(task).run()
@@ -185,7 +185,7 @@ def test_episodes_are_searchable_and_sortable(lab_env):
 def test_a_wrong_answer_shows_no_up_arrow(lab_env):
     db, ids = lab_env
     wrong = data.episodes.__wrapped__(db, ids["qmix"], correct=False, limit=1).iloc[0]
-    at = _open("pages/replay.py", run=ids["qmix"], episode=str(int(wrong["episode"])))
+    at = _open("views/replay.py", run=ids["qmix"], episode=str(int(wrong["episode"])))
     answer = next(m for m in at.metric if m.label == "Team answer")
     assert not answer.proto.delta  # no delta, so no arrow
     assert any(":red-badge[" in m.value and "wrong" in m.value for m in at.markdown)
@@ -193,7 +193,7 @@ def test_a_wrong_answer_shows_no_up_arrow(lab_env):
 
 def test_train_page_watches_overlays_and_shows_the_configuration(lab_env):
     _, ids = lab_env
-    at = _open("pages/train.py")
+    at = _open("views/train.py")
     assert {"train_agents", "train_rounds", "train_episodes", "train_seed"} <= _keys(
         at, "number_input"
     )
@@ -216,7 +216,7 @@ def test_a_job_started_elsewhere_can_be_stopped_here(own_db):
         kind="train",
     )  # fmt: skip
     try:
-        at = _open("pages/train.py")
+        at = _open("views/train.py")
         stop = at.button(key=f"train_stop_{job.id}")
         assert not stop.disabled
         stop.click().run()
@@ -229,7 +229,7 @@ def test_a_job_started_elsewhere_can_be_stopped_here(own_db):
 
 def test_compare_keeps_runs_apart_leaves_training_out_and_opens_a_points_episodes(lab_env):
     _, ids = lab_env
-    at = _open("pages/compare.py")
+    at = _open("views/compare.py")
     assert {"compare_benchmark", "compare_policy", "compare_run_a", "compare_run_b",
             "compare_point"} <= _keys(at, "selectbox")  # fmt: skip
     table = _table(at, "label", "accuracy_ci")
@@ -241,14 +241,14 @@ def test_compare_keeps_runs_apart_leaves_training_out_and_opens_a_points_episode
     table = _table(at, "label", "accuracy_ci")
     assert any(data.TRAINING_LABEL in label for label in table["label"])
     # A point (here from the URL, as a click puts it there) lists its episodes with links.
-    at = _open("pages/compare.py", point=f"{ids['chain']}:chain", healthy="false")
+    at = _open("views/compare.py", point=f"{ids['chain']}:chain", healthy="false")
     episodes = _table(at, "replay", "task_id")
     assert len(episodes) == 12
     assert episodes["replay"].iloc[3] == f"/replay?run={ids['chain']}&episode=3"
 
 
 def test_ctde_labels_sliders_names_the_crashed_agent_and_shows_non_monotonic_failure(lab_env):
-    at = _open("pages/ctde.py")
+    at = _open("views/ctde.py")
     sliders = [s for s in at.slider if s.key.startswith("ctde_q_")]
     assert len(sliders) == 18
     assert sliders[1].label == "agent 0 · broadcast_all"
@@ -270,12 +270,12 @@ def test_ctde_labels_sliders_names_the_crashed_agent_and_shows_non_monotonic_fai
 
 def test_failure_lab_renders_and_restores_from_its_url(lab_env):
     _, ids = lab_env
-    at = _open("pages/failure_lab.py")
+    at = _open("views/failure_lab.py")
     assert {"fail_run", "fail_episode", "fail_policy", "fail_mode"} <= _keys(at, "selectbox")
     assert at.multiselect(key="fail_agents").value == [1]
     assert at.button(key="fail_run_now")
     at = _open(
-        "pages/failure_lab.py", run=ids["full"], episode="4", policy="fixed · ring",
+        "views/failure_lab.py", run=ids["full"], episode="4", policy="fixed · ring",
         agents="0,2", mode="byzantine", **{"from": "1"},
     )  # fmt: skip
     assert at.selectbox(key="fail_run").value == ids["full"]
@@ -293,7 +293,7 @@ def test_friendly_messages_for_a_bad_database(tmp_path, monkeypatch, broken):
         db.write_text("this is not a database")
     monkeypatch.setenv("AGENTQMIX_DB", str(db))
     monkeypatch.setenv("AGENTQMIX_LAB_DEMO", "0")
-    for page in ("pages/replay.py", "pages/compare.py", "pages/runs.py", "pages/failure_lab.py"):
+    for page in ("views/replay.py", "views/compare.py", "views/runs.py", "views/failure_lab.py"):
         at = _open(page)
         if broken == "empty":
             assert any("empty" in i.value for i in at.info)
@@ -309,7 +309,7 @@ def _episode_counts(db: Path) -> dict[str, int]:
 def test_deleting_one_run_never_removes_another(own_db, seeded_db):
     ids = seeded_db[1]
     before = _episode_counts(own_db)
-    at = _open("pages/runs.py")
+    at = _open("views/runs.py")
     at.selectbox(key="runs_pick").set_value(ids["chain"]).run()
     delete = at.button(key="runs_delete")
     assert delete.disabled, "nothing typed: nothing to delete"
@@ -332,7 +332,7 @@ def test_deleting_one_run_never_removes_another(own_db, seeded_db):
 def test_a_confirmation_does_not_follow_a_change_of_run(own_db, seeded_db):
     ids = seeded_db[1]
     before = _episode_counts(own_db)
-    at = _open("pages/runs.py")
+    at = _open("views/runs.py")
     at.selectbox(key="runs_pick").set_value(ids["full"]).run()
     at.text_input(key=f"runs_confirm_{ids['full']}").input(ids["full"]).run()
     assert not at.button(key="runs_delete").disabled
@@ -348,7 +348,7 @@ def test_a_confirmation_does_not_follow_a_change_of_run(own_db, seeded_db):
 
 def test_kind_filter_filters_the_picker(lab_env):
     _, ids = lab_env
-    at = _open("pages/runs.py")
+    at = _open("views/runs.py")
     at.multiselect(key="runs_kind").set_value(["train"]).run()
     assert at.selectbox(key="runs_pick").options == [
         o for o in at.selectbox(key="runs_pick").options if o.startswith(ids["train"])
@@ -359,7 +359,7 @@ def test_kind_filter_filters_the_picker(lab_env):
 
 def test_export_lands_in_the_runs_own_folder_and_offers_a_download(own_db, seeded_db):
     ids = seeded_db[1]
-    at = _open("pages/runs.py")
+    at = _open("views/runs.py")
     for run in (ids["qmix"], ids["single"]):
         at.selectbox(key="runs_pick").set_value(run).run()
         assert at.get("download_button")[0].proto.label == "Download as Parquet (zip)"
@@ -389,7 +389,7 @@ def _wait_for(predicate, timeout: float = 150.0) -> None:
 
 
 def test_training_from_the_train_page_logs_episodes(own_db):
-    at = _open("pages/train.py")
+    at = _open("views/train.py")
     at.number_input(key="train_episodes").set_value(8)
     at.number_input(key="train_agents").set_value(3)
     next(b for b in at.button if b.label == "Start training").click().run()
@@ -407,7 +407,7 @@ def test_training_from_the_train_page_logs_episodes(own_db):
 def test_a_learned_topology_method_trains_from_the_train_page(own_db):
     """The Method choice: an AgentPrune run from the page is logged as ``agentprune``, its
     checkpoint is a method's, it offers no resume, and the Failure lab lists it."""
-    at = _open("pages/train.py")
+    at = _open("views/train.py")
     assert at.selectbox(key="train_method").options[0] == "Agent Q-Mix"
     at.selectbox(key="train_method").set_value("agentprune")
     at.number_input(key="train_episodes").set_value(8)
@@ -425,7 +425,7 @@ def test_a_learned_topology_method_trains_from_the_train_page(own_db):
     at.run()
     assert not at.exception
     assert not any(b.key == f"train_resume_{run['id']}" for b in at.button)
-    fail = _open("pages/failure_lab.py")
+    fail = _open("views/failure_lab.py")
     assert any(
         o.startswith("learned · agentprune · ") for o in fail.selectbox(key="fail_policy").options
     )
@@ -437,7 +437,7 @@ def test_seed_store_is_what_the_tests_assume(tmp_path):
     assert count_episodes(tmp_path / "s.duckdb") == 10
 
 
-@pytest.mark.parametrize("page", ["pages/runs.py", "pages/replay.py", "pages/compare.py"])
+@pytest.mark.parametrize("page", ["views/runs.py", "views/replay.py", "views/compare.py"])
 def test_a_damaged_store_is_a_message_not_a_traceback(own_db, page):
     """The store's data cut off part-way (its catalogue still opens): every page says the
     file is damaged and how to repair it, and raises nothing."""

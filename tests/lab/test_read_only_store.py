@@ -22,8 +22,8 @@ from tests.unprivileged import remove_tree, shared_tree, unprivileged_prefix
 
 WHO = unprivileged_prefix()
 
-PAGES = (None, "pages/replay.py", "pages/compare.py", "pages/train.py",
-         "pages/failure_lab.py", "pages/runs.py")  # fmt: skip
+PAGES = (None, "views/replay.py", "views/compare.py", "views/train.py",
+         "views/failure_lab.py", "views/runs.py")  # fmt: skip
 
 SCRIPT = """
 import json, sys
@@ -35,7 +35,7 @@ for page in json.loads(sys.argv[2]):
     if page:
         at.switch_page(page)
     at.run()
-    if page == "pages/runs.py":  # confirm a deletion: the button must stay off
+    if page == "views/runs.py":  # confirm a deletion: the button must stay off
         run = at.selectbox(key="runs_pick").value
         at.text_input(key=f"runs_confirm_{run}").set_value(run).run()
     out[page or "home"] = {
@@ -95,12 +95,12 @@ def test_pages_open_a_read_only_store_read_only() -> None:
     for page, seen in got.items():
         assert seen["exceptions"] == [], (page, seen["exceptions"])
     assert any(c.endswith("(read-only)") for c in got["home"]["sidebar"]), got["home"]
-    assert got["pages/replay.py"]["charts"][:1] == ["replay_graph"]
-    assert got["pages/compare.py"]["charts"], "Compare drew nothing"
-    for page in ("home", "pages/train.py", "pages/failure_lab.py", "pages/runs.py"):
+    assert got["views/replay.py"]["charts"][:1] == ["replay_graph"]
+    assert got["views/compare.py"]["charts"], "Compare drew nothing"
+    for page in ("home", "views/train.py", "views/failure_lab.py", "views/runs.py"):
         assert got[page]["read_only_notes"], f"{page} does not say it cannot write"
     assert "home_real_demo" not in got["home"]["buttons"]
-    assert got["pages/train.py"]["buttons"] == {"FormSubmitter:train_form-Start training": True}
-    assert got["pages/train.py"]["charts"], "the training curves of logged runs still draw"
-    assert got["pages/failure_lab.py"]["buttons"]["fail_run_now"] is True
-    assert got["pages/runs.py"]["buttons"]["runs_delete"] is True
+    assert got["views/train.py"]["buttons"] == {"FormSubmitter:train_form-Start training": True}
+    assert got["views/train.py"]["charts"], "the training curves of logged runs still draw"
+    assert got["views/failure_lab.py"]["buttons"]["fail_run_now"] is True
+    assert got["views/runs.py"]["buttons"]["runs_delete"] is True

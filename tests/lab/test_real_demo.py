@@ -64,7 +64,7 @@ def test_real_episodes_show_progress_then_open_in_replay(own_db, local_server):
         c.prompt and c.usage_reported and c.completion_tokens > 0 and c.latency_s > 0
         for c in record.calls
     ), record.calls  # exact prompts, the server's usage, latency
-    replay = _open("pages/replay.py", run=run["id"], episode="0")
+    replay = _open("views/replay.py", run=run["id"], episode="0")
     shown = " ".join(m.value for m in replay.markdown)
     wrote = [s.text for rnd in record.rounds for s in rnd.steps if s.text.strip()]
     assert wrote and all(text.strip()[:40] in shown for text in wrote)  # the real replies

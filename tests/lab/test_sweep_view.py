@@ -56,7 +56,7 @@ def test_sweep_queries_read_what_the_sweep_stores(sweep_db):
 
 def test_compare_draws_the_sweep_front_against_the_fixed_topologies(sweep_db):
     db, ids = sweep_db
-    at = _open("pages/compare.py")
+    at = _open("views/compare.py")
     assert at.selectbox(key="compare_sweep").value == SWEEP
     assert at.query_params["sweep"] in (SWEEP, [SWEEP])
     spec = _chart(at, "compare_sweep_chart")
@@ -77,9 +77,9 @@ def test_a_sweep_link_opens_that_sweep(own_db):
     _log_sweep(own_db)
     other = "sweep-20260202-120000-cafe"
     _log_sweep(own_db, other)
-    at = _open("pages/compare.py", sweep=SWEEP)
+    at = _open("views/compare.py", sweep=SWEEP)
     assert at.selectbox(key="compare_sweep").value == SWEEP
-    at = _open("pages/compare.py")
+    at = _open("views/compare.py")
     assert at.selectbox(key="compare_sweep").value == other  # the newest by default
 
 
@@ -97,7 +97,7 @@ def _say(db, sweep_id: str, pid: int, **status) -> None:
 def test_a_sweep_from_the_command_line_shows_live(own_db):
     # Started, no trial in the store yet: listed first, with how far it is.
     _say(own_db, SWEEP, os.getpid())
-    at = _open("pages/compare.py")
+    at = _open("views/compare.py")
     assert at.selectbox(key="compare_sweep").value == SWEEP
     bars = [p.proto.text for p in at.get("progress")]
     assert any("Running: 0 of 4 trials done · 2 running" in t for t in bars), bars
@@ -105,10 +105,10 @@ def test_a_sweep_from_the_command_line_shows_live(own_db):
     # Trials land (the driver logs them as they finish): the front so far is drawn.
     _log_sweep(own_db)
     _say(own_db, SWEEP, os.getpid(), done=3, running=0, failed=1)
-    at = _open("pages/compare.py", sweep=SWEEP)
+    at = _open("views/compare.py", sweep=SWEEP)
     assert any("3 of 4 trials done · 1 failed" in p.proto.text for p in at.get("progress"))
     assert _chart(at, "compare_sweep_chart")["layout"]["annotations"]
     # A sweep whose process is gone says so instead of "running" forever.
     _say(own_db, "sweep-20260303-000000-dead", 2**22 + 11, started_at=time.time() + 5)
-    at = _open("pages/compare.py", sweep="sweep-20260303-000000-dead")
+    at = _open("views/compare.py", sweep="sweep-20260303-000000-dead")
     assert any("stopped" in p.proto.text for p in at.get("progress"))
