@@ -309,26 +309,31 @@ def test_sigkill_then_resume_continues_the_same_run(tmp_path: Path) -> None:
     run = runs[0]["id"]
     kept = count(db, f"SELECT count(*) FROM episodes WHERE run_id = '{run}'")
     assert kept >= 16
-    # What the resume starts from is the checkpoint file; the store's checkpoint_episode may
-    # lag it by one checkpoint (killed between writing the file and logging that it did).
+    # The resume starts from the checkpoint file (the store's checkpoint_episode may lag it
+    # by one checkpoint: killed between writing the file and logging that it did).
     from core.qmix.checkpoint import load_checkpoint
 
     done = int(load_checkpoint(ckpt).resume["episodes_done"])
     stored = ok_json(cli("sql", f"SELECT checkpoint_episode AS c FROM runs WHERE id = '{run}'",
                          "--db", str(db), "--json"))[0]["c"]  # fmt: skip
     assert (stored is None or stored + 1 <= done) and done <= kept
+    rows = f"SELECT episode, reward, tokens FROM episodes WHERE run_id = '{run}' ORDER BY episode"
+    before = ok_json(cli("sql", rows, "--db", str(db), "--json"))
     out = ok_json(cli("train", "--resume", run, "--db", str(db), "--json"))
     assert out["run_id"] == run and out["episodes"] == 160
     runs = ok_json(cli("runs", "--db", str(db), "--json"))
     assert runs[0]["status"] == "finished"
-    # Nothing the killed process logged is deleted; the learner restarts after the
-    # checkpoint and its episodes are numbered on from the last stored one.
-    total = kept + 160 - done
+    # Nothing the killed process logged is deleted, and the episodes it logged after its
+    # checkpoint count toward the budget (they happened): the learner restarts from the
+    # checkpoint and is credited with every stored episode, and the run ends with exactly
+    # its 160 episodes, numbered 0..159, none twice (core/experiment/train.py resumed_state).
+    total = 160
     assert count(db, f"SELECT count(*) FROM episodes WHERE run_id = '{run}'") == total
     assert (
         count(db, f"SELECT count(DISTINCT episode) FROM episodes WHERE run_id = '{run}'") == total
     )
     assert count(db, f"SELECT max(episode) FROM episodes WHERE run_id = '{run}'") == total - 1
+    assert ok_json(cli("sql", rows, "--db", str(db), "--json"))[:kept] == before  # untouched
 
 
 def knows_the_answers(benchmark: str, seed: int = 0):
