@@ -11,7 +11,6 @@ team it does not fit is a :class:`~core.errors.UserError` (one sentence, exit 2)
 
 from __future__ import annotations
 
-import io
 import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -22,7 +21,7 @@ import torch
 from core.baselines.method import GraphMethod, TeamShape
 from core.baselines.registry import METHODS, build_method
 from core.errors import UserError
-from core.paths import write_file
+from core.qmix.checkpoint import read_payload, write_payload
 
 FORMAT = "agentqmix-baseline"
 VERSION = 1
@@ -63,27 +62,7 @@ def save_method(
         "team": team,
         "meta": meta or {},
     }
-    buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    return write_file(path, buffer.getvalue(), "--out")
-
-
-def read_payload(path: str | Path) -> dict[str, Any]:
-    """The file's top-level dict (any agentqmix checkpoint), or one sentence why not."""
-    path = Path(path)
-    if path.is_dir():
-        raise UserError(f"checkpoint {path} is a folder, not a checkpoint file.")
-    if not path.is_file():
-        raise UserError(f"checkpoint {path} does not exist.")
-    try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # whatever the bytes are, torch could not read a checkpoint
-        raise UserError(
-            f"checkpoint {path} is not a readable agentqmix checkpoint ({type(exc).__name__})."
-        ) from exc
-    if not isinstance(payload, dict):
-        raise UserError(f"checkpoint {path} is not an agentqmix checkpoint.")
-    return payload
+    return write_payload(path, payload)
 
 
 def load_method(path: str | Path, expect: TeamShape | None = None) -> LoadedMethod:

@@ -11,6 +11,7 @@ then edges). :mod:`core.baselines.training` trains any of them the same way.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -79,9 +80,9 @@ class Stage:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-class GraphMethod(nn.Module):
-    """Base of the four methods. Subclasses set the class attributes and the methods that
-    raise ``NotImplementedError``."""
+class GraphMethod(nn.Module, ABC):
+    """Base of the four methods. Subclasses set the class attributes and define the
+    abstract methods (a subclass missing one cannot be built)."""
 
     name: ClassVar[str] = ""
     config_class: ClassVar[type[MethodConfig]] = MethodConfig
@@ -99,17 +100,17 @@ class GraphMethod(nn.Module):
 
     # -- what a subclass defines ------------------------------------------------------
 
+    @abstractmethod
     def edge_probs(self, context: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
         """Edge probabilities per named edge tensor, ``(batch, *shape)``, with grad."""
-        raise NotImplementedError
 
+    @abstractmethod
     def supports(self) -> dict[str, torch.Tensor]:
         """Per named edge tensor, the bool ``(*shape)`` of entries that can be present."""
-        raise NotImplementedError
 
+    @abstractmethod
     def episode_graph(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
         """One episode's graphs from its edge tensors (``(*shape)`` bool each)."""
-        raise NotImplementedError
 
     def regulariser(self, probs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Added to the REINFORCE loss (a low-rank or sparsity penalty); default none."""

@@ -35,9 +35,9 @@ def learned_policy(checkpoint: Path, opts: TeamOptions, device: str = "auto") ->
     (:class:`~core.experiment.policies.PolicyInfo`) names the family, the token weight it
     was trained at and its knob."""
     from core.baselines.checkpoint import FORMAT as BASELINE_FORMAT
-    from core.baselines.checkpoint import read_payload
     from core.experiment.options import make_team_env
     from core.experiment.policies import PolicyInfo, baseline_policy
+    from core.qmix.checkpoint import read_payload
 
     if read_payload(checkpoint).get("format") == BASELINE_FORMAT:
         return baseline_policy(checkpoint, opts)

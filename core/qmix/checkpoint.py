@@ -73,6 +73,11 @@ def save_checkpoint(
         "mixer": {k: v.detach().cpu() for k, v in mixer.state_dict().items()},
         "resume": resume,
     }
+    return write_payload(path, payload)
+
+
+def write_payload(path: Path, payload: dict[str, Any]) -> Path:
+    """Write a checkpoint's dict atomically, never over a device node, pipe or socket."""
     # Serialised in memory, written by us: torch's own file writer reports a full disk as
     # RuntimeErrors ("basic_ios::clear: iostream error", "unexpected pos") that name no
     # cause; a plain write raises the OSError (ENOSPC) that says what happened.
@@ -82,10 +87,8 @@ def save_checkpoint(
     return write_file(path, buffer.getvalue(), "--out")
 
 
-def load_checkpoint(
-    path: str | Path, device: torch.device | str = "cpu", expect: EnvShapes | None = None
-) -> Checkpoint:
-    """Load and rebuild; ``expect`` checks the shapes against an environment."""
+def read_payload(path: str | Path) -> dict[str, Any]:
+    """The file's top-level dict (any agentqmix checkpoint), or one sentence why not."""
     path = Path(path)
     if path.is_dir():
         raise UserError(f"checkpoint {path} is a folder, not a checkpoint file.")
@@ -97,7 +100,18 @@ def load_checkpoint(
         raise UserError(
             f"checkpoint {path} is not a readable agentqmix checkpoint ({type(exc).__name__})."
         ) from exc
-    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+    if not isinstance(payload, dict):
+        raise UserError(f"checkpoint {path} is not an agentqmix checkpoint.")
+    return payload
+
+
+def load_checkpoint(
+    path: str | Path, device: torch.device | str = "cpu", expect: EnvShapes | None = None
+) -> Checkpoint:
+    """Load and rebuild; ``expect`` checks the shapes against an environment."""
+    path = Path(path)
+    payload = read_payload(path)
+    if payload.get("format") != FORMAT:
         raise UserError(f"checkpoint {path} is not an agentqmix checkpoint.")
     if payload.get("version") != VERSION:
         raise UserError(
