@@ -1455,13 +1455,40 @@ def sql(
     ],
     db: Db = None,
     as_json: Json = False,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            help="Stop the statement after this many seconds of running and fetching it "
+            "(default 60; Ctrl-C stops it too)."
+        ),
+    ] = None,
+    max_rows: Annotated[
+        int | None,
+        typer.Option(
+            help="Print at most this many rows, --json too (default 1000; 0 = no cap); "
+            "stderr says when the result had more."
+        ),
+    ] = None,
 ) -> None:
     """Run read-only SQL against the episode store and print a table."""
     from core.store import commands
 
-    commands.print_table(
-        commands.sql(query, db), as_json=as_json, width=None if sys.stdout.isatty() else 200
-    )
+    # Unset flags take the defaults of commands.sql (SQL_TIMEOUT_S, SQL_MAX_ROWS), which
+    # this module cannot import without loading DuckDB for every command.
+    given = {"timeout": timeout, "max_rows": max_rows}
+    try:
+        table = commands.sql(query, db, **{k: v for k, v in given.items() if v is not None})
+    except KeyboardInterrupt:
+        console.print("interrupted: the query was stopped.", highlight=False)
+        raise typer.Exit(130) from None
+    commands.print_table(table, as_json=as_json, width=None if sys.stdout.isatty() else 200)
+    if table.cut_at is not None:
+        console.print(
+            f"showing the first {table.cut_at} rows; the result has more: raise --max-rows "
+            "(0 = no cap) or page with LIMIT/OFFSET.",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @app.command()

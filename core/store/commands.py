@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
@@ -38,13 +40,24 @@ from core.store.spool import list_spools, lock_held, segments, spool_dir_for
 
 Db = str | os.PathLike[str] | None
 
+SQL_TIMEOUT_S = 60.0
+"""How long ``sql`` lets a statement run (executing and fetching) before it stops it."""
+SQL_MAX_ROWS = 1000
+"""How many rows ``sql`` prints at most (0 = no cap)."""
+
 
 class Table:
-    """A command's result: column names and rows of plain Python values."""
+    """A command's result: column names and rows of plain Python values.
 
-    def __init__(self, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    ``cut_at``: set when the result had more rows; ``rows`` are its first ``cut_at``.
+    """
+
+    def __init__(
+        self, columns: Sequence[str], rows: Sequence[Sequence[Any]], cut_at: int | None = None
+    ) -> None:
         self.columns = list(columns)
         self.rows = [list(r) for r in rows]
+        self.cut_at = cut_at
 
     def records(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
@@ -69,7 +82,13 @@ def runs(db: Db = None) -> Table:
     return Table(cols, rows)
 
 
-def sql(query: str, db: Db = None) -> Table:
+def sql(
+    query: str,
+    db: Db = None,
+    *,
+    timeout: float = SQL_TIMEOUT_S,
+    max_rows: int = SQL_MAX_ROWS,
+) -> Table:
     """Run one statement a user wrote; it can read the store and nothing else.
 
     DuckDB enforces that, not a filter of ours: the store is attached read-only, the spool
@@ -77,7 +96,16 @@ def sql(query: str, db: Db = None) -> Table:
     paths) and its settings are locked (:func:`core.store.engine.lock_down`). So COPY,
     IMPORT/EXPORT DATABASE, read_*() and glob(), ATTACH, INSTALL/LOAD and SET fail however
     they are wrapped (``EXPLAIN ANALYZE COPY ...``).
+
+    The statement runs for ``timeout`` seconds at most (then a UserError) and Ctrl-C stops
+    it (KeyboardInterrupt, raised once DuckDB has let go). It returns the first
+    ``max_rows`` rows (0 = all), fetching one more to tell, in ``Table.cut_at``, that the
+    result had more.
     """
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise UserError(f"--timeout must be a finite number of seconds > 0, not {timeout:g}.")
+    if max_rows < 0:
+        raise UserError(f"--max-rows must be >= 0 (0 = no cap), not {max_rows}.")
     try:
         query.encode("utf-8")
     except UnicodeEncodeError as err:
@@ -91,9 +119,7 @@ def sql(query: str, db: Db = None) -> Table:
     path = resolve_db(db)
     with read_session(path, create=False, locked=True) as cur:
         try:
-            result = cur.execute(statements[0])
-            columns = [d[0] for d in result.description or []]
-            rows = result.fetchall()
+            columns, rows = _run_bounded(cur, statements[0], timeout, max_rows)
         except duckdb.Error as err:
             if (converted := store_error(path, err)) is not None:
                 raise converted from err
@@ -102,7 +128,61 @@ def sql(query: str, db: Db = None) -> Table:
                     f"sql only reads the episode store, not files or extensions: {_first_line(err)}"
                 ) from err
             raise UserError(f"Bad SQL: {_first_line(err)}") from err
-    return Table(columns, [[_plain(v) for v in row] for row in rows])
+    cut_at = max_rows if 0 < max_rows < len(rows) else None
+    return Table(columns, [[_plain(v) for v in row] for row in rows[:cut_at]], cut_at)
+
+
+def _run_bounded(
+    cur: duckdb.DuckDBPyConnection, statement: Any, timeout: float, max_rows: int
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Column names and the first ``max_rows`` + 1 rows (0: all) of ``statement``.
+
+    It runs in a thread of its own: Python handles Ctrl-C in the main thread only between
+    bytecodes, which never come while DuckDB executes, so the main thread waits instead
+    and, on the timeout or Ctrl-C, stops the statement with DuckDB's own interrupt on
+    this cursor. Results stream, so fetching the first rows does not run the rest.
+    """
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            result = cur.execute(statement)
+            outcome["columns"] = [d[0] for d in result.description or []]
+            rows = result.fetchall() if max_rows == 0 else result.fetchmany(max_rows + 1)
+            outcome["rows"] = rows
+        except BaseException as err:  # re-raised in the caller's thread
+            outcome["error"] = err
+        finally:
+            done.set()
+
+    # An Event, not Thread.join: before Python 3.13 a join that Ctrl-C interrupts marks
+    # the thread as ended while it still runs.
+    threading.Thread(target=work, name="agentqmix-sql", daemon=True).start()
+    try:
+        finished = done.wait(min(timeout, threading.TIMEOUT_MAX))
+    except BaseException:  # Ctrl-C: the session must not close a cursor still in use
+        _interrupt(cur, done)
+        raise
+    if not finished:
+        _interrupt(cur, done)
+        if isinstance(outcome.get("error"), duckdb.InterruptException):
+            raise UserError(
+                f"the query ran longer than {timeout:g} s and was stopped; "
+                "raise --timeout or narrow it."
+            )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["columns"], outcome["rows"]
+
+
+def _interrupt(cur: duckdb.DuckDBPyConnection, done: threading.Event) -> None:
+    """Stop the statement running on ``cur`` and wait until DuckDB has let go of the
+    cursor (the session closes it next); more Ctrl-Cs meanwhile change nothing."""
+    cur.interrupt()
+    while not done.is_set():
+        with suppress(KeyboardInterrupt):
+            done.wait()
 
 
 _RUN_PROMPTS = "messages_hash IN (SELECT messages_hash FROM {calls} WHERE run_id = ?)"
