@@ -16,11 +16,12 @@ from core.store.synthetic import synthetic_episode
 from .conftest import REPO, spawn_writer
 
 READER = """
-import json, sys, time
+import json, os, sys, time
 from core.store.queries import count_episodes, load_episode, list_runs
 from core.store.synthetic import synthetic_episode
 db, deadline = sys.argv[1], time.time() + float(sys.argv[2])
 open(sys.argv[3], "w").close()  # tell the writer the reader is up
+paced_by = sys.argv[3] + ".checks"
 counts, errors, checked = [], [], 0
 while time.time() < deadline:
     try:
@@ -33,6 +34,9 @@ while time.time() < deadline:
             if got is None or got.record != synthetic_episode(i):
                 errors.append(f"episode {i} differs")
             checked += 1
+            with open(paced_by + ".tmp", "w") as f:
+                f.write(str(checked))
+            os.replace(paced_by + ".tmp", paced_by)  # the writer waits for our reads
         if len(runs) and runs.status[0] == "finished":
             break
     except Exception as exc:
@@ -45,8 +49,9 @@ def test_concurrent_writer_and_reader_processes(db: Path) -> None:
     n = 100
     ready = db.parent / "reader-ready"
     writer = spawn_writer(
-        db, n, "--sleep", "0.04", "--ingest-every", "0.05", "--wait-for", str(ready)
-    )
+        db, n, "--sleep", "0.04", "--ingest-every", "0.05", "--wait-for", str(ready),
+        "--paced-by", f"{ready}.checks",
+    )  # fmt: skip
     first = writer.stdout.readline()
     assert first.startswith("run ")
     run_id = first.split()[1]
@@ -65,6 +70,7 @@ def test_concurrent_writer_and_reader_processes(db: Path) -> None:
     seen = json.loads(reader.stdout)
     assert seen["errors"] == []
     assert seen["checked"] > 5
+    assert any(0 < c < n for c in seen["counts"]), "no read happened while the run was half-written"
     assert seen["counts"] == sorted(seen["counts"]), "a reader saw rows disappear"
     assert count_episodes(db) == n
     assert list(list_episodes(db, limit=1000).episode) == list(range(n))
