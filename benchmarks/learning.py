@@ -177,6 +177,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--benchmark", default="mixed")
     parser.add_argument("--episodes", type=int, default=recipe_value(TEAM_RECIPE, "episodes"))
     parser.add_argument("--max-updates", type=int, default=recipe_value(TEAM_RECIPE, "max_updates"))
+    parser.add_argument(
+        "--epsilon-anneal", type=float,
+        default=recipe_value(TEAM_RECIPE, "exploration.anneal_fraction"),
+        help="share of the training episodes over which ε falls (train's --epsilon-anneal)",
+    )  # fmt: skip
     parser.add_argument("--token-weight", type=float, default=TeamOptions.token_weight)
     parser.add_argument("--idle", choices=IDLE_RULES, default=TeamOptions.idle)
     parser.add_argument(
@@ -207,7 +212,12 @@ def main(argv: list[str] | None = None) -> None:
                 opts,
                 recipe_config(
                     TEAM_RECIPE,
-                    {"episodes": args.episodes, "max_updates": args.max_updates, "seed": seed},
+                    {
+                        "episodes": args.episodes,
+                        "max_updates": args.max_updates,
+                        "exploration.anneal_fraction": args.epsilon_anneal,
+                        "seed": seed,
+                    },
                 ),
                 Path(tmp) / "policy.pt",
                 log=False,
@@ -228,6 +238,7 @@ def main(argv: list[str] | None = None) -> None:
         "seeds": seeds,
         "episodes": args.episodes,
         "max_updates": args.max_updates,
+        "epsilon_anneal": args.epsilon_anneal,
         "idle": args.idle,
         "pass_through": args.pass_through,
         "eval_seed": args.eval_seed,
