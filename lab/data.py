@@ -20,15 +20,19 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from core.baselines.names import METHOD_KNOBS
 from core.records import DECISION_AGENT, EpisodeRecord
 from core.store import queries as q
 from core.store.commands import export_run
 from core.store.engine import resolve_db, sweep_status_dir, write_problem
 from core.team.options import options_from_dict
+from core.team.topologies import FIXED_TOPOLOGIES
 from lab import asked, figures, forks
 from lab import jobs as jobs_module
 from lab.demo import ROOT, DemoStatus, read_status
 from lab.jobs import JobManager
+from lab.palette import LEARNED_METHODS
+from lab.policies import describe_policy, knob_text
 from lab.stats import with_intervals
 
 TTL_S = 3
@@ -57,6 +61,68 @@ def policy_label(policy: str | None) -> str:
     if policy is None:
         return "any"
     return TRAINING_LABEL if policy == TRAINING_POLICY else str(policy)
+
+
+def _family(method: str) -> str | None:
+    """``learned`` / ``fixed`` for a name the project ships, else None."""
+    if method in LEARNED_METHODS:
+        return "learned"
+    return "fixed" if method in FIXED_TOPOLOGIES else None
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def policy_descriptions(db: str) -> pd.DataFrame:
+    """What each policy of each run is (:func:`core.store.queries.policy_descriptions`)."""
+    return q.policy_descriptions(db)
+
+
+def with_methods(df: pd.DataFrame, db: str, run_id: str | None = None) -> pd.DataFrame:
+    """``df`` (one row per policy, or per policy in each run: ``policy_id`` and maybe
+    ``run_id``) with what each policy is, from the runs' ``config["policies"]``:
+    ``method`` (what colours it: qmix, a learned-topology method, a topology), ``family``,
+    ``token_weight`` (trained at), ``knob`` (a dict) and ``description``
+    (:func:`describe_policy`). Without ``run_id`` in ``df``, ``run_id`` names the one run
+    its rows come from. A run that stored no description (logged before issue 20, a fixed
+    topology's own eval run, training episodes) keeps its policy name as its method."""
+    if df.empty or "policy_id" not in df:
+        return df
+    described = policy_descriptions(db).rename(columns={"policy": "policy_id"})
+    if "run_id" in df:
+        df = df.merge(described, on=["run_id", "policy_id"], how="left")
+    elif run_id is not None:
+        mine = described[described["run_id"] == run_id].drop(columns="run_id")
+        df = df.merge(mine, on="policy_id", how="left")
+    else:
+        df = df.assign(method=None, family=None, token_weight=None, knob=None)
+    df["method"] = df["method"].where(df["method"].notna(), df["policy_id"])
+    df["family"] = [
+        f if isinstance(f, str) else _family(m)
+        for f, m in zip(df["family"], df["method"], strict=True)
+    ]
+    df["token_weight"] = pd.to_numeric(df["token_weight"], errors="coerce")
+    df["knob"] = [json.loads(k) if isinstance(k, str) else {} for k in df["knob"]]
+    df["description"] = [
+        describe_policy(m, f, w, k) if f else label
+        for m, f, w, k, label in zip(
+            df["method"], df["family"], df["token_weight"], df["knob"], df["policy"], strict=True
+        )
+    ]
+    return df
+
+
+def train_run_method(info: q.RunInfo | None) -> tuple[str, float | None, dict[str, float]]:
+    """What a training run learns: its method (``qmix`` or a learned-topology method), the
+    token weight it trains at and its knob (a sweep trial's swept setting, else the
+    method's own knob at the value it was given); a run that is gone learns ``qmix``."""
+    config = info.config if info is not None else {}
+    method = (config.get("method") or {}).get("name") or "qmix"
+    weight = (config.get("team") or {}).get("token_weight")
+    knob = (config.get("sweep") or {}).get("knob")
+    if not isinstance(knob, dict):
+        name = METHOD_KNOBS.get(method)
+        settings = (config.get("method") or {}).get("config") or {}
+        knob = {name: float(settings[name])} if name in settings else {}
+    return method, None if weight is None else float(weight), knob
 
 
 def short_run(run_id: str) -> str:
@@ -247,7 +313,9 @@ def aggregate(
 ) -> pd.DataFrame:
     """Accuracy, tokens and reward per group, with 95 % intervals (Wilson for accuracy,
     normal SE for the means). Grouped by policy, ``policy`` is the display name and
-    ``policy_id`` the stored one; training episodes only with ``include_training``."""
+    ``policy_id`` the stored one; training episodes only with ``include_training``.
+    Grouped by run and policy, each row also says what its policy is
+    (:func:`with_methods`: method, family, trained token weight, knob, description)."""
     flt = q.EpisodeFilter(
         run_ids=list(run_ids) if run_ids else None, benchmark=benchmark, with_failures=with_failures
     )
@@ -262,6 +330,7 @@ def aggregate(
         df["label"] = [
             f"{p} · {short_run(r)}" for p, r in zip(df["policy"], df["run_id"], strict=True)
         ]
+        df = with_methods(df, db)
     return with_intervals(df) if not df.empty else df
 
 
@@ -287,9 +356,11 @@ def robustness(
     run_ids: tuple[str, ...] | None = None,
 ) -> pd.DataFrame:
     """Accuracy by policy and number of failed agents, with Wilson intervals (``run_ids``:
-    only those runs, e.g. one robustness measurement)."""
+    only those runs, e.g. one robustness measurement, whose policies' methods
+    :func:`with_methods` then reads)."""
     flt = q.EpisodeFilter(benchmark=benchmark, run_ids=list(run_ids) if run_ids else None)
     df = _label_policies(q.robustness(db, flt), include_training)
+    df = with_methods(df, db, run_ids[0] if run_ids and len(run_ids) == 1 else None)
     return with_intervals(df) if not df.empty else df
 
 
@@ -379,7 +450,8 @@ def sweep_points(db: str, sweep_id: str, landed: int | None = None) -> pd.DataFr
     """One sweep's held-out points (a trial's learned policy or a fixed topology) with 95 %
     intervals and a ``label``: ``w=0.3 · seed 1`` for an Agent Q-Mix trial, ``agentprune
     prune_ratio=0.3 · w=0.3 · seed 1`` for a learned-topology method's, the topology's name
-    for a fixed one; ``knob`` as a dict. ``landed`` (trials done or failed, as the running
+    for a fixed one; ``knob`` as a dict; ``method`` (what colours the point), ``family`` and
+    ``description`` as :func:`with_methods` gives them. ``landed`` (trials done or failed, as the running
     driver last said) only keys the cache: a trial that lands is drawn at once."""
     df = q.sweep_points(db, sweep_id)
     if df.empty:
@@ -390,7 +462,7 @@ def sweep_points(db: str, sweep_id: str, landed: int | None = None) -> pd.DataFr
         if w is None or w != w:
             return str(policy)
         method = "" if policy == "qmix" else f"{policy} "
-        method += "".join(f"{k}={v:g} " for k, v in knob.items())
+        method += f"{knob_text(knob)} " if knob else ""
         return f"{method}{'· ' if method else ''}w={w:g} · seed {int(seed)}"
 
     df["label"] = [
@@ -398,6 +470,12 @@ def sweep_points(db: str, sweep_id: str, landed: int | None = None) -> pd.DataFr
         for row in zip(df["policy"], df["token_weight"], df["seed"], df["knob"], strict=True)
     ]
     df["learned"] = df["token_weight"].notna()
+    df["method"] = df["policy"]
+    df["family"] = ["learned" if w else "fixed" for w in df["learned"]]
+    df["description"] = [
+        describe_policy(*row)
+        for row in zip(df["method"], df["family"], df["token_weight"], df["knob"], strict=True)
+    ]
     df["engine"] = [engine_label(b, m) for b, m in zip(df["backend"], df["model"], strict=True)]
     return with_intervals(df)
 
@@ -464,7 +542,7 @@ def clear() -> None:
     """Forget cached query results (after this lab wrote or deleted something)."""
     for fn in (runs, episodes, count, distinct, aggregate, action_distribution, robustness,
                curves, action_mix, checkpoints, run_info, episode_position,
-               run_values, sweeps, sweep_points):  # fmt: skip
+               run_values, sweeps, sweep_points, policy_descriptions):  # fmt: skip
         fn.clear()
 
 

@@ -24,10 +24,12 @@ from core.records import AgentStep, EpisodeRecord, RoundRecord
 from lab.palette import (
     ACTION_COLORS,
     AGENT_COLORS,
+    LEARNED_METHODS,
     policy_color,
     shade,
     variant_symbols,
 )
+from lab.policies import knob_text
 from lab.stats import ema
 
 FAILED_COLOR = "#D62728"
@@ -705,15 +707,19 @@ def training_curve_figure(
     column: str,
     smoothing: float = 0.9,
     height: int = 260,
+    methods: dict[str, str] | None = None,
 ) -> go.Figure:
     """One metric of one or more training runs against the episode: the raw values faint
     (legend ``… raw``), their EMA (``smoothing`` in [0, 1), 0 = none) bold (legend
-    ``… smoothed``), in the learned policy's colour, one shade and dash per run.
+    ``… smoothed``), each run in its method's colour (``methods``: a run's label → ``qmix``
+    or a learned-topology method; qmix when not given), one shade per run of a method and
+    one dash per run.
 
     ``runs`` maps a run's label to (per-episode curves, per-update metrics) as returned by
     :func:`core.store.queries.episode_curves` / :func:`~core.store.queries.training_curves`.
     """
     source = next(src for col, _, src in CURVE_METRICS if col == column)
+    methods = {label: (methods or {}).get(label, "qmix") for label in runs}
     fig = go.Figure()
     dashes = ("solid", "dash", "dot", "dashdot")
     for k, (label, (episodes, metrics)) in enumerate(runs.items()):
@@ -722,7 +728,8 @@ def training_curve_figure(
             continue
         x = df["episode"] if "episode" in df else df["step"]
         y = df[column].astype(float)
-        color = shade(policy_color("qmix"), len(runs) - 1 - k, len(runs))
+        same = [r for r in runs if methods[r] == methods[label]]  # the first listed darkest
+        color = shade(policy_color(methods[label]), len(same) - 1 - same.index(label), len(same))
         name = f"{label} · " if len(runs) > 1 else ""
         fig.add_scatter(
             x=x, y=y, mode="lines", name=f"{name}raw", legendgroup=label,
@@ -885,24 +892,61 @@ def _trade_off_axes(
     fig.update_yaxes(title="accuracy", col=1 if len(panels) > 1 else None)
 
 
+def _methods(df: pd.DataFrame) -> pd.Series:
+    """What colours each row: its ``method`` (:func:`lab.data.with_methods`), else its
+    ``policy``."""
+    if "method" in df:
+        return df["method"].where(df["method"].notna(), df["policy"]).astype(str)
+    return df["policy"].astype(str)
+
+
+def _described(part: pd.DataFrame) -> list[str]:
+    """Each row's ``description`` (what the policy is) for its hover, or its label."""
+    if "description" not in part:
+        return [str(p) for p in part["policy"]]
+    return [
+        d if isinstance(d, str) else str(p)
+        for d, p in zip(part["description"], part["policy"], strict=True)
+    ]
+
+
+def _customdata(part: pd.DataFrame, policy: str) -> np.ndarray:
+    """``[run_id, policy, episodes, description]`` of each point (``policy``: the column
+    that names the stored policy)."""
+    return np.column_stack(
+        [
+            part[["run_id", policy, "episodes"]].to_numpy(dtype=object),
+            np.array(_described(part), dtype=object),
+        ]
+    )
+
+
 def pareto_figure(df: pd.DataFrame, height: int = 480) -> go.Figure:
     """Accuracy vs mean tokens, one point per row (a policy in one run), with 95 % intervals
     and the Pareto front, whose points are named (the others in their hover); one panel
     (with its own front) per back-end · model when ``df`` holds more than one (its
     ``engine`` column: simulated and real points never share a front).
 
-    ``df`` has ``label`` (the point's name), ``policy`` (its colour: :func:`policy_color`),
-    ``run_id``, ``policy_id``, ``episodes``, ``accuracy`` and ``mean_tokens``, optionally
-    ``engine`` and the interval columns of :func:`lab.stats.with_intervals`. Points of one
-    policy from several runs differ by marker. Every point carries
-    ``customdata = [run_id, policy_id, episodes]`` (what a click selects).
+    ``df`` has ``label`` (the point's name), ``policy`` (its legend entry), ``run_id``,
+    ``policy_id``, ``episodes``, ``accuracy`` and ``mean_tokens``, optionally ``method``
+    (its colour, :func:`policy_color`; else ``policy``'s) and ``description`` (what it is:
+    family, trained token weight, knob — :func:`lab.data.with_methods`), ``engine`` and the
+    interval columns of :func:`lab.stats.with_intervals`. Points of one method from several
+    runs or checkpoints differ by marker. Every point carries
+    ``customdata = [run_id, policy_id, episodes, description]`` (a click selects the first
+    two).
     """
+    df = df.assign(method=_methods(df))
+    symbols = {
+        m: variant_symbols(list(zip(part["run_id"], part["policy"], strict=True)))
+        for m, part in df.groupby("method")
+    }
     fig, panels = _facets(df)
     shown: set[str] = set()
     for panel, col in panels:
         for policy, part in panel.groupby("policy", sort=True):
             err_x, err_y = _error_bars(part)
-            symbols = variant_symbols(part["run_id"])
+            method = str(part["method"].iloc[0])
             fig.add_scatter(
                 x=part["mean_tokens"],
                 y=part["accuracy"],
@@ -912,17 +956,19 @@ def pareto_figure(df: pd.DataFrame, height: int = 480) -> go.Figure:
                 showlegend=policy not in shown,
                 marker=dict(
                     size=13,
-                    color=policy_color(str(policy)),
-                    symbol=[symbols[r] for r in part["run_id"]],
+                    color=policy_color(method),
+                    symbol=[
+                        symbols[method][k] for k in zip(part["run_id"], part["policy"], strict=True)
+                    ],
                     line=dict(color="white", width=1),
                 ),
                 error_x=err_x,
                 error_y=err_y,
-                customdata=part[["run_id", "policy_id", "episodes"]].to_numpy(),
+                customdata=_customdata(part, "policy_id"),
                 hovertext=part["label"],
                 hovertemplate=(
-                    "<b>%{hovertext}</b><br>tokens %{x:,.0f}<br>accuracy %{y:.1%}"
-                    "<br>n = %{customdata[2]} episodes<extra></extra>"
+                    "<b>%{hovertext}</b><br>%{customdata[3]}<br>tokens %{x:,.0f}"
+                    "<br>accuracy %{y:.1%}<br>n = %{customdata[2]} episodes<extra></extra>"
                 ),
                 **_in_panel(panels, col),
             )
@@ -962,10 +1008,12 @@ def point_key(fig: go.Figure, point: dict) -> str | None:
 
 def robustness_figure(df: pd.DataFrame, height: int = 380) -> go.Figure:
     """Accuracy vs number of failed agents, one line per policy (``df`` from the store's
-    ``robustness``, with the display ``policy`` label), with 95 % Wilson intervals when the
-    ``accuracy_lo/hi`` columns are there. The y axis spans the intervals (not 0-100 %), so
-    close policies stay apart."""
+    ``robustness``, with the display ``policy`` label; its ``method`` colours the line and
+    its ``description`` heads the hover when :func:`lab.data.with_methods` added them), with
+    95 % Wilson intervals when the ``accuracy_lo/hi`` columns are there. The y axis spans
+    the intervals (not 0-100 %), so close policies stay apart."""
     fig = go.Figure()
+    df = df.assign(method=_methods(df))
     for name, part in df.sort_values("n_failed").groupby("policy", sort=True):
         err = None
         if "accuracy_lo" in part:
@@ -975,16 +1023,18 @@ def robustness_figure(df: pd.DataFrame, height: int = 380) -> go.Figure:
                 arrayminus=(part["accuracy"] - part["accuracy_lo"]).fillna(0).tolist(),
             )  # fmt: skip
         ns = sorted({int(n) for n in part["episodes"]})
+        method = str(part["method"].iloc[0])
         fig.add_scatter(
             x=part["n_failed"],
             y=part["accuracy"],
             mode="lines+markers",
             # The count in the legend when every point has the same n (a measurement does).
             name=f"{name} (n = {ns[0]:,})" if len(ns) == 1 else str(name),
-            line=dict(color=policy_color(str(name)), width=3 if name == "qmix" else 2),
+            line=dict(color=policy_color(method), width=3 if method == "qmix" else 2),
             error_y=err,
             customdata=part[["episodes"]].to_numpy(),
-            hovertemplate=f"{name}<br>%{{x}} failed: %{{y:.1%}} (n = %{{customdata[0]}})<extra></extra>",
+            hovertemplate=f"{_described(part)[0]}<br>%{{x}} failed: %{{y:.1%}} "
+            "(n = %{customdata[0]})<extra></extra>",
         )
     ns = sorted(int(n) for n in df["n_failed"].unique()) if not df.empty else []
     y_range = [0.0, 1.02]
@@ -1017,44 +1067,62 @@ def _error_bars(part: pd.DataFrame) -> tuple[dict | None, dict | None]:
 
 
 def sweep_figure(df: pd.DataFrame, height: int = 500) -> go.Figure:
-    """A sweep's trade-off: accuracy vs mean tokens of every learned trial (the learned
-    policy's colour, one shade per token weight — darker costs tokens more — and one marker
-    per training seed) against the fixed topologies (diamonds in their own colours), with
-    95 % intervals and the front over all points; the front's points are named, the others
-    in their hover; one panel (with its own front) per back-end · model when ``df`` holds
-    more than one.
+    """A sweep's trade-off: accuracy vs mean tokens of every learned trial, in its method's
+    colour (Agent Q-Mix's or a learned-topology method's), one shade per token weight of the
+    method — darker costs tokens more — and one marker per training seed (and knob value),
+    against the fixed topologies (diamonds in their own colours), with 95 % intervals and
+    the front over all points; the front's points are named, the others in their hover
+    (which says what a point is: method, family, trained token weight, knob); one panel
+    (with its own front) per back-end · model when ``df`` holds more than one.
 
     ``df`` as :func:`lab.data.sweep_points` returns it: ``label``, ``policy``,
     ``token_weight`` and ``seed`` (NaN for a fixed topology), ``run_id``, ``episodes``,
-    ``accuracy``, ``mean_tokens``, optionally ``engine``, and the interval columns. Points
-    carry ``customdata = [run_id, policy, episodes]``.
+    ``accuracy``, ``mean_tokens``, optionally ``method`` (else ``policy``), ``knob`` (a
+    dict), ``description``, ``engine``, and the interval columns. Points carry
+    ``customdata = [run_id, policy, episodes, description]``.
     """
     hover = (
-        "<b>%{hovertext}</b><br>tokens %{x:,.0f}<br>accuracy %{y:.1%}"
+        "<b>%{hovertext}</b><br>%{customdata[3]}<br>tokens %{x:,.0f}<br>accuracy %{y:.1%}"
         "<br>n = %{customdata[2]} episodes<extra></extra>"
     )
+    knobs = df["knob"] if "knob" in df else pd.Series([{}] * len(df), index=df.index)
+    df = df.assign(
+        method=_methods(df),
+        knob_text=[knob_text(kn) for kn in knobs],
+    )
     learned_all = df[df["token_weight"].notna()]
-    weights = sorted(learned_all["token_weight"].unique())
-    symbols = variant_symbols(learned_all["seed"].astype(int))
+    weights = {
+        m: sorted(part["token_weight"].unique()) for m, part in learned_all.groupby("method")
+    }
+    symbols = {
+        m: variant_symbols(list(zip(part["knob_text"], part["seed"].astype(int), strict=True)))
+        for m, part in learned_all.groupby("method")
+    }
+    order = {m: k for k, m in enumerate(LEARNED_METHODS)}  # qmix first, then the methods
+
     fig, panels = _facets(df)
     shown: set[str] = set()
     for panel, col in panels:
         where = _in_panel(panels, col)
         learned = panel[panel["token_weight"].notna()]
         fixed = panel[panel["token_weight"].isna()]
-        for w, part in learned.groupby("token_weight", sort=True):
-            k = weights.index(w)
-            name = f"learned, token weight {w:g}"
+        groups = sorted(
+            learned.groupby(["method", "knob_text", "token_weight"]),
+            key=lambda g: (order.get(g[0][0], len(order)), g[0][0], g[0][1], g[0][2]),
+        )
+        for (method, knob, w), part in groups:
+            k = weights[method].index(w)
+            name = f"{method}{f' {knob}' if knob else ''} · token weight {w:g}"
             err_x, err_y = _error_bars(part)
             fig.add_scatter(
                 x=part["mean_tokens"], y=part["accuracy"], mode="markers", name=name,
                 legendgroup=name, showlegend=name not in shown,
-                marker=dict(size=12, color=shade(policy_color("qmix"), k, len(weights)),
-                            symbol=[symbols[int(s)] for s in part["seed"]],
+                marker=dict(size=12, color=shade(policy_color(method), k, len(weights[method])),
+                            symbol=[symbols[method][key] for key in
+                                    zip(part["knob_text"], part["seed"].astype(int), strict=True)],
                             line=dict(color="white", width=1)),
                 error_x=err_x, error_y=err_y, hovertext=part["label"],
-                customdata=part[["run_id", "policy", "episodes"]].to_numpy(),
-                hovertemplate=hover, **where,
+                customdata=_customdata(part, "policy"), hovertemplate=hover, **where,
             )  # fmt: skip
             shown.add(name)
         for policy, part in fixed.groupby("policy", sort=True):
@@ -1065,8 +1133,7 @@ def sweep_figure(df: pd.DataFrame, height: int = 500) -> go.Figure:
                 marker=dict(size=11, symbol="diamond", color=policy_color(str(policy)),
                             line=dict(color="white", width=1)),
                 error_x=err_x, error_y=err_y, hovertext=part["label"],
-                customdata=part[["run_id", "policy", "episodes"]].to_numpy(),
-                hovertemplate=hover, **where,
+                customdata=_customdata(part, "policy"), hovertemplate=hover, **where,
             )  # fmt: skip
             shown.add(str(policy))
         line = pareto_front(panel)

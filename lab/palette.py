@@ -4,15 +4,25 @@ Three palettes that never share a colour: :data:`ACTION_COLORS` (the six actions
 nodes, Q-value bars, action mixes), :data:`AGENT_COLORS` (agents: the token chart) and the
 policies' (:func:`policy_color`: comparisons, training curves, robustness, sweeps). A policy
 keeps its colour whatever else is on the chart: ``star`` is grey on the Pareto chart, in the
-robustness lines and in the run diff alike. Several learned points of one policy (token
-weights, seeds, checkpoints) share the policy's colour and differ by marker
-(:func:`variant_symbols`) and, for token weights, by shade (:func:`shade`).
+robustness lines and in the run diff alike. Every learned method — Agent Q-Mix and each
+learned-topology method (:data:`LEARNED_METHODS`) — has a colour of its own, and every
+point a method learned is drawn in it, whatever its label (``gdesigner w=0.1 #2`` is
+G-Designer's colour). Several learned points of one method (token weights, seeds,
+checkpoints) share the method's colour and differ by marker (:func:`variant_symbols`) and,
+for token weights, by shade (:func:`shade`).
+
+The policies' colours are chosen for colour-blind readers (from Paul Tol's and Okabe & Ito's
+schemes): under simulated protanopia, deuteranopia and tritanopia (Machado et al. 2009) the
+five learned methods stay at least 15 OKLab units (×100) apart, and any two policies at
+least 6 (``tests/lab/test_figures.py`` checks both).
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
+
+from core.baselines.names import METHOD_NAMES
 
 ACTION_COLORS: tuple[str, ...] = (
     "#4C78A8",  # solo_process
@@ -36,18 +46,27 @@ AGENT_COLORS: tuple[str, ...] = (
 )
 """Colour of agent 0, 1, ... in the token chart (none is an action's colour)."""
 
+LEARNED_METHODS: tuple[str, ...] = ("qmix", *METHOD_NAMES)
+"""The learned methods: Agent Q-Mix and the learned-topology methods (docs/baselines.md)."""
+
 POLICY_COLORS: dict[str, str] = {
-    "qmix": "#E7298A",  # the learned policy: the one colour that stands out
-    "single": "#A6761D",
-    "chain": "#1B9E77",
+    # The learned methods: far apart, in any vision; qmix the one warm red.
+    "qmix": "#CC3311",
+    "gptswarm": "#0077BB",
+    "agentprune": "#DDAA33",
+    "agentdropout": "#33BBEE",
+    "gdesigner": "#222255",
+    # The fixed topologies.
+    "single": "#999933",
+    "chain": "#009E73",
     "star": "#666666",
-    "ring": "#E6AB02",
-    "full": "#7570B3",
-    "debate": "#D95F02",
-    "random": "#66A61E",
+    "ring": "#AA4499",
+    "full": "#332288",
+    "debate": "#663333",
+    "random": "#CC79A7",
     "training (ε-greedy)": "#BBBBBB",
 }
-"""The colour of every policy the project ships (ColorBrewer Dark2, qmix in magenta)."""
+"""The colour of every policy the project ships: each learned method and each fixed topology."""
 
 OTHER_POLICY_COLORS: tuple[str, ...] = (
     "#1F78B4",

@@ -8,6 +8,7 @@ in the URL (``/compare?benchmark=math&point=RUN_ID:POLICY&a=RUN&b=RUN``).
 import streamlit as st
 
 from lab import calibration, data, figures, params, ui
+from lab.policies import knob_text
 
 db = data.db_path()
 st.title("Compare policies and topologies")
@@ -68,6 +69,9 @@ st.subheader("Accuracy vs tokens")
 st.caption(
     "One point per policy in each run (two checkpoints never merge); bars: 95 % intervals "
     "(Wilson for accuracy, normal SE for mean tokens). Click a point for its episodes. "
+    "Each learned method (Agent Q-Mix, GPTSwarm, AgentPrune, AgentDropout, G-Designer) and "
+    "each fixed topology has its own colour; points of one method differ by marker, and the "
+    "hover says what a point is (family, the token weight it was trained at, its knob). "
     "Simulated and real-model runs are drawn in separate panels, each with its own front: "
     "their tokens and accuracies are not one trade-off."
 )
@@ -128,11 +132,17 @@ table = agg.assign(
         "—" if lo != lo else f"{lo:.3f} – {hi:.3f}"
         for lo, hi in zip(agg["reward_lo"], agg["reward_hi"], strict=True)
     ],
+    trained_at=agg["token_weight"],
+    knob_text=[knob_text(k) for k in agg["knob"]],
 ).sort_values("mean_reward", ascending=False)
 st.dataframe(
     table[
         [
             "label",
+            "family",
+            "method",
+            "trained_at",
+            "knob_text",
             "engine",
             "episodes",
             "accuracy",
@@ -146,6 +156,14 @@ st.dataframe(
     width="stretch",
     column_config={
         "label": st.column_config.TextColumn("policy · run", width="medium", pinned=True),
+        "family": st.column_config.TextColumn("family", help="learned or fixed topology"),
+        "method": st.column_config.TextColumn("method"),
+        "trained_at": st.column_config.NumberColumn(
+            "trained at w",
+            help="the token weight of the reward it was trained at",
+            format="%g",
+        ),
+        "knob_text": st.column_config.TextColumn("knob", help="its method's knob and value"),
         "engine": st.column_config.TextColumn("back-end · model"),
         "episodes": st.column_config.NumberColumn("n"),
         "accuracy": st.column_config.NumberColumn(format="percent"),
@@ -203,9 +221,10 @@ else:
             return
         st.caption(
             f"Answered by **{', '.join(figures.engines(sweep_pts))}**. "
-            "Learned trials in the learned policy's colour, darker for a larger token weight, "
-            "one marker per training seed; diamonds: the fixed topologies on the same held-out "
-            "tasks, each in its own colour. Bars: 95 % intervals (Wilson for accuracy, normal SE "
+            "Learned trials in their method's colour (Agent Q-Mix and each learned-topology "
+            "method its own), darker for a larger token weight, one marker per training seed "
+            "(and knob value); the hover names method, token weight and knob. Diamonds: the "
+            "fixed topologies on the same held-out tasks, each in its own colour. Bars: 95 % intervals (Wilson for accuracy, normal SE "
             "for mean tokens); dashed: the front so far, its points named (hover for the rest). One panel and front per back-end · model when the sweep has several."
         )
         ui.chart(figures.sweep_figure(sweep_pts), key="compare_sweep_chart")
@@ -218,11 +237,12 @@ else:
                 on_front=sweep_pts.index.isin(
                     [i for front in figures.fronts(sweep_pts).values() for i in front.index]
                 ),
-            )[["label", "engine", "episodes", "accuracy", "accuracy_ci", "mean_tokens",
-               "mean_reward", "on_front"]],
+            )[["label", "method", "engine", "episodes", "accuracy", "accuracy_ci",
+               "mean_tokens", "mean_reward", "on_front"]],
             hide_index=True, width="stretch", key="compare_sweep_table",
             column_config={
                 "label": st.column_config.TextColumn("point", pinned=True),
+                "method": st.column_config.TextColumn("method"),
                 "engine": st.column_config.TextColumn("back-end · model"),
                 "episodes": st.column_config.NumberColumn("n"),
                 "accuracy": st.column_config.NumberColumn(format="percent"),

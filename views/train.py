@@ -24,6 +24,7 @@ from lab.jobs import (
     team_roles,
     train_command,
 )
+from lab.policies import short_policy
 
 # The training curves' default smoothing (EMA weight on the past).
 SMOOTHING = 0.6
@@ -218,14 +219,23 @@ live = bool(train_runs.loc[train_runs["id"].isin(watched), "status"].eq("running
 def watch() -> None:
     with ui.friendly():
         runs = data.runs(db, "train")
-        curves = {data.short_run(r): data.curves(db, r) for r in watched}
+        learns = {r: data.train_run_method(data.run_info(db, r)) for r in watched}
+        # A run's label says what it learns; its method gives the curves their colour.
+        labels = {r: f"{data.short_run(r)} · {short_policy(*learns[r])}" for r in watched}
+        curves = {labels[r]: data.curves(db, r) for r in watched}
+    methods = {labels[r]: learns[r][0] for r in watched}
     rows = runs[runs["id"].isin(watched)]
     st.dataframe(
-        rows[["id", "status", "episodes", "accuracy", "mean_tokens", "mean_reward"]],
+        rows.assign(learns=[short_policy(*learns[r]) for r in rows["id"]])[
+            ["id", "learns", "status", "episodes", "accuracy", "mean_tokens", "mean_reward"]
+        ],
         hide_index=True,
         width="stretch",
         column_config={
             "id": st.column_config.TextColumn("run", width="medium"),
+            "learns": st.column_config.TextColumn(
+                "learns", help="method, the token weight it trains at, its knob"
+            ),
             "accuracy": st.column_config.NumberColumn(format="percent"),
             "mean_tokens": st.column_config.NumberColumn("mean tokens", format="%.0f"),
             "mean_reward": st.column_config.NumberColumn("mean reward", format="%.3f"),
@@ -241,7 +251,7 @@ def watch() -> None:
             with col:
                 st.markdown(f"##### {heading}")
                 ui.chart(
-                    figures.training_curve_figure(curves, column, smoothing),
+                    figures.training_curve_figure(curves, column, smoothing, methods=methods),
                     key=f"train_curve_{column}",
                 )
     first = rows.iloc[0] if not rows.empty else None

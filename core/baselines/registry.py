@@ -15,7 +15,7 @@ from core.baselines.agentprune import AgentPrune
 from core.baselines.gdesigner import GDesigner, role_profiles
 from core.baselines.gptswarm import GPTSwarm
 from core.baselines.method import GraphMethod, MethodConfig, TeamShape
-from core.baselines.names import METHOD_NAMES
+from core.baselines.names import METHOD_KNOBS, METHOD_NAMES
 from core.errors import UserError
 
 METHODS: dict[str, type[GraphMethod]] = {
@@ -23,6 +23,7 @@ METHODS: dict[str, type[GraphMethod]] = {
 }
 """name -> method class; each class names its config class, knob and paper."""
 assert tuple(METHODS) == METHOD_NAMES
+assert {name: cls.knob for name, cls in METHODS.items()} == METHOD_KNOBS
 
 
 def method_class(name: str) -> type[GraphMethod]:

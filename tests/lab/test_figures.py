@@ -8,7 +8,9 @@ import pandas as pd
 import pytest
 
 from core.actions import ACTION_NAMES, Action
+from core.baselines.names import METHOD_NAMES
 from core.records import DECISION_AGENT, AgentStep, EpisodeRecord, Message, RoundRecord
+from core.team.topologies import FIXED_TOPOLOGIES
 from lab import figures as F
 from lab import palette
 from lab.stats import ema, wilson_interval, with_intervals
@@ -193,6 +195,60 @@ def test_palettes_never_share_a_colour():
     assert [t.marker.color for t in agent_bars] == list(F.AGENT_COLORS[:3])
 
 
+# Colour-blind vision, simulated (Machado, Oliveira & Fernandes 2009, severity 1, on linear
+# sRGB), and distances in OKLab (x 100): written out here, independent of lab.palette.
+CVD = {
+    "normal": ((1, 0, 0), (0, 1, 0), (0, 0, 1)),
+    "protanopia": ((0.152286, 1.052583, -0.204868), (0.114503, 0.786281, 0.099216),
+                   (-0.003882, -0.048116, 1.051998)),
+    "deuteranopia": ((0.367322, 0.860646, -0.227968), (0.280085, 0.672501, 0.047413),
+                     (-0.011820, 0.042940, 0.968881)),
+    "tritanopia": ((1.255528, -0.076749, -0.178779), (-0.078411, 0.930809, 0.147602),
+                   (0.004733, 0.691367, 0.303900)),
+}  # fmt: skip
+
+
+def _seen(color: str, vision: str) -> tuple[float, float, float]:
+    """``color`` as ``vision`` sees it, in OKLab."""
+    srgb = [int(color[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in srgb]
+    r, g, b = (min(1.0, max(0.0, sum(m * c for m, c in zip(row, lin, strict=True))))
+               for row in CVD[vision])  # fmt: skip
+    l_, m_, s_ = (
+        (0.4122214708 * r + 0.5363325363 * g + 0.0514459929 * b) ** (1 / 3),
+        (0.2119034982 * r + 0.6806995451 * g + 0.1073969566 * b) ** (1 / 3),
+        (0.0883024619 * r + 0.2817188376 * g + 0.6299787005 * b) ** (1 / 3),
+    )
+    return (
+        0.2104542553 * l_ + 0.7936177850 * m_ - 0.0040720468 * s_,
+        1.9779984951 * l_ - 2.4285922050 * m_ + 0.4505937099 * s_,
+        0.0259040371 * l_ + 0.7827717662 * m_ - 0.8086757660 * s_,
+    )
+
+
+def _closest(names: list[str]) -> tuple[float, str]:
+    """The smallest distance between two of ``names``' colours in any vision, and where."""
+    return min(
+        (100 * math.dist(_seen(palette.policy_color(a), v), _seen(palette.policy_color(b), v)),
+         f"{a} / {b} ({v})")
+        for k, a in enumerate(names) for b in names[k + 1 :] for v in CVD
+    )  # fmt: skip
+
+
+def test_every_method_and_topology_has_its_own_colour_blind_safe_colour():
+    learned = ["qmix", *METHOD_NAMES]
+    shipped = learned + list(FIXED_TOPOLOGIES)
+    # Each has a colour of its own (not one picked from its name, which two may share).
+    assert set(shipped) <= set(palette.POLICY_COLORS)
+    colors = [palette.policy_color(name).lower() for name in shipped]
+    assert len(set(colors)) == len(colors), dict(zip(shipped, colors, strict=True))
+    assert palette.LEARNED_METHODS == tuple(learned)
+    # The learned methods share every trade-off chart: far apart for every reader; any two
+    # policies at least apart enough to tell side by side.
+    assert _closest(learned)[0] >= 15, _closest(learned)
+    assert _closest(shipped)[0] >= 6, _closest(shipped)
+
+
 def test_q_values_match_the_log_and_mark_the_choice():
     rec = _episode()
     fig = F.q_values_figure(rec.rounds[0], rec.roles)
@@ -326,6 +382,17 @@ def test_training_curves_overlay_runs_and_smooth():
     assert list(smooth[0].y) == pytest.approx(list(ema([0.0, 1.0, 0.0], 0.5)))
     loss = F.training_curve_figure({"A": (a, m), "B": (b, None)}, "loss", smoothing=0.0)
     assert [list(t.y) for t in loss.data] == [[4.0, 0.0], [4.0, 0.0]]
+    # Runs of Agent Q-Mix default to its colour (one shade per run); a learned-topology
+    # method's run is drawn in that method's colour, never in qmix's.
+    assert {t.line.color for t in fig.data} == {
+        palette.shade(palette.policy_color("qmix"), k, 2) for k in range(2)
+    }
+    mixed = F.training_curve_figure(
+        {"A": (a, m), "B": (b, None)}, "reward", methods={"A": "qmix", "B": "gptswarm"}
+    )
+    assert [t.line.color for t in mixed.data] == [palette.policy_color("qmix")] * 2 + [
+        palette.policy_color("gptswarm")
+    ] * 2
 
 
 def test_action_mix_and_robustness_figures():
@@ -364,7 +431,7 @@ def test_sweep_figure_sets_learned_trials_against_fixed_topologies():
     )  # fmt: skip
     fig = F.sweep_figure(with_intervals(df))
     names = [t.name for t in fig.data]
-    assert names == ["learned, token weight 0.1", "learned, token weight 1", "full", "front"]
+    assert names == ["qmix · token weight 0.1", "qmix · token weight 1", "full", "front"]
     # Token weights differ by shade, seeds by marker; a fixed topology has its own colour.
     assert fig.data[0].marker.color != fig.data[1].marker.color
     assert list(fig.data[0].marker.symbol) == ["circle", "square"]
@@ -380,6 +447,47 @@ def test_sweep_figure_sets_learned_trials_against_fixed_topologies():
     assert fig.data[0].error_y.arrayminus[0] == pytest.approx(0.8 - lo)
     # The front: nothing cheaper is as accurate (full costs more than w=0.1 · seed 0 for less).
     assert list(fig.data[3].x) == [300.0, 800.0, 900.0]
+
+
+def test_each_learned_method_of_a_sweep_keeps_its_own_colour():
+    # Agent Q-Mix and two learned-topology methods at two token weights: each method's
+    # points in its own colour (shaded by token weight), never in qmix's.
+    rows = [("qmix", 0.1, {}), ("qmix", 1.0, {}), ("agentprune", 0.1, {"prune_ratio": 0.3}),
+            ("agentprune", 1.0, {"prune_ratio": 0.3}), ("agentprune", 1.0, {"prune_ratio": 0.5}),
+            ("gdesigner", 0.1, {}), (None, math.nan, {})]  # fmt: skip
+    df = pd.DataFrame(
+        {"run_id": [f"e{k}" for k in range(7)], "policy": [m or "star" for m, _, _ in rows],
+         "token_weight": [w for _, w, _ in rows], "knob": [kn for _, _, kn in rows],
+         "seed": [0] * 6 + [math.nan], "label": [f"p{k}" for k in range(7)],
+         "description": [f"what p{k} is" for k in range(7)], "episodes": [20] * 7,
+         "n_correct": [10] * 7, "accuracy": [0.5] * 7,
+         "mean_tokens": [100.0 * (k + 1) for k in range(7)], "std_tokens": [5.0] * 7,
+         "mean_reward": [0.5] * 7, "std_reward": [0.1] * 7}
+    )  # fmt: skip
+    fig = F.sweep_figure(with_intervals(df))
+    points = {t.name: t for t in fig.data if t.mode == "markers"}
+    assert list(points) == [
+        "qmix · token weight 0.1", "qmix · token weight 1",
+        "agentprune prune_ratio=0.3 · token weight 0.1",
+        "agentprune prune_ratio=0.3 · token weight 1",
+        "agentprune prune_ratio=0.5 · token weight 1", "gdesigner · token weight 0.1", "star",
+    ]  # fmt: skip
+    qmix = {palette.shade(palette.policy_color("qmix"), k, 2) for k in range(2)}
+    prune = [palette.shade(palette.policy_color("agentprune"), k, 2) for k in range(2)]
+    assert {points[n].marker.color for n in points if n.startswith("qmix")} == qmix
+    assert [points[f"agentprune prune_ratio=0.3 · token weight {w}"].marker.color
+            for w in ("0.1", "1")] == prune  # fmt: skip
+    assert points["gdesigner · token weight 0.1"].marker.color == palette.policy_color("gdesigner")
+    for name, trace in points.items():
+        if not name.startswith("qmix"):
+            assert trace.marker.color not in qmix, name
+    # Two knob values of one method at one weight: one shade, two markers.
+    assert points["agentprune prune_ratio=0.5 · token weight 1"].marker.symbol != (
+        points["agentprune prune_ratio=0.3 · token weight 1"].marker.symbol
+    )
+    # The hover says what a point is (lab.data.sweep_points writes the description).
+    assert [c[3] for c in points["gdesigner · token weight 0.1"].customdata] == ["what p5 is"]
+    assert "%{customdata[3]}" in points["star"].hovertemplate
 
 
 def test_simulated_and_real_points_never_share_a_front():
@@ -457,6 +565,25 @@ def test_a_policy_has_one_colour_on_every_chart():
     # Two qmix runs: one colour, two markers.
     qmix = next(t for t in pareto.data if t.name == "qmix")
     assert len(set(qmix.marker.symbol)) == 2
+    # A learned-topology method's point is in its method's colour whatever its label
+    # (two checkpoints of one method in one run), told apart by marker, and names itself.
+    labels = ["gdesigner w=0.1 sparsity_weight=0.01 #1", "gdesigner w=0.1 sparsity_weight=0.01 #2"]
+    methods = agg.assign(
+        policy=["qmix", *labels, "full"], policy_id=["qmix", *labels, "full"],
+        method=["qmix", "gdesigner", "gdesigner", "full"],
+        description=["qmix (learned)", "gdesigner (learned) · trained at token weight 0.1",
+                     "gdesigner (learned) · trained at token weight 0.1", "full (fixed topology)"],
+    )  # fmt: skip
+    pareto = F.pareto_figure(methods)
+    gd = [t for t in pareto.data if t.name in labels]
+    assert [t.marker.color for t in gd] == [palette.policy_color("gdesigner")] * 2
+    assert gd[0].marker.symbol != gd[1].marker.symbol
+    assert gd[0].customdata[0][3] == "gdesigner (learned) · trained at token weight 0.1"
+    rob = pd.DataFrame({"policy": labels, "method": ["gdesigner"] * 2, "n_failed": [0, 0],
+                        "accuracy": [0.5, 0.6], "episodes": [5, 5]})  # fmt: skip
+    assert {t.line.color for t in F.robustness_figure(rob).data} == {
+        palette.policy_color("gdesigner")
+    }
     # A policy the project does not name gets a colour from its name, every time.
     assert palette.policy_color("my-baseline") == palette.policy_color("my-baseline")
     assert palette.policy_color("my-baseline") in palette.OTHER_POLICY_COLORS

@@ -16,8 +16,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from core.store.queries import count_episodes, list_runs, load_episode
+from core.store.synthetic import synthetic_episode
+from core.store.writer import RunLogger
 from lab import asked, data
 from lab.jobs import JobManager, workdir
+from lab.palette import policy_color
 from tests.lab.conftest import ROOT, seed_store
 
 APP = str(ROOT / "app.py")
@@ -208,6 +211,26 @@ def test_train_page_watches_overlays_and_shows_the_configuration(lab_env):
     assert at.json, "each watched run shows its full configuration"
 
 
+def test_train_curves_colour_each_run_by_what_it_learns(own_db):
+    # A learned-topology method's training run, as core/experiment/methods.py logs it.
+    config = {
+        "team": {"token_weight": 0.3},
+        "method": {"name": "agentdropout", "config": {"edge_dropout": 0.2, "lr": 0.1}},
+    }
+    with RunLogger(own_db, "train", config, policy="agentdropout", benchmark="mixed") as log:
+        log.log_episodes(synthetic_episode(7000 + k, policy="env") for k in range(4))
+        log.log_metrics([{"step": k, "episode": k, "loss": 1.0} for k in range(4)])
+        method_run = log.run_id
+    qmix_run = list_runs(own_db, kind="train").query("policy == 'qmix'")["id"].iloc[0]
+    at = _open("views/train.py", runs=f"{method_run},{qmix_run}")
+    status = _table(at, "learns", "status").set_index("id")
+    assert status.loc[method_run, "learns"] == "agentdropout w=0.3 edge_dropout=0.2"
+    colors = {t["name"]: t["line"]["color"] for t in _chart(at, "train_curve_reward")["data"]}
+    mine = f"{data.short_run(method_run)} · agentdropout w=0.3 edge_dropout=0.2"
+    assert colors[f"{mine} · raw"] == policy_color("agentdropout")
+    assert colors[f"{data.short_run(qmix_run)} · qmix · raw"] == policy_color("qmix")
+
+
 def test_a_job_started_elsewhere_can_be_stopped_here(own_db):
     # Another lab server (its own JobManager over the same registry) started this job.
     other = JobManager(workdir(own_db) / "jobs")
@@ -245,6 +268,47 @@ def test_compare_keeps_runs_apart_leaves_training_out_and_opens_a_points_episode
     episodes = _table(at, "replay", "task_id")
     assert len(episodes) == 12
     assert episodes["replay"].iloc[3] == f"/replay?run={ids['chain']}&episode=3"
+
+
+def test_compare_colours_learned_methods_by_method_and_says_what_each_point_is(own_db):
+    # A compare run as `agentqmix compare --checkpoint ...` logs one: two G-Designer
+    # checkpoints (labels that say what differs), AgentPrune and a fixed topology, each
+    # described in config["policies"].
+    gd = [f"gdesigner w=0.1 sparsity_weight=0.01 #{k}" for k in (1, 2)]
+    policies = {
+        gd[0]: {"family": "learned", "method": "gdesigner", "token_weight": 0.1,
+                "knob": {"sparsity_weight": 0.01}},
+        gd[1]: {"family": "learned", "method": "gdesigner", "token_weight": 0.1,
+                "knob": {"sparsity_weight": 0.01}},
+        "agentprune": {"family": "learned", "method": "agentprune", "token_weight": 0.3,
+                       "knob": {"prune_ratio": 0.5}},
+        "star": {"family": "fixed", "method": "star", "token_weight": None, "knob": {}},
+    }  # fmt: skip
+    with RunLogger(own_db, "compare", {"policies": policies}, policy="compare",
+                   benchmark="mixed") as log:  # fmt: skip
+        for p, name in enumerate(policies):
+            log.log_episodes(synthetic_episode(5000 + 10 * p + k, policy=name) for k in range(4))
+        run = log.run_id
+    at = _open("views/compare.py")
+    traces = {t["name"]: t for t in _chart(at, "compare_pareto")["data"]}
+    assert [traces[n]["marker"]["color"] for n in gd] == [policy_color("gdesigner")] * 2
+    assert traces[gd[0]]["marker"]["symbol"] != traces[gd[1]]["marker"]["symbol"]
+    prune = traces["agentprune"]
+    assert prune["marker"]["color"] == policy_color("agentprune") != policy_color("qmix")
+    assert [c[:2] for c in prune["customdata"]] == [[run, "agentprune"]]
+    assert prune["customdata"][0][3] == (
+        "agentprune (learned) · trained at token weight 0.3 · prune_ratio=0.5"
+    )
+    assert traces["star"]["customdata"][0][3] == "star (fixed topology)"
+    # The seeded store's runs stored no description: named by their policy, as before.
+    assert traces["qmix"]["marker"]["color"] == policy_color("qmix")
+    assert traces["qmix"]["customdata"][0][3] == "qmix (learned)"
+    table = _table(at, "label", "family", "trained_at").set_index("label")
+    row = table.loc[f"agentprune · {data.short_run(run)}"]
+    assert (row["family"], row["method"], row["trained_at"], row["knob_text"]) == (
+        "learned", "agentprune", 0.3, "prune_ratio=0.5"
+    )  # fmt: skip
+    assert table.loc[f"star · {data.short_run(run)}", "family"] == "fixed"
 
 
 def test_ctde_labels_sliders_names_the_crashed_agent_and_shows_non_monotonic_failure(lab_env):

@@ -12,23 +12,34 @@ from core.store.engine import sweep_status_dir
 from core.store.queries import list_sweeps, sweep_points
 from core.store.synthetic import synthetic_episode
 from core.store.writer import RunLogger
+from lab.palette import policy_color
 from tests.lab.test_pages import _chart, _open, _table
 
 SWEEP = "sweep-20260101-120000-beef"
 
 
+KNOB = {"prune_ratio": 0.3}
+"""The knob the sweep below swept AgentPrune at."""
+
+
 def _log_sweep(db, sweep_id: str = SWEEP) -> dict[tuple, str]:
     """Sweep-shaped runs as core/experiment/sweep.py logs them: per trial a train run and an
-    eval run with config["sweep"] = {id, token_weight, seed}; per fixed topology an eval
-    run with token_weight and seed null."""
+    eval run with config["sweep"] = {id, token_weight, seed, method, knob} (a trial's eval
+    run describes its policy in config["policies"]); per fixed topology an eval run with
+    token_weight and seed null. Agent Q-Mix at two token weights and two seeds, AgentPrune
+    (knob swept) and GPTSwarm at one."""
     ids = {}
-    points = [(0.1, 0, "qmix"), (0.1, 1, "qmix"), (1.0, 0, "qmix"), (None, None, "full"),
-              (None, None, "single")]  # fmt: skip
+    points = [(0.1, 0, "qmix"), (0.1, 1, "qmix"), (1.0, 0, "qmix"), (0.1, 0, "agentprune"),
+              (1.0, 0, "gptswarm"), (None, None, "full"), (None, None, "single")]  # fmt: skip
     for p, (w, seed, policy) in enumerate(points):
-        tag = {"sweep": {"id": sweep_id, "token_weight": w, "seed": seed}, "team": {}}
+        knob = KNOB if policy == "agentprune" else {}
+        key = {"id": sweep_id, "token_weight": w, "seed": seed, "method": policy, "knob": knob}
+        tag = {"sweep": key, "team": {}}
         if w is not None:
-            with RunLogger(db, "train", tag, policy="qmix", benchmark="mixed") as log:
+            with RunLogger(db, "train", tag, policy=policy, benchmark="mixed") as log:
                 log.log_episode(synthetic_episode(9000 + p, policy="env"))
+            info = {"family": "learned", "method": policy, "token_weight": w, "knob": knob}
+            tag = {**tag, "policies": {policy: info}}
         with RunLogger(db, "eval", tag, policy=policy, benchmark="mixed", seed=0) as log:
             log.log_episodes(synthetic_episode(100 * p + k, policy=policy) for k in range(6))
             ids[(w, seed, policy)] = log.run_id
@@ -45,7 +56,7 @@ def test_sweep_queries_read_what_the_sweep_stores(sweep_db):
     sweeps = list_sweeps(db)
     assert sweeps["sweep_id"].tolist() == [SWEEP]
     row = sweeps.iloc[0]
-    assert (row["trials"], row["fixed"]) == (3, 2)
+    assert (row["trials"], row["fixed"]) == (5, 2)
     assert list(row["token_weights"]) == [0.1, 1.0] and list(row["seeds"]) == [0, 1]
     pts = sweep_points(db, SWEEP)
     assert set(pts["run_id"]) == set(ids.values())  # eval runs only, never the train runs
@@ -61,15 +72,33 @@ def test_compare_draws_the_sweep_front_against_the_fixed_topologies(sweep_db):
     assert at.query_params["sweep"] in (SWEEP, [SWEEP])
     spec = _chart(at, "compare_sweep_chart")
     names = [t["name"] for t in spec["data"]]
-    assert names == ["learned, token weight 0.1", "learned, token weight 1", "full", "single",
-                     "front"]  # fmt: skip
-    assert sorted(spec["data"][0]["hovertext"]) == ["w=0.1 · seed 0", "w=0.1 · seed 1"]
-    assert "error_y" in spec["data"][0] and "error_x" in spec["data"][2]
+    assert names == ["qmix · token weight 0.1", "qmix · token weight 1",
+                     "gptswarm · token weight 1", "agentprune prune_ratio=0.3 · token weight 0.1",
+                     "full", "single", "front"]  # fmt: skip
+    traces = dict(zip(names, spec["data"], strict=True))
+    assert sorted(traces["qmix · token weight 0.1"]["hovertext"]) == [
+        "w=0.1 · seed 0", "w=0.1 · seed 1"
+    ]  # fmt: skip
+    assert "error_y" in spec["data"][0] and "error_x" in traces["full"]
+    # Each learned method in its own colour: no method's points in qmix's.
+    colors = {n: t["marker"]["color"] for n, t in traces.items() if t["mode"] == "markers"}
+    qmix = {c for n, c in colors.items() if n.startswith("qmix")}
+    assert traces["gptswarm · token weight 1"]["marker"]["color"] == policy_color("gptswarm")
+    prune = traces["agentprune prune_ratio=0.3 · token weight 0.1"]
+    assert prune["marker"]["color"] == policy_color("agentprune")
+    assert not qmix & {c for n, c in colors.items() if not n.startswith("qmix")}
+    # Its hover names the family, the token weight it was trained at and its knob.
+    assert [c[3] for c in prune["customdata"]] == [
+        "agentprune (learned) · trained at token weight 0.1 · prune_ratio=0.3"
+    ]
+    assert "customdata[3]" in prune["hovertemplate"]
+    labels = {"w=0.1 · seed 0", "w=0.1 · seed 1", "w=1 · seed 0", "full", "single",
+              "agentprune prune_ratio=0.3 · w=0.1 · seed 0", "gptswarm · w=1 · seed 0"}  # fmt: skip
     front = {a["text"] for a in spec["layout"]["annotations"]}
-    assert front and front <= {"w=0.1 · seed 0", "w=0.1 · seed 1", "w=1 · seed 0", "full", "single"}
+    assert front and front <= labels
     table = _table(at, "label", "on_front")
-    assert set(table["label"]) == {"w=0.1 · seed 0", "w=0.1 · seed 1", "w=1 · seed 0", "full",
-                                   "single"}  # fmt: skip
+    assert set(table["label"]) == labels
+    assert table.set_index("label").loc["gptswarm · w=1 · seed 0", "method"] == "gptswarm"
     assert (table["episodes"] == 6).all()
 
 
