@@ -15,7 +15,9 @@ unanimous`` trains and plays every policy, fixed ones included, under that rule.
 training: the learned policies are the sweep's trials at ``--token-weight`` (default: the
 default weight, so the trials are the default policy), the fixed topologies its fixed
 runs, on the very held-out tasks the sweep played (checked task by task); rewards are
-recomputed at that weight from each episode's score and tokens.
+recomputed at that weight from each episode's score and tokens. ``--pass-through`` picks
+the rule whose points are read, of a sweep that played several (``sweep --pass-through
+off,unanimous``).
 
     agentqmix bench learning --from-sweep sweep.duckdb [--sweep-id ID] --json
 """
@@ -118,9 +120,15 @@ class Outcome:
     reward: float
 
 
-def from_sweep(db: Path, sweep_id: str | None, token_weight: float) -> dict[str, Any]:
+def from_sweep(
+    db: Path,
+    sweep_id: str | None,
+    token_weight: float,
+    pass_through: str = TeamOptions.pass_through,
+) -> dict[str, Any]:
     """The report for the trials at ``token_weight`` of sweep ``sweep_id`` (default: the
-    newest in ``db``) against its fixed topologies, from the episodes the sweep logged."""
+    newest in ``db``) against its fixed topologies, from the episodes the sweep logged under
+    decision rule ``pass_through``."""
     from core.store.queries import (
         EpisodeFilter,
         get_run,
@@ -138,6 +146,13 @@ def from_sweep(db: Path, sweep_id: str | None, token_weight: float) -> dict[str,
     if sweep_id not in set(sweeps["sweep_id"]):
         raise UserError(f"--sweep-id: {db} holds no sweep {sweep_id!r}.")
     points = sweep_points(db, sweep_id)
+    rules = points["pass_through"].fillna(TeamOptions.pass_through)
+    if not (rules == pass_through).any():
+        raise UserError(
+            f"--pass-through: sweep {sweep_id} played {', '.join(sorted(set(rules)))} only, "
+            f"not {pass_through}."
+        )
+    points = points[rules == pass_through]
     # The sweep's own reward (penalty, budget) at the chosen weight.
     team = options_from_dict(get_run(db, str(points["run_id"].iloc[0])).config["team"])
     rule = replace(team, token_weight=token_weight).runtime_config()
@@ -164,6 +179,7 @@ def from_sweep(db: Path, sweep_id: str | None, token_weight: float) -> dict[str,
         "sweep_id": sweep_id,
         "seeds": sorted(learned),
         "token_weight": token_weight,
+        "pass_through": pass_through,
         "eval_episodes": len(tasks),
         **compare(fixed, learned),
     }
@@ -195,7 +211,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.from_sweep is not None:
         with user_errors():
-            run_main(from_sweep(args.from_sweep, args.sweep_id, args.token_weight), args.json)
+            report = from_sweep(
+                args.from_sweep, args.sweep_id, args.token_weight, args.pass_through
+            )
+            run_main(report, args.json)
         return
     with user_errors():
         seeds = parse_seeds(args.seeds)

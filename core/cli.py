@@ -1129,7 +1129,9 @@ def _report_robustness(
 
 
 @app.command()
-@team_flags(*(n for n in TEAM if n != "token_weight"), *BACKEND, "fail_prob")  # --token-weights
+@team_flags(  # --token-weights and --pass-through are lists here: axes of the grid
+    *(n for n in TEAM if n not in ("token_weight", "pass_through")), *BACKEND, "fail_prob"
+)
 @learner_flags
 def sweep(
     opts: TeamOptions,
@@ -1191,6 +1193,14 @@ def sweep(
             "(repeatable), e.g. agentprune=0.3,0.5 (its prune_ratio)."
         ),
     ] = None,
+    pass_through: Annotated[
+        str,
+        typer.Option(
+            help=f"Comma-separated decision rules ({', '.join(PASS_THROUGH_RULES)}): every "
+            "trial and fixed topology is played under each, one front per rule (unanimous = "
+            "the consensus pass-through, not in the paper)."
+        ),
+    ] = TeamOptions.pass_through,
     db: Db = None,
     no_log: NoLog = False,
     resume: Annotated[
@@ -1202,13 +1212,15 @@ def sweep(
     ] = None,
     as_json: Json = False,
 ) -> None:
-    """The token/accuracy front: train one policy per (method, knob, token weight, seed) on
-    Ray, then evaluate every trial and fixed topology on the same held-out tasks."""
+    """The token/accuracy front: train one policy per (method, knob, decision rule, token
+    weight, seed) on Ray, then evaluate every trial and fixed topology (under each rule) on
+    the same held-out tasks."""
     from core.baselines.training import BaselineTrainConfig
     from core.experiment.sweep import (
         SweepConfig,
         parse_knobs,
         parse_methods,
+        parse_pass_through,
         parse_seeds,
         parse_token_weights,
         parse_topologies,
@@ -1228,18 +1240,14 @@ def sweep(
         methods=parse_methods(methods),
         knobs=parse_knobs(knob or []),
         resume=resume,
+        pass_through=parse_pass_through(pass_through),
     )
     budget = {"episodes": episodes} if episodes is not None else {}
     widths = {f"agent.{k}": hidden for k in ("gnn_hidden", "gru_hidden", "q_hidden")}
     given = {**tuning, **widths, **budget, "n_envs": n_envs, "device": "cpu"}
     train_config = checked(recipe_config(TEAM_RECIPE, given))
     baseline_config = BaselineTrainConfig(**budget, n_envs=max(n_envs, 2))
-    trials = (
-        sum(len(config.knobs[m][1]) if m in config.knobs else 1 for m in config.methods)
-        * len(config.token_weights)
-        * len(config.seeds)
-    )
-    with SweepBar(trials + len(config.topologies)) as bar:
+    with SweepBar(sum(config.counts())) as bar:
         result = run_sweep(
             opts, config, train_config, db=db, log=not no_log, progress=bar,
             report=bar.report, baseline_config=baseline_config, notice=bar.note,
@@ -1307,31 +1315,38 @@ def _print_sweep(result: dict[str, Any]) -> None:
         bounds = f" [{lo_hi[0]:{fmt}}, {lo_hi[1]:{fmt}}]" if lo_hi else ""
         return f"{row[key]:{fmt}}{bounds}"
 
-    front = {
-        (p["kind"], p["policy"], p["token_weight"], p["seed"], _knob_text(p))
-        for p in result["front"]
-    }
+    def point(p: dict[str, Any]) -> tuple[Any, ...]:
+        return (p["kind"], p["policy"], p["pass_through"], p["token_weight"], p["seed"],
+                _knob_text(p))  # fmt: skip
+
+    front = {point(p) for p in result["front"]}
+    # A sweep played only under the paper's rule reads as before; with the pass-through, each
+    # row names its rule and each rule has a front of its own.
+    rules = result["pass_through"] != [TeamOptions.pass_through]
     table = Table(
         title=f"{result['benchmark']}: {result['eval_episodes']} held-out tasks (eval seed "
-        f"{result['eval_seed']}); [lo, hi] = 95% interval; * = on the accuracy/token front",
+        f"{result['eval_seed']}); [lo, hi] = 95% interval; * = on the accuracy/token front"
+        + (" of its pass-through rule" if rules else ""),
         caption="A fixed topology's reward is given at each swept token weight, in order.",
     )
-    for name in ("policy", "token_weight", "seed", "accuracy", "mean_tokens", "mean_reward", ""):
+    columns = ["policy", *(["pass_through"] if rules else []), "token_weight", "seed"]
+    for name in (*columns, "accuracy", "mean_tokens", "mean_reward", ""):
         table.add_column(name, justify="left" if name == "policy" else "right")
     for t in result["trials"]:
-        on = ("trial", t["method"], t["token_weight"], t["seed"], _knob_text(t)) in front
+        on = point({"kind": "trial", "policy": t["method"], **t}) in front
         table.add_row(
-            t["method"] + (f" ({_knob_text(t)})" if t["knob"] else ""), f"{t['token_weight']:g}",
+            t["method"] + (f" ({_knob_text(t)})" if t["knob"] else ""),
+            *([t["pass_through"]] if rules else []), f"{t['token_weight']:g}",
             str(t["seed"]), ci(t, "accuracy", ".3f"), ci(t, "mean_tokens", ".0f"),
             ci(t, "mean_reward", ".3f"), "*" if on else "",
         )  # fmt: skip
     for f in result["fixed"]:
-        on = ("fixed", f["policy"], None, None, "") in front
+        on = point({"kind": "fixed", "token_weight": None, "seed": None, **f}) in front
         weights = " / ".join(f"{r['token_weight']:g}" for r in f["rewards"])
         rewards = " / ".join(f"{r['mean_reward']:.3f}" for r in f["rewards"])
         table.add_row(
-            f["policy"], weights, "", ci(f, "accuracy", ".3f"), ci(f, "mean_tokens", ".0f"),
-            rewards, "*" if on else "",
+            f["policy"], *([f["pass_through"]] if rules else []), weights, "",
+            ci(f, "accuracy", ".3f"), ci(f, "mean_tokens", ".0f"), rewards, "*" if on else "",
         )  # fmt: skip
     Console().print(table)
 

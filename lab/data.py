@@ -25,7 +25,7 @@ from core.records import DECISION_AGENT, EpisodeRecord
 from core.store import queries as q
 from core.store.commands import export_run
 from core.store.engine import resolve_db, sweep_status_dir, write_problem
-from core.team.options import options_from_dict
+from core.team.options import TeamOptions, options_from_dict
 from core.team.topologies import FIXED_TOPOLOGIES
 from lab import asked, figures, forks
 from lab import jobs as jobs_module
@@ -434,15 +434,22 @@ def live_sweeps(db: str) -> dict[str, LiveSweep]:
 
 def sweep_label(row: pd.Series) -> str:
     """``sweep-… · mixed · 6 trials (weights 0.1, 0.3) · 7 fixed`` — how a sweep is named
-    in pickers; a sweep whose runs are still being written may have no trial yet (its
+    in pickers (``· pass-through off, unanimous`` when it played the consensus
+    pass-through); a sweep whose runs are still being written may have no trial yet (its
     weights are NULL, its benchmark too when no run has logged an episode)."""
-    weights = row.get("token_weights")
-    listed = [] if weights is None or not hasattr(weights, "__iter__") else list(weights)
+
+    def listed(name: str) -> list[Any]:
+        values = row.get(name)
+        return [] if values is None or not hasattr(values, "__iter__") else list(values)
+
+    weights, rules = listed("token_weights"), listed("pass_through")
     bench = row.get("benchmark") if isinstance(row.get("benchmark"), str) else "?"
     trials = f"{int(row['trials'])} trials" + (
-        f" (weights {', '.join(f'{w:g}' for w in listed)})" if listed else ""
+        f" (weights {', '.join(f'{w:g}' for w in weights)})" if weights else ""
     )
-    return f"{row['sweep_id']} · {bench} · {trials} · {int(row['fixed'])} fixed"
+    paper = not rules or rules == [TeamOptions.pass_through]
+    rule = "" if paper else f" · pass-through {', '.join(rules)}"
+    return f"{row['sweep_id']} · {bench} · {trials} · {int(row['fixed'])} fixed{rule}"
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -451,12 +458,15 @@ def sweep_points(db: str, sweep_id: str, landed: int | None = None) -> pd.DataFr
     intervals and a ``label``: ``w=0.3 · seed 1`` for an Agent Q-Mix trial, ``agentprune
     prune_ratio=0.3 · w=0.3 · seed 1`` for a learned-topology method's, the topology's name
     for a fixed one; ``knob`` as a dict; ``method`` (what colours the point), ``family`` and
-    ``description`` as :func:`with_methods` gives them. ``landed`` (trials done or failed, as the running
-    driver last said) only keys the cache: a trial that lands is drawn at once."""
+    ``description`` as :func:`with_methods` gives them; ``pass_through`` the decision rule it
+    was played under (a run older than the rule played the paper's). ``landed`` (trials done
+    or failed, as the running driver last said) only keys the cache: a trial that lands is
+    drawn at once."""
     df = q.sweep_points(db, sweep_id)
     if df.empty:
         return df
     df["knob"] = [json.loads(k) if isinstance(k, str) else {} for k in df["knob"]]
+    df["pass_through"] = df["pass_through"].fillna(TeamOptions.pass_through)
 
     def label(policy: str, w: float | None, seed: float, knob: dict) -> str:
         if w is None or w != w:

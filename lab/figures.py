@@ -801,27 +801,50 @@ def engines(df: pd.DataFrame) -> list[str]:
     return sorted(df["engine"].unique(), key=lambda e: (not e.startswith("simulated"), e))
 
 
+def _panel_of(df: pd.DataFrame) -> pd.Series | None:
+    """Each row's panel: its back-end · model (``engine``), and its decision rule
+    (``pass_through``: ``pass-through: unanimous``) when ``df`` holds more than one; None
+    when ``df`` names neither."""
+    parts = [df["engine"].astype(str)] if "engine" in df else []
+    if "pass_through" in df and df["pass_through"].nunique() > 1:
+        parts.append("pass-through: " + df["pass_through"].astype(str))
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else parts[0] + " · " + parts[1]
+
+
+def panel_names(df: pd.DataFrame) -> list[str]:
+    """The panels of a trade-off chart of ``df``, simulated first: one per back-end · model,
+    and per decision rule when ``df`` holds several — each a trade-off of its own."""
+    names = _panel_of(df)
+    if names is None or df.empty:
+        return []
+    return sorted(names.unique(), key=lambda e: (not e.startswith("simulated"), e))
+
+
 def fronts(df: pd.DataFrame) -> dict[str | None, pd.DataFrame]:
-    """The Pareto front of each back-end · model (``None``: ``df`` names none). Simulated
-    and real tokens and accuracies are not one trade-off: a front never mixes them."""
-    names = engines(df)
-    if not names:
+    """The Pareto front of each panel (:func:`panel_names`; ``None``: ``df`` names none).
+    Simulated and real tokens and accuracies are not one trade-off, nor are the paper's
+    decision agent and the consensus pass-through: a front never mixes them."""
+    names, keys = _panel_of(df), panel_names(df)
+    if names is None or not keys:
         return {None: pareto_front(df)}
-    return {name: pareto_front(df[df["engine"] == name]) for name in names}
+    return {key: pareto_front(df[names == key]) for key in keys}
 
 
 def _facets(df: pd.DataFrame) -> tuple[go.Figure, list[tuple[pd.DataFrame, int]]]:
-    """A figure with one panel per back-end · model of ``df`` (one panel when it names one
-    or none), and each panel's rows with its column number."""
-    names = engines(df)
-    if len(names) <= 1:
+    """A figure with one panel per back-end · model (and decision rule) of ``df``
+    (:func:`panel_names`; one panel when it names one or none), and each panel's rows with its
+    column number."""
+    names, keys = _panel_of(df), panel_names(df)
+    if names is None or len(keys) <= 1:
         return go.Figure(), [(df, 1)]
     from plotly.subplots import make_subplots
 
     fig = make_subplots(
-        rows=1, cols=len(names), subplot_titles=names, shared_yaxes=True, horizontal_spacing=0.06
+        rows=1, cols=len(keys), subplot_titles=keys, shared_yaxes=True, horizontal_spacing=0.06
     )
-    return fig, [(df[df["engine"] == name], k + 1) for k, name in enumerate(names)]
+    return fig, [(df[names == key], k + 1) for k, key in enumerate(keys)]
 
 
 def _in_panel(panels: list[tuple[pd.DataFrame, int]], col: int) -> dict[str, int]:
@@ -1073,13 +1096,14 @@ def sweep_figure(df: pd.DataFrame, height: int = 500) -> go.Figure:
     against the fixed topologies (diamonds in their own colours), with 95 % intervals and
     the front over all points; the front's points are named, the others in their hover
     (which says what a point is: method, family, trained token weight, knob); one panel
-    (with its own front) per back-end · model when ``df`` holds more than one.
+    (with its own front) per back-end · model and per decision rule (``pass_through``: the
+    paper's, the consensus pass-through) when ``df`` holds more than one.
 
     ``df`` as :func:`lab.data.sweep_points` returns it: ``label``, ``policy``,
     ``token_weight`` and ``seed`` (NaN for a fixed topology), ``run_id``, ``episodes``,
     ``accuracy``, ``mean_tokens``, optionally ``method`` (else ``policy``), ``knob`` (a
-    dict), ``description``, ``engine``, and the interval columns. Points carry
-    ``customdata = [run_id, policy, episodes, description]``.
+    dict), ``description``, ``engine``, ``pass_through``, and the interval columns. Points
+    carry ``customdata = [run_id, policy, episodes, description]``.
     """
     hover = (
         "<b>%{hovertext}</b><br>%{customdata[3]}<br>tokens %{x:,.0f}<br>accuracy %{y:.1%}"

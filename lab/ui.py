@@ -14,6 +14,7 @@ import streamlit as st
 
 from core.errors import UserError
 from core.store.engine import StoreBusy
+from core.team.options import TeamOptions
 from lab import asked, data, figures, params
 from lab.demo import DemoStatus, cancel_demo, demo_enabled, spawn_demo
 
@@ -150,7 +151,8 @@ def run_label(row: pd.Series) -> str:
     """``train-… · qmix · mixed · 200 ep`` — how a run is named in pickers (a real model's
     run also names its back-end and model: ``eval-… · star · gsm8k · local · SmolLM2… · 3 ep``); a Failure-lab
     fork says what it forked (``lab · fork of eval-… #3 · fixed · full · 1 coder crash…``),
-    a sweep's run its sweep, weight and seed."""
+    a sweep's run its sweep, weight and seed (and its decision rule under the consensus
+    pass-through)."""
     status = "" if row["status"] == "finished" else f" · {row['status']}"
     if isinstance(row.get("fork_label"), str):
         return f"lab · {row['fork_label']}{status}"
@@ -158,6 +160,9 @@ def run_label(row: pd.Series) -> str:
     if isinstance(sweep, str):
         w = row.get("sweep_token_weight")
         part = "fixed" if w is None or w != w else f"w={w:g} · seed {int(row['sweep_seed'])}"
+        rule = row.get("sweep_pass_through")
+        if isinstance(rule, str) and rule != TeamOptions.pass_through:
+            part += f" · pass-through {rule}"
         policy = data.policy_label(row["policy"]) if row["policy"] else row["kind"]
         return f"{row['id']} · {policy} · {sweep} · {part} · {row['episodes']} ep{status}"
     policy = data.policy_label(row["policy"]) if row["policy"] else row["kind"]

@@ -219,13 +219,17 @@ else:
         if sweep_pts.empty:
             st.info("No held-out episodes of this sweep yet: its first trial is still training.")
             return
+        rules = sorted(sweep_pts["pass_through"].unique())
         st.caption(
-            f"Answered by **{', '.join(figures.engines(sweep_pts))}**. "
+            f"Answered by **{', '.join(figures.engines(sweep_pts))}**"
+            f"; decision agent: **{', '.join(rules)}** (pass-through; off = the paper's). "
             "Learned trials in their method's colour (Agent Q-Mix and each learned-topology "
             "method its own), darker for a larger token weight, one marker per training seed "
             "(and knob value); the hover names method, token weight and knob. Diamonds: the "
-            "fixed topologies on the same held-out tasks, each in its own colour. Bars: 95 % intervals (Wilson for accuracy, normal SE "
-            "for mean tokens); dashed: the front so far, its points named (hover for the rest). One panel and front per back-end · model when the sweep has several."
+            "fixed topologies on the same held-out tasks, each in its own colour. Bars: 95 % "
+            "intervals (Wilson for accuracy, normal SE for mean tokens); dashed: the front so "
+            "far, its points named (hover for the rest). One panel and front per back-end · "
+            "model and per pass-through rule when the sweep has several."
         )
         ui.chart(figures.sweep_figure(sweep_pts), key="compare_sweep_chart")
         st.dataframe(
@@ -237,19 +241,20 @@ else:
                 on_front=sweep_pts.index.isin(
                     [i for front in figures.fronts(sweep_pts).values() for i in front.index]
                 ),
-            )[["label", "method", "engine", "episodes", "accuracy", "accuracy_ci",
+            )[["label", "method", "engine", "pass_through", "episodes", "accuracy", "accuracy_ci",
                "mean_tokens", "mean_reward", "on_front"]],
             hide_index=True, width="stretch", key="compare_sweep_table",
             column_config={
                 "label": st.column_config.TextColumn("point", pinned=True),
                 "method": st.column_config.TextColumn("method"),
                 "engine": st.column_config.TextColumn("back-end · model"),
+                "pass_through": st.column_config.TextColumn("pass-through"),
                 "episodes": st.column_config.NumberColumn("n"),
                 "accuracy": st.column_config.NumberColumn(format="percent"),
                 "accuracy_ci": st.column_config.TextColumn("accuracy 95 % CI"),
                 "mean_tokens": st.column_config.NumberColumn("mean tokens", format="%.0f"),
                 "mean_reward": st.column_config.NumberColumn("mean reward", format="%.3f"),
-                "on_front": st.column_config.CheckboxColumn("on the front"),
+                "on_front": st.column_config.CheckboxColumn("on the front of its panel"),
             },
         )  # fmt: skip
 

@@ -11,13 +11,20 @@ the checkpoint as bytes). The driver (:func:`run_sweep`) is the store's only wri
 writes each checkpoint under ``--out`` and logs each trial as one ``train`` run and one
 ``eval`` run, and each fixed topology as one ``eval`` run. Every run of a sweep stores
 
-    config["sweep"] = {"id": SWEEP_ID, "token_weight": w, "seed": s, "method": m, "knob": k}
+    config["sweep"] = {"id": SWEEP_ID, "token_weight": w, "seed": s, "method": m, "knob": k,
+                       "pass_through": rule}
 
 (``token_weight`` and ``seed`` are null for the fixed topologies; ``method`` is ``qmix`` or
 a learned-topology method of :mod:`core.baselines` (``--methods``), ``knob`` that method's
 swept setting, e.g. ``{"prune_ratio": 0.3}`` (``--knob``), empty for qmix and the fixed
-topologies), besides the usual ``config["team"]`` (its ``token_weight`` and
-``token_penalty`` are the trial's reward).
+topologies; ``pass_through`` the decision rule the point was played under), besides the
+usual ``config["team"]`` (its ``token_weight`` and ``token_penalty`` are the trial's reward,
+its ``pass_through`` the same rule).
+
+The decision rule is an axis of the grid like the token weight (``--pass-through
+off,unanimous``): every trial, and every fixed topology it is compared with, is played once
+under each rule, and each rule has its own front — the consensus pass-through changes what
+every point costs, so its points and the paper's are two trade-offs, not one.
 
 The result is every point's accuracy, mean tokens and mean reward on the held-out tasks,
 each with a 95% interval (accuracy: Wilson score interval; tokens and reward: normal
@@ -71,7 +78,7 @@ from core.records import EpisodeRecord
 from core.store.engine import resolve_db, sweep_status_dir
 from core.team.options import TeamOptions
 from core.team.recipes import TEAM_RECIPE
-from core.team.runtime import reward
+from core.team.runtime import PASS_THROUGH_RULES, reward
 from core.team.topologies import FIXED_TOPOLOGIES, make_policy
 
 SWEEP_METHODS = ("qmix", *METHOD_NAMES)
@@ -116,6 +123,20 @@ class SweepConfig:
     (``--knob agentprune=0.3,0.5``); a method without one trains at its defaults."""
     resume: str | None = None
     """The id of a sweep to continue (``--resume``): only what the store lacks of it runs."""
+    pass_through: tuple[str, ...] | None = None
+    """Decision rules (``--pass-through off,unanimous``): every trial and every fixed
+    topology is played once under each; None = the team options' own rule."""
+
+    def rules(self, team: TeamOptions) -> tuple[str, ...]:
+        """The decision rules this sweep plays, in order (``team``'s when none are given)."""
+        return self.pass_through if self.pass_through is not None else (team.pass_through,)
+
+    def counts(self) -> tuple[int, int]:
+        """(trials, fixed-topology evaluations) the plan holds."""
+        rules = 1 if self.pass_through is None else len(self.pass_through)
+        per_rule = sum(len(self.knobs[m][1]) if m in self.knobs else 1 for m in self.methods)
+        per_rule *= len(self.token_weights) * len(self.seeds)
+        return per_rule * rules, len(self.topologies) * rules
 
     def validate(self) -> None:
         if not self.methods:
@@ -137,8 +158,15 @@ class SweepConfig:
         unknown = [t for t in self.topologies if t not in FIXED_TOPOLOGIES]
         if unknown:
             raise UserError(f"no fixed topology {unknown[0]!r}.")
+        if self.pass_through is not None:
+            _check_rules(self.pass_through)
         check_folder(self.out, "--out")
-        names = [checkpoint_name(w, s) for w in self.token_weights for s in self.seeds]
+        names = [
+            checkpoint_name(w, s, pass_through=rule)
+            for rule in self.pass_through or (TeamOptions.pass_through,)
+            for w in self.token_weights
+            for s in self.seeds
+        ]
         for name in ("sweep.json", *names):
             check_not_special(self.out / name, "--out")
         held = held_sweep_id(self.out / "sweep.json")
@@ -217,8 +245,33 @@ def _items(text: str, flag: str, what: str) -> list[str]:
 def _distinct(values: tuple[Any, ...], flag: str) -> tuple[Any, ...]:
     repeated = [v for i, v in enumerate(values) if v in values[:i]]
     if repeated:
-        raise UserError(f"{flag} repeats {repeated[0]:g}.")
+        shown = repeated[0] if isinstance(repeated[0], str) else f"{repeated[0]:g}"
+        raise UserError(f"{flag} repeats {shown}.")
     return values
+
+
+def parse_pass_through(text: str) -> tuple[str, ...]:
+    """``"off,unanimous"`` -> ``("off", "unanimous")``: the decision rules a sweep plays
+    every trial and fixed topology under; one sentence on bad input."""
+    return _check_rules(_distinct(tuple(_items(text, "--pass-through", "rule")), "--pass-through"))
+
+
+def _check_rules(rules: tuple[str, ...]) -> tuple[str, ...]:
+    if not rules:
+        raise UserError("--pass-through needs at least one rule.")
+    unknown = [r for r in rules if r not in PASS_THROUGH_RULES]
+    if unknown:
+        raise UserError(
+            f"--pass-through takes {', '.join(PASS_THROUGH_RULES)} (comma-separated), "
+            f"not {unknown[0]!r}."
+        )
+    return rules
+
+
+def rule_text(pass_through: str) -> str:
+    """``, pass-through unanimous`` for a point played under the consensus pass-through; ""
+    under the paper's rule (the default), so that a sweep without it reads as before."""
+    return "" if pass_through == TeamOptions.pass_through else f", pass-through {pass_through}"
 
 
 def parse_topologies(text: str) -> tuple[str, ...]:
@@ -275,13 +328,19 @@ def new_sweep_id() -> str:
 
 
 def checkpoint_name(
-    token_weight: float, seed: int, method: str = "qmix", knob: dict[str, float] | None = None
+    token_weight: float,
+    seed: int,
+    method: str = "qmix",
+    knob: dict[str, float] | None = None,
+    pass_through: str = TeamOptions.pass_through,
 ) -> str:
-    """``tw0.1-seed0.pt`` for Agent Q-Mix; ``agentprune-prune_ratio0.3-tw0.1-seed0.pt``."""
+    """``tw0.1-seed0.pt`` for Agent Q-Mix; ``agentprune-prune_ratio0.3-tw0.1-seed0.pt``;
+    ``tw0.1-seed0-pass-through-unanimous.pt`` under the consensus pass-through."""
+    rule = "" if pass_through == TeamOptions.pass_through else f"-pass-through-{pass_through}"
     if method == "qmix":
-        return f"tw{token_weight:g}-seed{seed}.pt"
+        return f"tw{token_weight:g}-seed{seed}{rule}.pt"
     knobs = "".join(f"-{k}{v:g}" for k, v in (knob or {}).items())
-    return f"{method}{knobs}-tw{token_weight:g}-seed{seed}.pt"
+    return f"{method}{knobs}-tw{token_weight:g}-seed{seed}{rule}.pt"
 
 
 # --------------------------------------------------------------------------- the Ray tasks
@@ -295,7 +354,7 @@ class TrialSpec:
     token_weight: float
     seed: int
     team: TeamOptions
-    """The team with this trial's token weight and seed."""
+    """The team with this trial's token weight, seed and decision rule."""
     train: TrainConfig
     """The learner with this trial's seed (Agent Q-Mix)."""
     eval_episodes: int
@@ -308,6 +367,11 @@ class TrialSpec:
     """The budget of a learned-topology method (None for qmix)."""
 
     @property
+    def pass_through(self) -> str:
+        """The decision rule this trial trains and is evaluated under."""
+        return self.team.pass_through
+
+    @property
     def key(self) -> dict[str, Any]:
         """What every run of this trial stores as ``config["sweep"]``."""
         return {
@@ -316,12 +380,41 @@ class TrialSpec:
             "seed": self.seed,
             "method": self.method,
             "knob": self.knob,
+            "pass_through": self.pass_through,
         }
 
     @property
     def label(self) -> str:
         knob = "".join(f", {k} {v:g}" for k, v in self.knob.items())
-        return f"{self.method}{knob}, token weight {self.token_weight:g}, seed {self.seed}"
+        return (
+            f"{self.method}{knob}, token weight {self.token_weight:g}, seed {self.seed}"
+            f"{rule_text(self.pass_through)}"
+        )
+
+
+@dataclass
+class FixedSpec:
+    """One fixed topology's evaluation: played under one decision rule (the rule of the
+    trials it is compared with) at the sweep's first token weight; its reward is re-scored
+    at every weight."""
+
+    sweep_id: str
+    name: str
+    team: TeamOptions
+    """The team it plays: the first swept weight, this evaluation's decision rule."""
+
+    @property
+    def pass_through(self) -> str:
+        return self.team.pass_through
+
+    @property
+    def key(self) -> dict[str, Any]:
+        """What its eval run stores as ``config["sweep"]``."""
+        return fixed_key(self.sweep_id, self.name, self.pass_through)
+
+    @property
+    def label(self) -> str:
+        return f"fixed topology {self.name}{rule_text(self.pass_through)}"
 
 
 @dataclass
@@ -597,6 +690,7 @@ def _trial_id(spec: TrialSpec) -> dict[str, Any]:
         "knob": spec.knob,
         "token_weight": spec.token_weight,
         "seed": spec.seed,
+        "pass_through": spec.pass_through,
     }
 
 
@@ -656,6 +750,47 @@ def _knob_values(sweep: SweepConfig, method: str) -> list[dict[str, float]]:
     return [{setting: v} for v in values]
 
 
+def plan_trials(
+    sweep_id: str,
+    opts: TeamOptions,
+    sweep: SweepConfig,
+    train_config: TrainConfig,
+    baseline_config: BaselineTrainConfig,
+) -> list[TrialSpec]:
+    """Every trial of the grid: per method, knob value, decision rule, token weight and seed."""
+    return [
+        TrialSpec(
+            sweep_id,
+            w,
+            s,
+            replace(opts, token_weight=w, seed=s, pass_through=rule),
+            replace(train_config, seed=s),
+            sweep.eval_episodes,
+            sweep.eval_seed,
+            method,
+            knob,
+            None if method == "qmix" else replace(baseline_config, seed=s),
+        )
+        for method in sweep.methods
+        for knob in _knob_values(sweep, method)
+        for rule in sweep.rules(opts)
+        for w in sweep.token_weights
+        for s in sweep.seeds
+    ]
+
+
+def plan_fixed(sweep_id: str, opts: TeamOptions, sweep: SweepConfig) -> list[FixedSpec]:
+    """Every fixed topology under every decision rule: a point is compared only with points
+    played under the same rule. They do not learn: the token weight changes their reward,
+    not their play, so each plays once (at the first weight) and is re-scored at every weight."""
+    first = sweep.token_weights[0]
+    return [
+        FixedSpec(sweep_id, name, replace(opts, token_weight=first, pass_through=rule))
+        for name in sweep.topologies
+        for rule in sweep.rules(opts)
+    ]
+
+
 def run_sweep(
     opts: TeamOptions,
     sweep: SweepConfig,
@@ -682,6 +817,8 @@ def run_sweep(
     if sweep.resume is not None and not log:
         raise UserError("--resume reads what the sweep stored, so it cannot go with --no-log.")
     opts.validate()
+    rules = sweep.rules(opts)
+    sweep = replace(sweep, pass_through=rules)
     sweep.validate()
     train_config.validate()
     if sweep.ray_address is not None:
@@ -699,47 +836,29 @@ def run_sweep(
     if log:
         open_store(db)  # a bad --db is one sentence before any work
     sweep_id = sweep.resume or new_sweep_id()
-    specs = [
-        TrialSpec(
-            sweep_id,
-            w,
-            s,
-            replace(opts, token_weight=w, seed=s),
-            replace(train_config, seed=s),
-            sweep.eval_episodes,
-            sweep.eval_seed,
-            method,
-            knob,
-            None if method == "qmix" else replace(baseline_config, seed=s),
-        )
-        for method in sweep.methods
-        for knob in _knob_values(sweep, method)
-        for w in sweep.token_weights
-        for s in sweep.seeds
-    ]
-    # The fixed topologies do not learn: the token weight changes their reward, not their
-    # play, so they play once (at the first weight) and are re-scored at every weight.
-    fixed_team = replace(opts, token_weight=sweep.token_weights[0])
-    stored = StoredSweep(missing=specs, missing_topologies=sweep.topologies)
+    specs = plan_trials(sweep_id, opts, sweep, train_config, baseline_config)
+    fixed = plan_fixed(sweep_id, opts, sweep)
+    stored = StoredSweep(missing=specs, missing_topologies=fixed)
     if sweep.resume is not None:
         from core.experiment.sweep_resume import read_stored_sweep
 
         # A sweep stopped before it stored anything is known by its live file or sweep.json.
         started = (sweep_status_dir(db) / f"{sweep_id}.json").exists()
         started |= held_sweep_id(sweep.out / "sweep.json") == sweep_id
-        stored = read_stored_sweep(db, specs, sweep, fixed_team, started)
+        stored = read_stored_sweep(db, specs, fixed, sweep, started)
     check_output_dir(sweep.out, "--out")  # once the flags are known to be good
     live = None
     if log:
         path = sweep_status_dir(db) / f"{sweep_id}.json"
         plan = {"sweep_id": sweep_id, "benchmark": opts.benchmark, "started_at": time.time(),
                 "token_weights": list(sweep.token_weights), "seeds": list(sweep.seeds),
-                "topologies": list(sweep.topologies), "eval_episodes": sweep.eval_episodes}  # fmt: skip
+                "pass_through": list(rules), "topologies": list(sweep.topologies),
+                "eval_episodes": sweep.eval_episodes}  # fmt: skip
         if sweep.resume is not None:
             plan |= _resumed_plan(path, len(stored.trials))
         live = _LiveStatus(path, plan)
     if sweep.resume is not None:
-        for line in stored.summary(len(specs), len(sweep.topologies)):
+        for line in stored.summary(len(specs), len(fixed)):
             (notice or (lambda line: None))(line)
         stored.discard_stale(db)
 
@@ -751,7 +870,7 @@ def run_sweep(
 
     say = notice or (lambda line: None)
     driver = _Driver(
-        sweep_id, sweep, db, log, fixed_team, publish, report or (lambda line: None), stored,
+        sweep_id, sweep, db, log, publish, report or (lambda line: None), stored,
         total=len(specs), notice=say,
     )  # fmt: skip
     stop = threading.Event()
@@ -780,16 +899,21 @@ def run_sweep(
         "eval_episodes": sweep.eval_episodes,
         "eval_seed": sweep.eval_seed,
         "methods": list(sweep.methods),
+        "pass_through": list(rules),
         "trials": sorted(
             driver.trials,
             key=lambda t: (
                 sweep.methods.index(t["method"]),
+                rules.index(t["pass_through"]),
                 t["token_weight"],
                 sorted(t["knob"].items()),
                 t["seed"],
             ),
         ),  # fmt: skip
-        "fixed": sorted(driver.fixed, key=lambda f: sweep.topologies.index(f["policy"])),
+        "fixed": sorted(
+            driver.fixed,
+            key=lambda f: (sweep.topologies.index(f["policy"]), rules.index(f["pass_through"])),
+        ),
         "failed": driver.failed,
         "cancelled": driver.cancelled,
         "interrupted": stop.is_set(),
@@ -800,9 +924,15 @@ def run_sweep(
         {"kind": "fixed", "token_weight": None, "seed": None, "knob": {}, **f}
         for f in result["fixed"]
     ]
-    keys = ("kind", "policy", "token_weight", "knob", "seed", "n", "accuracy", "accuracy_ci")
-    keys += ("mean_tokens", "mean_tokens_ci")
-    result["front"] = [{k: p[k] for k in keys} for p in pareto_front(points)]
+    keys = ("kind", "policy", "pass_through", "token_weight", "knob", "seed", "n", "accuracy")
+    keys += ("accuracy_ci", "mean_tokens", "mean_tokens_ci")
+    # One front per decision rule: the pass-through changes every point's cost, so the
+    # two rules' points are two trade-offs (as two back-ends' would be), not one.
+    result["front"] = [
+        {k: p[k] for k in keys}
+        for rule in rules
+        for p in pareto_front([p for p in points if p["pass_through"] == rule])
+    ]
     write_file(sweep.out / "sweep.json", (json.dumps(result, indent=2) + "\n").encode(), "--out")
     return result
 
@@ -836,8 +966,8 @@ class StoredSweep:
 
     missing: list[TrialSpec]
     """Trials to run: nothing finished of them is stored."""
-    missing_topologies: tuple[str, ...]
-    """Fixed topologies to evaluate."""
+    missing_topologies: list[FixedSpec]
+    """Fixed topologies to evaluate (each under one decision rule)."""
     trials: list[dict[str, Any]] = field(default_factory=list)
     """The finished trials' rows, read back from the store (as :func:`trial_row` builds them)."""
     fixed: list[dict[str, Any]] = field(default_factory=list)
@@ -938,10 +1068,7 @@ def trial_row(
     """A trial's row of the result. ``held_out``: its held-out episodes (anything with
     ``score``, ``tokens``, ``reward``); ``facts``: ``train_episodes`` and :data:`TRIAL_FACTS`."""
     return {
-        "method": spec.method,
-        "knob": spec.knob,
-        "token_weight": spec.token_weight,
-        "seed": spec.seed,
+        **_trial_id(spec),
         "checkpoint": checkpoint,
         **point_stats(held_out),
         "train_episodes": facts.get("train_episodes"),
@@ -958,8 +1085,8 @@ def fixed_row(
     token_weights: Sequence[float],
     run_id: str | None,
 ) -> dict[str, Any]:
-    """A fixed topology's row: its figures as played (at ``team``'s token weight) and its
-    mean reward re-scored at every swept weight."""
+    """A fixed topology's row: its figures as played (at ``team``'s token weight, under its
+    decision rule) and its mean reward re-scored at every swept weight."""
     rescored = []
     for w in token_weights:
         config = replace(team, token_weight=w).runtime_config()
@@ -969,6 +1096,7 @@ def fixed_row(
         )
     return {
         "policy": name,
+        "pass_through": team.pass_through,
         **point_stats(held_out),
         "reward_token_weight": team.token_weight,
         "rewards": rescored,
@@ -976,9 +1104,17 @@ def fixed_row(
     }
 
 
-def fixed_key(sweep_id: str, name: str) -> dict[str, Any]:
-    """What a fixed topology's eval run stores as ``config["sweep"]``."""
-    return {"id": sweep_id, "token_weight": None, "seed": None, "method": name, "knob": {}}
+def fixed_key(sweep_id: str, name: str, pass_through: str) -> dict[str, Any]:
+    """What a fixed topology's eval run under decision rule ``pass_through`` stores as
+    ``config["sweep"]``."""
+    return {
+        "id": sweep_id,
+        "token_weight": None,
+        "seed": None,
+        "method": name,
+        "knob": {},
+        "pass_through": pass_through,
+    }
 
 
 class _Driver:
@@ -994,7 +1130,6 @@ class _Driver:
         sweep: SweepConfig,
         db: str | None,
         log: bool,
-        fixed_team: TeamOptions,
         progress: Callable[[SweepStatus], None] | None,
         report: Callable[[str], None],
         stored: StoredSweep,
@@ -1002,7 +1137,7 @@ class _Driver:
         notice: Callable[[str], None] = lambda line: None,
     ):
         self.sweep_id, self.sweep, self.db, self.log = sweep_id, sweep, db, log
-        self.fixed_team, self.progress, self.report = fixed_team, progress, report
+        self.progress, self.report = progress, report
         self.specs, self.topologies = stored.missing, stored.missing_topologies
         self.trials: list[dict[str, Any]] = list(stored.trials)
         self.fixed: list[dict[str, Any]] = list(stored.fixed)
@@ -1011,7 +1146,8 @@ class _Driver:
         self.notice = notice
         self.status = SweepStatus(
             total=total, done=len(stored.trials),
-            fixed_total=len(sweep.topologies), fixed_done=len(stored.fixed),
+            fixed_total=len(stored.fixed) + len(stored.missing_topologies),
+            fixed_done=len(stored.fixed),
         )  # fmt: skip
 
     def run(self, trial_task: Any, stop: threading.Event, server: LocalServer | None) -> None:
@@ -1023,8 +1159,8 @@ class _Driver:
         else:
             limit = limit_all = sweep.max_parallel or 1
         options = {"runtime_env": {"env_vars": server.attach_env()}} if server else {}
-        queue: deque[TrialSpec | str] = deque([*self.topologies, *self.specs])
-        running: dict[Any, tuple[TrialSpec | str, float]] = {}  # str: a fixed topology
+        queue: deque[TrialSpec | FixedSpec] = deque([*self.topologies, *self.specs])
+        running: dict[Any, tuple[TrialSpec | FixedSpec, float]] = {}
         status = self.status
         gone = None
         while (queue or running) and not stop.is_set():
@@ -1032,9 +1168,9 @@ class _Driver:
                 if isinstance(queue[0], TrialSpec) and status.running >= limit:
                     break
                 part = queue.popleft()
-                if isinstance(part, str):
+                if isinstance(part, FixedSpec):
                     ref = evaluate_fixed_task.options(**options).remote(
-                        self.fixed_team, (part,), sweep.eval_episodes, sweep.eval_seed
+                        part.team, (part.name,), sweep.eval_episodes, sweep.eval_seed
                     )
                 else:
                     ref = trial_task.options(**options).remote(part)
@@ -1064,12 +1200,14 @@ class _Driver:
 
             raise LocalServerGone(f"{gone}; the parts that finished are logged.")
 
-    def _count(self, running: dict[Any, tuple[TrialSpec | str, float]]) -> None:
+    def _count(self, running: dict[Any, tuple[TrialSpec | FixedSpec, float]]) -> None:
         trials = sum(isinstance(part, TrialSpec) for part, _ in running.values())
         self.status.running, self.status.fixed_running = trials, len(running) - trials
 
-    def _finish(self, part: TrialSpec | str, ref: Any, status: SweepStatus, seconds: float) -> None:
-        what = part.label if isinstance(part, TrialSpec) else f"fixed topology {part}"
+    def _finish(
+        self, part: TrialSpec | FixedSpec, ref: Any, status: SweepStatus, seconds: float
+    ) -> None:
+        what = part.label
         try:
             result = ray.get(ref)
         except RayError as exc:
@@ -1078,12 +1216,13 @@ class _Driver:
                 trial = _trial_id(part)
             else:
                 status.fixed_done += 1
-                trial = {"token_weight": None, "seed": None, "policy": part}
+                trial = {"token_weight": None, "seed": None, "policy": part.name,
+                         "pass_through": part.pass_through}  # fmt: skip
             self.failed.append({**trial, "error": _one_line(exc)})
             self.report(f"{what} failed: {_one_line(exc)}")
             return
-        if isinstance(part, str):
-            self._log_fixed(result)
+        if isinstance(part, FixedSpec):
+            self._log_fixed(part, result)
             status.fixed_done += 1
             point = self.fixed[-1]
         else:
@@ -1098,7 +1237,9 @@ class _Driver:
     def _log_trial(self, spec: TrialSpec, result: TrialResult) -> dict[str, Any]:
         from core.store.writer import RunLogger
 
-        name = checkpoint_name(spec.token_weight, spec.seed, spec.method, spec.knob)
+        name = checkpoint_name(
+            spec.token_weight, spec.seed, spec.method, spec.knob, spec.pass_through
+        )
         path = (self.sweep.out / name).absolute()
         write_file(path, result.checkpoint, "--out")
         held_out = [EpisodeRecord.from_dict(d) for d in result.evaluation]
@@ -1143,19 +1284,19 @@ class _Driver:
             spec.method, "learned", spec.method, spec.token_weight, spec.knob, str(path)
         ).as_dict()
 
-    def _log_fixed(self, played: dict[str, list[dict[str, Any]]]) -> None:
-        team = self.fixed_team
-        for name, dicts in played.items():
-            records = [EpisodeRecord.from_dict(d) for d in dicts]
-            run_id = None
-            if self.log:
-                run_id = log_run(
-                    self.db,
-                    "eval",
-                    replace(team, seed=self.sweep.eval_seed),
-                    name,
-                    self.sweep.eval_seed,
-                    records,
-                    {"sweep": fixed_key(self.sweep_id, name)},
-                )
-            self.fixed.append(fixed_row(name, records, team, self.sweep.token_weights, run_id))
+    def _log_fixed(self, spec: FixedSpec, played: dict[str, list[dict[str, Any]]]) -> None:
+        records = [EpisodeRecord.from_dict(d) for d in played[spec.name]]
+        run_id = None
+        if self.log:
+            run_id = log_run(
+                self.db,
+                "eval",
+                replace(spec.team, seed=self.sweep.eval_seed),
+                spec.name,
+                self.sweep.eval_seed,
+                records,
+                {"sweep": spec.key},
+            )
+        self.fixed.append(
+            fixed_row(spec.name, records, spec.team, self.sweep.token_weights, run_id)
+        )

@@ -9,10 +9,12 @@ is deleted and the point runs again, so that after the resumption every point is
 exactly once. The rows of done points are rebuilt from the store with the functions that
 build a fresh run's rows, so ``sweep.json`` comes out as an uninterrupted run's would.
 
+A point's identity is its method, knob, token weight, seed and decision rule (``--pass-through``:
+the same trial under the paper's rule and under the consensus pass-through are two points).
 Resuming with flags that would have stored something else is refused: every stored run's
 team (and a train run's learner and method settings) must equal what these flags give it,
 and every stored point must be one these flags plan (a plan may grow: more weights, seeds,
-knob values).
+knob values, rules).
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from typing import Any
 from core.errors import UserError
 from core.experiment.sweep import (
     TRIAL_FACTS,
+    FixedSpec,
     StoredSweep,
     SweepConfig,
     TrialSpec,
     fixed_row,
+    rule_text,
     trial_row,
     trial_run_config,
 )
@@ -37,9 +41,9 @@ from core.store.queries import RunInfo, episode_outcomes, sweep_runs
 from core.store.writer import redact_config
 from core.team.options import TeamOptions
 
-PointKey = tuple[str, str, float | None, int | None]
-"""(method or topology, knob as sorted JSON, token weight, seed); weight and seed None for
-a fixed topology."""
+PointKey = tuple[str, str, float | None, int | None, str]
+"""(method or topology, knob as sorted JSON, token weight, seed, decision rule); weight and
+seed None for a fixed topology."""
 COMPARED = ("team", "train", "method")
 """The config sections a stored run must share with what the flags would store."""
 
@@ -47,8 +51,8 @@ COMPARED = ("team", "train", "method")
 def read_stored_sweep(
     db: str | None,
     specs: list[TrialSpec],
+    fixed: list[FixedSpec],
     sweep: SweepConfig,
-    fixed_team: TeamOptions,
     started: bool = False,
 ) -> StoredSweep:
     """Sort the stored runs of sweep ``sweep.resume`` into done points (their rows), stale
@@ -60,26 +64,25 @@ def read_stored_sweep(
         raise UserError(f"{resolve_db(db)} holds no run of sweep {sweep_id!r}.")
     by_point: dict[PointKey, list[RunInfo]] = defaultdict(list)
     for run in runs:
-        by_point[_point(run.config.get("sweep"))].append(run)
-    planned = {_spec_point(s): s for s in specs}
+        by_point[_point(run.config)].append(run)
+    planned: dict[PointKey, TrialSpec | FixedSpec] = {_point({"sweep": s.key}): s for s in specs}
+    planned |= {_point({"sweep": f.key}): f for f in fixed}
     for point, point_runs in by_point.items():
-        _check(sweep_id, point, point_runs, planned, sweep, fixed_team)
+        _check(sweep_id, point, point_runs, planned, sweep)
 
-    stored = StoredSweep(missing=[], missing_topologies=())
+    stored = StoredSweep(missing=[], missing_topologies=[])
     for spec in specs:
-        point_runs = by_point.get(_spec_point(spec), [])
+        point_runs = by_point.get(_point({"sweep": spec.key}), [])
         row = _done_trial(db, spec, point_runs, sweep.eval_episodes)
         _sort(stored, point_runs, row, spec.label)
         if row is None:
             stored.missing.append(spec)
-    missing = []
-    for name in sweep.topologies:
-        point_runs = by_point.get((name, "{}", None, None), [])
-        row = _done_fixed(db, name, point_runs, sweep, fixed_team)
-        _sort(stored, point_runs, row, f"fixed topology {name}")
+    for part in fixed:
+        point_runs = by_point.get(_point({"sweep": part.key}), [])
+        row = _done_fixed(db, part, point_runs, sweep)
+        _sort(stored, point_runs, row, part.label)
         if row is None:
-            missing.append(name)
-    stored.missing_topologies = tuple(missing)
+            stored.missing_topologies.append(part)
     return stored
 
 
@@ -110,14 +113,14 @@ def _done_trial(
 
 
 def _done_fixed(
-    db: str | None, name: str, runs: list[RunInfo], sweep: SweepConfig, team: TeamOptions
+    db: str | None, part: FixedSpec, runs: list[RunInfo], sweep: SweepConfig
 ) -> dict[str, Any] | None:
     """The fixed topology's row when exactly its eval run is stored, finished."""
     held = _only(runs, "eval")
     if len(runs) != 1 or held is None or not _complete(held, sweep.eval_episodes):
         return None
     held_out = episode_outcomes(db, held.id)
-    return fixed_row(name, held_out, team, sweep.token_weights, held.id)
+    return fixed_row(part.name, held_out, part.team, sweep.token_weights, held.id)
 
 
 def _only(runs: list[RunInfo], kind: str) -> RunInfo | None:
@@ -130,46 +133,48 @@ def _complete(run: RunInfo, episodes: int | None) -> bool:
     return run.status == "finished" and (episodes is None or run.episodes == episodes)
 
 
-def _point(key: Any) -> PointKey:
+def _point(config: dict[str, Any]) -> PointKey:
+    """The point a run's config names. Its decision rule: ``config["sweep"]``'s, else (a
+    run stored before the rule was an axis of the sweep) the team's, else the default."""
+    key = config.get("sweep")
     key = key if isinstance(key, dict) else {}
+    team = config.get("team")
+    team = team if isinstance(team, dict) else {}
     w, s = key.get("token_weight"), key.get("seed")
     return (
         str(key.get("method")),
         json.dumps(key.get("knob") or {}, sort_keys=True),
         None if w is None else float(w),
         None if s is None else int(s),
+        str(key.get("pass_through") or team.get("pass_through") or TeamOptions.pass_through),
     )
-
-
-def _spec_point(spec: TrialSpec) -> PointKey:
-    return _point(spec.key)
 
 
 def _check(
     sweep_id: str,
     point: PointKey,
     runs: list[RunInfo],
-    planned: dict[PointKey, TrialSpec],
+    planned: dict[PointKey, TrialSpec | FixedSpec],
     sweep: SweepConfig,
-    fixed_team: TeamOptions,
 ) -> None:
     """A UserError unless every run of ``point`` is what these flags would have stored."""
-    method, knob, weight, seed = point
-    if weight is None:
-        if method not in sweep.topologies:
-            raise UserError(f"sweep {sweep_id} evaluated {method!r}, which these flags leave out.")
-        eval_config = replace(fixed_team, seed=sweep.eval_seed).run_config()
-        train_config: dict[str, Any] = {}
-    elif point not in planned:
+    method, knob, weight, seed, rule = point
+    # The rule is named when it is not the paper's, or when it is what the flags leave out.
+    named = f", pass-through {rule}" if rule not in (sweep.pass_through or ()) else rule_text(rule)
+    if weight is None and point not in planned:
+        under = f" under{named[1:]}" if named else ""
+        raise UserError(
+            f"sweep {sweep_id} evaluated {method!r}{under}, which these flags leave out."
+        )
+    if point not in planned:
         knobs = "".join(f", {k} {v:g}" for k, v in json.loads(knob).items())
         raise UserError(
             f"sweep {sweep_id} holds a trial ({method}{knobs}, token weight {weight:g}, seed "
-            f"{seed}) that these flags leave out; resume it with the original run's flags."
+            f"{seed}{named}) that these flags leave out; resume it with the original run's flags."
         )
-    else:
-        spec = planned[point]
-        eval_config = replace(spec.team, seed=sweep.eval_seed).run_config()
-        train_config = trial_run_config(spec)
+    spec = planned[point]
+    eval_config = replace(spec.team, seed=sweep.eval_seed).run_config()
+    train_config = trial_run_config(spec) if isinstance(spec, TrialSpec) else {}
     for run in runs:
         expected = train_config if run.kind == "train" else eval_config
         _compare(sweep_id, run.config, expected)

@@ -678,11 +678,20 @@ def episode_curves(
 
 # ------------------------------------------------------------------ sweeps and lab forks
 
-_RUN_TAGS = """
+_SWEEP_RULE = (
+    "coalesce(json_extract_string(config, '$.sweep.pass_through'), "
+    "json_extract_string(config, '$.team.pass_through'))"
+)
+"""A sweep run's decision rule: its point's (``config["sweep"]``), else the team's (a run
+stored before the rule was an axis of the sweep); NULL for a run older than the rule, which
+played the paper's."""
+
+_RUN_TAGS = f"""
 SELECT id,
        json_extract_string(config, '$.sweep.id') AS sweep_id,
        TRY_CAST(json_extract_string(config, '$.sweep.token_weight') AS DOUBLE) AS sweep_token_weight,
        TRY_CAST(json_extract_string(config, '$.sweep.seed') AS BIGINT) AS sweep_seed,
+       {_SWEEP_RULE} AS sweep_pass_through,
        json_extract_string(config, '$.fork.run') AS fork_run,
        TRY_CAST(json_extract_string(config, '$.fork.episode') AS BIGINT) AS fork_episode,
        json_extract_string(config, '$.fork.label') AS fork_label,
@@ -693,7 +702,8 @@ FROM runs
 
 def run_tags(db: Db) -> pd.DataFrame:
     """What a run's config says it belongs to, one row per run: its sweep
-    (``config["sweep"]``: ``sweep_id``, ``sweep_token_weight``, ``sweep_seed``), the episode
+    (``config["sweep"]``: ``sweep_id``, ``sweep_token_weight``, ``sweep_seed``,
+    ``sweep_pass_through``), the episode
     a lab fork was played from (``config["fork"]``: ``fork_run``, ``fork_episode``,
     ``fork_label``) and a robustness run's failure mode; NULL where a run has none."""
     with read_session(db) as cur:
@@ -703,18 +713,20 @@ def run_tags(db: Db) -> pd.DataFrame:
 def list_sweeps(db: Db) -> pd.DataFrame:
     """Sweeps in the store, newest first: ``sweep_id``, ``benchmark``, ``started_at`` (its
     first run), ``trials`` (learned eval runs), ``fixed`` (fixed-topology eval runs),
-    ``token_weights`` (sorted list) and ``seeds`` (sorted list)."""
+    ``token_weights`` (sorted list), ``seeds`` (sorted list) and ``pass_through`` (the
+    decision rules its runs name, sorted; empty for runs older than the rule)."""
     with read_session(db) as cur:
         return cur.execute(
             "WITH s AS (SELECT r.*, json_extract_string(r.config, '$.sweep.id') AS sweep_id, "
             "TRY_CAST(json_extract_string(r.config, '$.sweep.token_weight') AS DOUBLE) AS w, "
-            "TRY_CAST(json_extract_string(r.config, '$.sweep.seed') AS BIGINT) AS s "
-            "FROM runs r) "
+            "TRY_CAST(json_extract_string(r.config, '$.sweep.seed') AS BIGINT) AS s, "
+            f"{_SWEEP_RULE} AS rule FROM runs r) "
             "SELECT sweep_id, any_value(benchmark) AS benchmark, min(started_at) AS started_at, "
             "count(*) FILTER (WHERE kind = 'eval' AND w IS NOT NULL) AS trials, "
             "count(*) FILTER (WHERE kind = 'eval' AND w IS NULL) AS fixed, "
             "list_sort(list_distinct(list(w) FILTER (WHERE w IS NOT NULL))) AS token_weights, "
-            "list_sort(list_distinct(list(s) FILTER (WHERE s IS NOT NULL))) AS seeds "
+            "list_sort(list_distinct(list(s) FILTER (WHERE s IS NOT NULL))) AS seeds, "
+            "list_sort(list_distinct(list(rule) FILTER (WHERE rule IS NOT NULL))) AS pass_through "
             "FROM s WHERE sweep_id IS NOT NULL GROUP BY sweep_id ORDER BY started_at DESC"
         ).df()
 
@@ -724,7 +736,8 @@ def sweep_points(db: Db, sweep_id: str) -> pd.DataFrame:
     policy, or a fixed topology with ``token_weight`` and ``seed`` NULL), with ``run_id``,
     ``policy`` (``qmix``, a learned-topology method or a topology), ``backend``, ``model``,
     ``token_weight``, ``seed``, ``knob`` (JSON text of the method's swept setting, e.g.
-    ``{"prune_ratio":0.3}``; NULL or ``{}`` without one), ``episodes``, ``n_correct``, ``accuracy``,
+    ``{"prune_ratio":0.3}``; NULL or ``{}`` without one), ``pass_through`` (the decision rule
+    it was played under; NULL for a run older than the rule), ``episodes``, ``n_correct``, ``accuracy``,
     ``mean_score``, ``mean_tokens``, ``std_tokens``, ``mean_reward``, ``std_reward`` (the
     columns :func:`lab.stats.with_intervals` reads), cheapest first."""
     with read_session(db) as cur:
@@ -734,6 +747,7 @@ def sweep_points(db: Db, sweep_id: str) -> pd.DataFrame:
             "AS token_weight, "
             "TRY_CAST(json_extract_string(r.config, '$.sweep.seed') AS BIGINT) AS seed, "
             "json_extract_string(r.config, '$.sweep.knob') AS knob, "
+            f"{_SWEEP_RULE} AS pass_through, "
             "count(*) AS episodes, sum(e.correct::INTEGER) AS n_correct, "
             "avg(e.correct::DOUBLE) AS accuracy, avg(e.score) AS mean_score, "
             "avg(e.tokens) AS mean_tokens, stddev_samp(e.tokens) AS std_tokens, "

@@ -21,28 +21,37 @@ SWEEP = "sweep-20260101-120000-beef"
 KNOB = {"prune_ratio": 0.3}
 """The knob the sweep below swept AgentPrune at."""
 
+POINTS = [(0.1, 0, "qmix"), (0.1, 1, "qmix"), (1.0, 0, "qmix"), (0.1, 0, "agentprune"),
+          (1.0, 0, "gptswarm"), (None, None, "full"), (None, None, "single")]  # fmt: skip
+"""(token weight, seed, policy) of each point: Agent Q-Mix at two token weights and two
+seeds, AgentPrune (knob swept) and GPTSwarm at one, two fixed topologies."""
 
-def _log_sweep(db, sweep_id: str = SWEEP) -> dict[tuple, str]:
+
+def _log_sweep(
+    db, sweep_id: str = SWEEP, rules: tuple[str | None, ...] = (None,), points=POINTS
+) -> dict[tuple, str]:
     """Sweep-shaped runs as core/experiment/sweep.py logs them: per trial a train run and an
     eval run with config["sweep"] = {id, token_weight, seed, method, knob} (a trial's eval
     run describes its policy in config["policies"]); per fixed topology an eval run with
-    token_weight and seed null. Agent Q-Mix at two token weights and two seeds, AgentPrune
-    (knob swept) and GPTSwarm at one."""
+    token_weight and seed null; under each decision rule of ``rules``, named in
+    config["sweep"] and config["team"] (None: a sweep stored before the rule existed)."""
     ids = {}
-    points = [(0.1, 0, "qmix"), (0.1, 1, "qmix"), (1.0, 0, "qmix"), (0.1, 0, "agentprune"),
-              (1.0, 0, "gptswarm"), (None, None, "full"), (None, None, "single")]  # fmt: skip
-    for p, (w, seed, policy) in enumerate(points):
-        knob = KNOB if policy == "agentprune" else {}
-        key = {"id": sweep_id, "token_weight": w, "seed": seed, "method": policy, "knob": knob}
-        tag = {"sweep": key, "team": {}}
-        if w is not None:
-            with RunLogger(db, "train", tag, policy=policy, benchmark="mixed") as log:
-                log.log_episode(synthetic_episode(9000 + p, policy="env"))
-            info = {"family": "learned", "method": policy, "token_weight": w, "knob": knob}
-            tag = {**tag, "policies": {policy: info}}
-        with RunLogger(db, "eval", tag, policy=policy, benchmark="mixed", seed=0) as log:
-            log.log_episodes(synthetic_episode(100 * p + k, policy=policy) for k in range(6))
-            ids[(w, seed, policy)] = log.run_id
+    for r, rule in enumerate(rules):
+        named = {} if rule is None else {"pass_through": rule}
+        for p, (w, seed, policy) in enumerate(points):
+            knob = KNOB if policy == "agentprune" else {}
+            key = {"id": sweep_id, "token_weight": w, "seed": seed, "method": policy,
+                   "knob": knob, **named}  # fmt: skip
+            tag = {"sweep": key, "team": named}
+            if w is not None:
+                with RunLogger(db, "train", tag, policy=policy, benchmark="mixed") as log:
+                    log.log_episode(synthetic_episode(9000 + p, policy="env"))
+                info = {"family": "learned", "method": policy, "token_weight": w, "knob": knob}
+                tag = {**tag, "policies": {policy: info}}
+            with RunLogger(db, "eval", tag, policy=policy, benchmark="mixed", seed=0) as log:
+                play = (synthetic_episode(1000 * r + 100 * p + k, policy=policy) for k in range(6))
+                log.log_episodes(play)
+                ids[(w, seed, policy, *([rule] if rule else []))] = log.run_id
     return ids
 
 
@@ -100,6 +109,42 @@ def test_compare_draws_the_sweep_front_against_the_fixed_topologies(sweep_db):
     assert set(table["label"]) == labels
     assert table.set_index("label").loc["gptswarm · w=1 · seed 0", "method"] == "gptswarm"
     assert (table["episodes"] == 6).all()
+
+
+def test_a_sweep_of_two_pass_through_rules_draws_a_front_for_each(own_db):
+    """``sweep --pass-through off,unanimous``: each rule's trials and fixed topologies are a
+    panel of their own, each with its own front; the table names every point's rule."""
+    qmix_and_fixed = [p for p in POINTS if p[2] in ("qmix", "full", "single")]
+    ids = _log_sweep(own_db, rules=("off", "unanimous"), points=qmix_and_fixed)
+    (row,) = (r for _, r in list_sweeps(own_db).iterrows())
+    assert list(row["pass_through"]) == ["off", "unanimous"] and row["fixed"] == 4
+    pts = sweep_points(own_db, SWEEP)
+    assert sorted(pts["pass_through"]) == ["off"] * 5 + ["unanimous"] * 5
+    at = _open("views/compare.py")
+    assert "pass-through off, unanimous" in at.selectbox(key="compare_sweep").format_func(SWEEP)
+    spec = _chart(at, "compare_sweep_chart")
+    titles = [a["text"] for a in spec["layout"]["annotations"] if a.get("xref") == "paper"]
+    assert len(titles) == 2 and titles[0].endswith("pass-through: off")
+    assert titles[1].endswith("pass-through: unanimous")
+    # Every trace sits in its rule's panel: the unanimous points only in the second.
+    runs: dict[str, set] = {}
+    for trace in spec["data"]:
+        points = trace.get("customdata") or []  # [run_id, policy, episodes] per point
+        runs.setdefault(trace.get("xaxis", "x"), set()).update(c[0] for c in points)
+    assert runs == {
+        "x": {v for k, v in ids.items() if k[-1] == "off"},
+        "x2": {v for k, v in ids.items() if k[-1] == "unanimous"},
+    }
+    # A front in each panel, its points named there.
+    fronts = [a for a in spec["layout"]["annotations"] if a.get("xref") != "paper"]
+    assert {a["xref"] for a in fronts} == {"x", "x2"}
+    table = _table(at, "label", "pass_through", "on_front")
+    assert sorted(table["pass_through"]) == ["off"] * 5 + ["unanimous"] * 5
+    for rule in ("off", "unanimous"):
+        assert table[(table["pass_through"] == rule) & table["on_front"]].shape[0] >= 1
+    # A run picker names the rule of a sweep's run played under the pass-through.
+    runs_listed = at.selectbox(key="compare_run_a").options
+    assert sum("w=0.1 · seed 0 · pass-through unanimous" in o for o in runs_listed) == 2
 
 
 def test_a_sweep_link_opens_that_sweep(own_db):

@@ -24,7 +24,8 @@ import pytest
 import ray
 
 from benchmarks.learning import from_sweep
-from core.cli import main
+from core.baselines.training import BaselineTrainConfig
+from core.cli import _print_sweep, main
 from core.errors import UserError
 from core.experiment.evaluate import learned_policy, log_run, run_policy
 from core.experiment.sweep import (
@@ -32,14 +33,18 @@ from core.experiment.sweep import (
     SweepStatus,
     fixed_key,
     pareto_front,
+    plan_fixed,
+    plan_trials,
     run_sweep,
     train_trial,
     wilson_interval,
 )
+from core.experiment.sweep_resume import read_stored_sweep
 from core.qmix.encoders import AgentNetConfig
 from core.qmix.training import TrainConfig
 from core.store.commands import delete_run
 from core.store.engine import sweep_status_dir
+from core.store.queries import sweep_points
 from core.team.options import TeamOptions, options_from_dict
 from core.team.summary import summarize_records
 from core.team.topologies import FIXED_TOPOLOGIES, make_policy
@@ -99,7 +104,7 @@ def check_sweep(result: dict, db: Path, out: Path, weights: list[float], seeds: 
     assert len(runs) == 2 * len(trials) + len(FIXED_TOPOLOGIES)
     for t in trials:
         key = {"id": sweep_id, "token_weight": t["token_weight"], "seed": t["seed"]}
-        key |= {"method": "qmix", "knob": {}}
+        key |= {"method": "qmix", "knob": {}, "pass_through": "off"}
         for run_id, kind, n in (
             (t["train_run_id"], "train", EPISODES),
             (t["eval_run_id"], "eval", EVAL),
@@ -245,7 +250,13 @@ def _live(tmp_path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def test_a_failed_trial_is_reported_and_the_others_finish(tmp_path: Path) -> None:
+def test_a_failed_trial_is_reported_and_the_others_finish(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Also a sweep over both decision rules (``--pass-through off,unanimous``): every trial
+    and the fixed topology play under each, each rule's points are stored apart and have a
+    front of their own, and resuming tells the two rules' points apart."""
+
     @ray.remote(num_cpus=1)
     def train_or_fail(spec):  # a trial that dies on seed 1, as a lost disk would
         if spec.seed == 1:
@@ -255,25 +266,29 @@ def test_a_failed_trial_is_reported_and_the_others_finish(tmp_path: Path) -> Non
     reports: list[str] = []
     seen: list[SweepStatus] = []
     live: list[dict] = []
+    db = tmp_path / "f.duckdb"
     train_config = TrainConfig(
         episodes=EPISODES, n_envs=8, device="cpu",
         agent=AgentNetConfig(gnn_hidden=16, gru_hidden=16, q_hidden=16),
     )  # fmt: skip
     sweep = SweepConfig(
         token_weights=(0.1,), seeds=(0, 1), out=tmp_path / "out", eval_episodes=EVAL,
-        topologies=("single",),
+        topologies=("single",), pass_through=("off", "unanimous"),
     )  # fmt: skip
+    assert sweep.counts() == (4, 2)  # what the progress bar counts: each part under each rule
     result = run_sweep(
         TeamOptions(benchmark="math"),
         sweep,
         train_config,
-        db=str(tmp_path / "f.duckdb"),
+        db=str(db),
         progress=lambda s: (seen.append(SweepStatus(**vars(s))), live.append(_live(tmp_path))),
         report=reports.append,
         trial_task=train_or_fail,
     )
-    assert reports == [
-        "qmix, token weight 0.1, seed 1 failed: RuntimeError: no space left on device"
+    assert sorted(reports) == [
+        "qmix, token weight 0.1, seed 1 failed: RuntimeError: no space left on device",
+        "qmix, token weight 0.1, seed 1, pass-through unanimous failed: RuntimeError: no "
+        "space left on device",
     ]
     assert result["failed"] == [
         {
@@ -281,21 +296,87 @@ def test_a_failed_trial_is_reported_and_the_others_finish(tmp_path: Path) -> Non
             "knob": {},
             "token_weight": 0.1,
             "seed": 1,
+            "pass_through": rule,
             "error": "RuntimeError: no space left on device",
         }
+        for rule in ("off", "unanimous")
     ]
-    assert [t["seed"] for t in result["trials"]] == [0]
-    assert (seen[-1].done, seen[-1].failed, seen[-1].running) == (1, 1, 0)
+    # Each rule's trial and fixed topology, apart: their own checkpoints, runs and rule.
+    assert result["pass_through"] == ["off", "unanimous"]
+    trials, fixed = result["trials"], result["fixed"]
+    assert [(t["seed"], t["pass_through"]) for t in trials] == [(0, "off"), (0, "unanimous")]
+    assert [(f["policy"], f["pass_through"]) for f in fixed] == [
+        ("single", "off"), ("single", "unanimous"),
+    ]  # fmt: skip
+    assert [Path(t["checkpoint"]).name for t in trials] == [
+        "tw0.1-seed0.pt", "tw0.1-seed0-pass-through-unanimous.pt",
+    ]  # fmt: skip
+    for point in trials + fixed:
+        rule = point["pass_through"]
+        run_ids = [point["eval_run_id"], point.get("train_run_id")]
+        for (config,) in rows(db, "SELECT config FROM runs WHERE id IN (?, ?)", *run_ids):
+            config = json.loads(config)
+            assert config["sweep"]["pass_through"] == config["team"]["pass_through"] == rule
+        # The rule was played, not only recorded: only its runs spare a decision call.
+        spared = rows(
+            db, "SELECT count(*) FILTER (WHERE pass_through = 'unanimous') FROM episodes "
+            "WHERE run_id IN (?, ?)", *run_ids,
+        )[0][0]  # fmt: skip
+        assert (spared > 0) == (rule == "unanimous" and point in trials), (point, spared)
+    # One front per rule, each the non-dominated subset of its own rule's points.
+    for rule in ("off", "unanimous"):
+        own = [p for p in trials + fixed if p["pass_through"] == rule]
+        front = [p for p in result["front"] if p["pass_through"] == rule]
+        assert front and all(
+            not any(
+                q["accuracy"] >= p["accuracy"] and q["mean_tokens"] <= p["mean_tokens"]
+                and (q["accuracy"], q["mean_tokens"]) != (p["accuracy"], p["mean_tokens"])
+                for q in own
+            )
+            for p in front
+        )  # fmt: skip
+    # The store's sweep points, as the lab reads them, carry the rule of each point.
+    points = sweep_points(db, result["sweep_id"])
+    assert sorted(zip(points["policy"], points["pass_through"], strict=True)) == [
+        ("qmix", "off"), ("qmix", "unanimous"), ("single", "off"), ("single", "unanimous"),
+    ]  # fmt: skip
+    # The table names each point's rule.
+    _print_sweep(result)
+    table = capsys.readouterr().out
+    assert "front of its pass-through rule" in table and "unanimous" in table
+
+    assert (seen[-1].done, seen[-1].failed, seen[-1].running) == (2, 2, 0)
+    assert (seen[-1].fixed_total, seen[-1].fixed_done) == (2, 2)
     # The lab sees the sweep live from <db>.sweeps/: its plan from the start, how far it is
     # while it runs, and how it ended.
-    assert live[0]["state"] == "running" and live[0]["total"] == 2
+    assert live[0]["state"] == "running" and live[0]["total"] == 4
     assert live[0]["token_weights"] == [0.1] and live[0]["seeds"] == [0, 1]
+    assert live[0]["pass_through"] == ["off", "unanimous"]
     assert any(d["running"] > 0 for d in live)
     end = _live(tmp_path)
-    assert (end["state"], end["done"], end["failed"], end["running"]) == ("finished", 1, 1, 0)
+    assert (end["state"], end["done"], end["failed"], end["running"]) == ("finished", 2, 2, 0)
     assert end["sweep_id"] == result["sweep_id"] and end["pid"] == os.getpid()
-    train_runs = rows(tmp_path / "f.duckdb", "SELECT id FROM runs WHERE kind = 'train'")
-    assert [r[0] for r in train_runs] == [result["trials"][0]["train_run_id"]]
+    train_runs = rows(db, "SELECT id FROM runs WHERE kind = 'train'")
+    assert sorted(r[0] for r in train_runs) == sorted(t["train_run_id"] for t in trials)
+
+    # Resuming, the rule is part of a point's identity: each rule's seed-0 trial and fixed
+    # topology are done, each rule's seed-1 trial is left; without the pass-through the
+    # stored unanimous trial is one these flags leave out.
+    sid, team = result["sweep_id"], TeamOptions(benchmark="math")
+    again = replace(sweep, resume=sid)
+    stored = read_stored_sweep(
+        str(db), plan_trials(sid, team, again, train_config, BaselineTrainConfig()),
+        plan_fixed(sid, team, again), again,
+    )  # fmt: skip
+    assert stored.trials == trials and stored.fixed == fixed and not stored.stale
+    assert [(s.seed, s.pass_through) for s in stored.missing] == [(1, "off"), (1, "unanimous")]
+    assert not stored.missing_topologies
+    paper = replace(again, pass_through=("off",))
+    with pytest.raises(UserError, match=r"pass-through unanimous[,)] .*these flags leave out"):
+        read_stored_sweep(
+            str(db), plan_trials(sid, team, paper, train_config, BaselineTrainConfig()),
+            plan_fixed(sid, team, paper), paper,
+        )  # fmt: skip
 
 
 def test_ctrl_c_cancels_running_trials_and_keeps_finished_ones(tmp_path: Path) -> None:
@@ -442,6 +523,13 @@ def _closed_port() -> int:
             "--ray-address must be HOST:PORT",
         ),
         (["--token-weights", "0", "--seeds", "0", "--topologies", "star,tree"], "not 'tree'"),
+        (["--token-weights", "0", "--seeds", "0", "--topologies", "star,star"], "repeats star"),
+        (
+            ["--token-weights", "0", "--seeds", "0", "--pass-through", "off,maybe"],
+            "--pass-through takes off, unanimous (comma-separated), not 'maybe'",
+        ),
+        (["--token-weights", "0", "--seeds", "0", "--pass-through", "off,off"], "repeats off"),
+        (["--token-weights", "0", "--seeds", "0", "--pass-through", ","], "needs at least one"),
         (
             ["--token-weights", "0", "--seeds", "0", "--backend", "local"]
             + ["--model-file", "/nonexistent/model.gguf"],
@@ -468,7 +556,8 @@ def stored_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("stored") / "s.duckdb"
     team = TeamOptions(benchmark="math", token_weight=0.1)
     played = run_policy(team, make_policy("single"), EVAL, 0)
-    log_run(str(db), "eval", team, "single", 0, played, {"sweep": fixed_key("sweep-a", "single")})
+    tag = {"sweep": fixed_key("sweep-a", "single", "off")}
+    log_run(str(db), "eval", team, "single", 0, played, tag)
     key = {"id": "sweep-b", "token_weight": 0.5, "seed": 0, "method": "qmix", "knob": {}}
     log_run(str(db), "eval", replace(team, token_weight=0.5), "qmix", 0, played, {"sweep": key})
     return db
@@ -484,6 +573,10 @@ def stored_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "sweep sweep-a was run with team.benchmark = 'math', but these flags give 'code';",
         ),
         (["--resume", "sweep-a", "--eval-episodes", "3"], "held out 8 tasks, not --eval-"),
+        (
+            ["--resume", "sweep-a", "--pass-through", "unanimous"],
+            "sweep sweep-a evaluated 'single' under pass-through off, which these flags leave",
+        ),
         (
             ["--resume", "sweep-b"],
             "sweep sweep-b holds a trial (qmix, token weight 0.5, seed 0) that these flags",
