@@ -419,9 +419,9 @@ def test_train_stops_when_its_server_exits_keeps_its_checkpoint_and_resumes(
     assert get_run(str(db), run).status == "finished"
     # A learned-topology method stops the same way (it keeps no learner state to resume).
     start(exit_after=3 + 5)
-    err = main(
+    code = main(
         ["train", *team, "--method", "gptswarm", "--episodes", "8", "--n-envs", "2",
          "--eval-episodes", "0", "--out", str(tmp_path / "g.pt"), "--db", str(db)]
     )  # fmt: skip
     message = capsys.readouterr().err
-    assert err == 2 and "exited mid-run" in message and "train it again" in message
+    assert code == 2 and "exited mid-run" in message and "train it again" in message
