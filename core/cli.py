@@ -599,17 +599,22 @@ def train(
     init: Annotated[
         Path | None,
         typer.Option(
-            help="Continue this checkpoint's policy (e.g. trained on the simulator) instead of "
-            "a random one: its network shapes, ε from the schedule's end."
+            help="Continue this Agent Q-Mix checkpoint's policy (e.g. trained on the simulator) "
+            "instead of a random one: its network shapes, ε from the schedule's end."
         ),
     ] = None,
     budget_tokens: Annotated[
         int | None,
-        typer.Option(min=1, help="Stop cleanly (resumable) before spending more tokens than this."),
+        typer.Option(
+            min=1,
+            help="Stop cleanly before spending more tokens than this (--method qmix resumes).",
+        ),
     ] = None,
     budget_calls: Annotated[
         int | None,
-        typer.Option(min=1, help="Stop cleanly (resumable) before more calls than this."),
+        typer.Option(
+            min=1, help="Stop cleanly before more calls than this (--method qmix resumes)."
+        ),
     ] = None,
     method: Annotated[
         str,
@@ -644,6 +649,7 @@ def train(
     the checkpoint store them all. On a real back-end it first times a few calls and prints
     an estimate; a budget (--budget-tokens/--budget-calls, required off this machine) stops
     it cleanly."""
+    from core.experiment.finetune import Budget
     from core.qmix.mixers import MIXERS
     from core.team.recipes import get_recipe, recipe_config
 
@@ -666,9 +672,14 @@ def train(
                 else "--hidden"
             )
             raise UserError(f"{flag} is for --method qmix; {method} takes its settings with --set.")
+        if init is not None:
+            raise UserError(
+                f"--init continues an Agent Q-Mix checkpoint (--method qmix); {method} trains "
+                "from its own initial weights."
+            )
         return _train_baseline(
             opts, method, settings or [], out, benchmark, episodes, seed, n_envs, threads, db,
-            no_log, eval_episodes, as_json, train_tokens,
+            no_log, eval_episodes, as_json, train_tokens, Budget(budget_tokens, budget_calls),
         )  # fmt: skip
     if train_tokens is not None:
         raise UserError(
@@ -678,8 +689,6 @@ def train(
         raise UserError("--set is for the learned-topology methods (--method gptswarm, ...).")
     if mixer not in MIXERS:
         raise UserError(f"--mixer must be one of {', '.join(MIXERS)}, not {mixer!r}.")
-    from core.experiment.finetune import Budget
-
     if recipe is not None:
         get_recipe(recipe)
     given = {"episodes": episodes, "n_envs": n_envs, "cpu_threads": threads}
@@ -757,10 +766,13 @@ def _train_baseline(
     eval_episodes: int,
     as_json: bool,
     train_tokens: int | None = None,
+    budget: Any = None,
 ) -> None:
-    """``train --method NAME`` for a learned-topology method (docs/baselines.md)."""
+    """``train --method NAME`` for a learned-topology method (docs/baselines.md); on a real
+    back-end, the estimate, the budget and the paid-endpoint refusal of Agent Q-Mix's."""
     from core.baselines.registry import method_config, parse_pairs
     from core.baselines.training import BaselineTrainConfig
+    from core.experiment.finetune import Budget
     from core.experiment.methods import train_baseline
 
     if benchmark is None:
@@ -771,14 +783,15 @@ def _train_baseline(
     given = {
         "episodes": episodes, "n_envs": n_envs, "cpu_threads": threads, "max_tokens": train_tokens,
     }  # fmt: skip
-    train_config = BaselineTrainConfig(
-        seed=seed, **{k: v for k, v in given.items() if v is not None}
+    train_config = checked(
+        BaselineTrainConfig(seed=seed, **{k: v for k, v in given.items() if v is not None})
     )
-    with ProgressBar(train_config.episodes, label=method) as bar:
+    meter = _budget_meter(opts, budget or Budget(), train_config.episodes)
+    with ProgressBar(train_config.episodes, label=method, meter=meter) as bar:
         outcome = train_baseline(
             opts, method, config, train_config, out, db=db, log=not no_log,
             progress=lambda done, total, stats: bar(done, total, _bar_info(stats)),
-            eval_episodes=eval_episodes,
+            eval_episodes=eval_episodes, meter=meter,
         )  # fmt: skip
     state = outcome.state
     summary = {
@@ -791,6 +804,9 @@ def _train_baseline(
         "stages": [s.what for s in state.stages],
         "held_out": outcome.evaluation,
     }
+    if meter is not None:
+        summary["spent"] = {"tokens": meter.tokens, "calls": meter.calls}
+        summary["stopped"] = outcome.stopped
     if as_json:
         return emit_json(summary)
     line = (
@@ -802,7 +818,16 @@ def _train_baseline(
             f"; held-out accuracy {ev['accuracy']:.3f}, mean tokens {ev['mean_tokens']:.0f}, "
             f"mean reward {ev['mean_reward']:.3f}"
         )
+    if meter is not None:
+        line += f"; spent {meter.describe()}"
     console.print(line + f"; run {outcome.run_id}; checkpoint {outcome.checkpoint}", soft_wrap=True)
+    if outcome.stopped:
+        console.print(
+            f"{outcome.stopped}; a learned-topology method does not resume: train it again "
+            "with a larger --budget-tokens/--budget-calls",
+            soft_wrap=True,
+            highlight=False,
+        )
     return None
 
 
@@ -991,8 +1016,8 @@ def evaluate(
 def _report_evaluation(summary: dict[str, Any], as_json: bool) -> None:
     if summary["calls"] and summary["failed_calls"] == summary["calls"]:
         console.print(
-            "[yellow]warning:[/yellow] every call to the back-end failed; check --model, "
-            "--base-url and the API key (errors are in the llm_calls table).",
+            "[yellow]warning:[/yellow] every call to the back-end failed (errors are in the "
+            "llm_calls table); with --backend openai, check --model, --base-url and the API key.",
             soft_wrap=True,
         )
     if as_json:

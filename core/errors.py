@@ -12,3 +12,9 @@ class StoreBusy(RuntimeError):
 class DiskFull(UserError):
     """A write failed because the disk (or the user's quota) is full: the run stops cleanly,
     what it stored stays consistent, and it can be resumed once there is room."""
+
+
+class EndpointGone(UserError):
+    """The server a run's calls go to is gone for good mid-run (the local model server's
+    process exited): the run stops cleanly after the round, what it stored stays
+    consistent (the batch in flight is not logged), and it can be resumed."""

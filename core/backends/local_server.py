@@ -26,9 +26,12 @@ the back-end on top of it.
 * **A user's mistake is one sentence** (:class:`~core.errors.UserError`): a model file that
   is missing or not GGUF (magic bytes), llama-cpp-python not installed (with the set-up
   command), a port in use, a server that exits while starting (with its log's path).
-* **A server that dies mid-run** is noticed by :meth:`LocalServer.gone`: the back-end fails
-  calls at once instead of retrying, and the team stops the run cleanly after the round
-  (:class:`LocalServerGone`).
+* **A server that dies mid-run** is noticed by :meth:`LocalServer.gone` (its process has
+  exited): the back-end fails calls at once instead of retrying, the team stops the run
+  after the round (:class:`~core.errors.EndpointGone`, raised by
+  :class:`core.team.env.TeamVecEnv`), and ``eval``/``compare``/``robustness``/``train`` end
+  with one sentence and exit 2, the batch in flight not logged, the run resumable (a
+  sweep's driver stops with :class:`LocalServerGone`).
 
 ``python -m core.backends.local_server`` is the server process itself (what :func:`serve`
 starts); ``python -m core.backends.local_server --self-test`` loads the model and decodes a
@@ -58,7 +61,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from core.errors import UserError
+from core.errors import EndpointGone, UserError
 
 SETUP_COMMAND = "bash scripts/setup.sh"
 """The set-up step that installs llama-cpp-python (built portably) and the default model."""
@@ -98,11 +101,11 @@ class LocalServerConfig:
 
     def validate(self) -> None:
         if self.port is not None and not 1 <= self.port <= 65535:
-            raise UserError(f"--local-port must be between 1 and 65535, not {self.port}.")
+            raise ValueError(f"port must be in [1, 65535], got {self.port}")
         if not 256 <= self.n_ctx <= 1_048_576:
             raise ValueError(f"n_ctx must be in [256, 1048576], got {self.n_ctx}")
         if self.n_threads is not None and not 1 <= self.n_threads <= 1024:
-            raise UserError(f"--local-threads must be between 1 and 1024, not {self.n_threads}.")
+            raise ValueError(f"n_threads must be in [1, 1024], got {self.n_threads}")
         if not 1 <= self.n_batch <= self.n_ctx:
             raise ValueError(f"n_batch must be in [1, n_ctx], got {self.n_batch}")
         if self.prompt_cache_mb < 0:
@@ -114,7 +117,7 @@ class LocalServerConfig:
         return self.n_threads or max(1, (os.cpu_count() or 1) - 1)
 
 
-class LocalServerGone(UserError):
+class LocalServerGone(EndpointGone):
     """The local model server exited during a run (one sentence, exit 2)."""
 
 
@@ -200,10 +203,16 @@ def check_port_free(port: int) -> None:
         try:
             s.bind((HOST, port))
         except OSError as err:
-            raise UserError(
-                f"port {port} on 127.0.0.1 is in use ({err.strerror}); pass another "
-                "--local-port, or leave it out to get a free one."
-            ) from err
+            raise UserError(_port_in_use(port, f" ({err.strerror})")) from err
+
+
+def _port_in_use(port: int | None, why: str = "") -> str:
+    # No flag sets the port (the CLI always lets the server pick a free one): only a
+    # caller of this module that chose one can meet this, so the sentence names the setting.
+    return (
+        f"port {port} on 127.0.0.1 is in use{why}; choose another port "
+        "(LocalServerConfig.port), or leave it unset to get a free one."
+    )
 
 
 def file_digest(path: Path, chunk: int = 4 << 20) -> str:
@@ -488,10 +497,7 @@ def _read_port(proc: subprocess.Popen, model: ServedModel, log_path: Path) -> in
     if text.startswith("PORT "):
         return int(text.split()[1])
     if text.startswith("PORT-IN-USE"):
-        raise UserError(
-            f"port {model.config.port} on 127.0.0.1 is in use; pass another --local-port, "
-            "or leave it out to get a free one."
-        )
+        raise UserError(_port_in_use(model.config.port))
     proc.wait(timeout=10)
     raise UserError(_not_started(model, log_path, _exit_text(proc.returncode)))
 

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from core.errors import UserError
+from core.errors import EndpointGone, UserError
 from core.qmix.checkpoint import load_checkpoint
 from core.qmix.env import EnvShapes, SerialVecEnv, load_env
 from core.qmix.policy import QMixPolicy
@@ -201,9 +201,21 @@ def play_plan(
                     if logger is not None:
                         logger.log_episodes(records)
                     played += records
+    except EndpointGone as err:
+        raise EndpointGone(_stopped_at(err, plan, logger, len(played))) from err
     finally:
         env.close()
     return played
+
+
+def _stopped_at(err: EndpointGone, plan: EvalPlan, logger: Any, played: int) -> str:
+    """One sentence for an evaluation the server's end stopped: what is kept, how to go on."""
+    if logger is None:
+        return f"{err}; stopped after {played} episodes (none logged: --no-log)."
+    return (
+        f"{err}; run {logger.run_id} stopped with its first {logger.next_episode} episodes "
+        f"logged; continue it with `agentqmix {plan.command} --resume {logger.run_id}`."
+    )
 
 
 def start_plan(

@@ -263,10 +263,12 @@ def probe(opts: TeamOptions, episodes: int, calls: int = PROBE_CALLS) -> Estimat
             elapsed = time.monotonic() - t0
             call = result.call
             if call.error is not None:
-                raise UserError(
-                    f"the back-end's first call failed ({call.error}); check --model, "
-                    "--base-url and the API key."
-                )
+                # --model, --base-url and the key are openai's; a local server's error
+                # names its log.
+                hint = ""
+                if opts.backend == "openai":
+                    hint = "; check --model, --base-url and the API key"
+                raise UserError(f"the back-end's first call failed ({call.error}){hint}.")
             if not call.cache_hit:
                 sent += 1
                 seconds += elapsed

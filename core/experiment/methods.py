@@ -23,7 +23,8 @@ from core.baselines.method import GraphMethod, MethodConfig, Stage
 from core.baselines.names import METHOD_NAMES
 from core.baselines.registry import build_method
 from core.baselines.training import BaselineHooks, BaselineState, BaselineTrainConfig, train_method
-from core.errors import UserError
+from core.errors import EndpointGone, UserError
+from core.experiment.finetune import BudgetMeter
 from core.experiment.options import make_team_env
 from core.experiment.policies import baseline_policy, team_shape
 from core.qmix.checkpoint import ensure_writable
@@ -74,6 +75,27 @@ class BaselineStoreHooks(BaselineHooks):
         return bool(self.stop and self.stop())
 
 
+class BaselineBudgetHooks(BaselineHooks):
+    """Wraps a run's hooks: counts each batch's spend and stops training at the budget
+    (what :class:`~core.experiment.finetune.BudgetHooks` does for Agent Q-Mix)."""
+
+    def __init__(self, inner: BaselineHooks, meter: BudgetMeter, batch: int):
+        self.inner, self.meter, self.batch = inner, meter, batch
+
+    def on_episodes(self, results: Sequence[EpisodeResult], state: BaselineState) -> None:
+        self.meter.add([r.info["episode"] for r in results])
+        self.inner.on_episodes(results, state)
+
+    def on_update(self, stats: dict[str, float], state: BaselineState) -> None:
+        self.inner.on_update(stats, state)
+
+    def on_stage(self, stage: Stage, state: BaselineState) -> None:
+        self.inner.on_stage(stage, state)
+
+    def should_stop(self) -> bool:
+        return self.inner.should_stop() or self.meter.should_stop(self.batch)
+
+
 @dataclass
 class BaselineOutcome:
     """What a finished (or stopped) training run of a learned-topology method leaves."""
@@ -82,6 +104,8 @@ class BaselineOutcome:
     run_id: str | None
     checkpoint: Path
     evaluation: dict[str, Any] = field(default_factory=dict)
+    stopped: str | None = None
+    """Why training stopped before its budget in episodes, when it was ``meter``'s budget."""
 
 
 def train_baseline(
@@ -96,10 +120,13 @@ def train_baseline(
     stop: Callable[[], bool] | None = None,
     eval_episodes: int = 100,
     hooks: BaselineHooks | None = None,
+    meter: BudgetMeter | None = None,
 ) -> BaselineOutcome:
     """Train ``method_name`` on the team's training split, log it, write ``out``, then play
     its decoded graphs on ``eval_episodes`` held-out episodes (stream ``opts.seed``).
-    ``hooks`` replaces the store's (a sweep trial keeps its episodes in memory)."""
+    ``hooks`` replaces the store's (a sweep trial keeps its episodes in memory). ``meter``
+    stops training cleanly at its budget (the checkpoint written, no held-out evaluation:
+    it would spend past the budget), as it does Agent Q-Mix's."""
     from core.store.writer import RunLogger, redact_config
 
     opts.validate()
@@ -111,6 +138,7 @@ def train_baseline(
     method = new_method(method_name, method_config, opts, config.seed)
     logger = None
     if log and hooks is None:
+        budget = {"finetune": {"init": None, "budget": asdict(meter.budget)}} if meter else {}
         logger = RunLogger(
             db,
             "train",
@@ -119,17 +147,20 @@ def train_baseline(
                 "method": {"name": method_name, "config": config_dict(method_config)},
                 "train": asdict(config),
                 "out": str(out.absolute()),
+                **budget,
             },
             backend=opts.backend,
-            model=opts.model or opts.preset,
+            model=opts.model_name(),
             policy=method_name,
             benchmark=opts.benchmark,
             seed=config.seed,
         )
         hooks = BaselineStoreHooks(logger, stop)
     hooks = hooks or BaselineHooks()
+    if meter is not None:
+        hooks = BaselineBudgetHooks(hooks, meter, config.n_envs)
     team = make_team_env(opts, "train")
-    status = "interrupted"
+    status, stopped, saved = "interrupted", None, False
     try:
         state = train_method(team.vectorized, method, config, hooks, progress)
         meta = {
@@ -142,20 +173,37 @@ def train_baseline(
             "graph": method.summary(),
         }
         save_method(out, method, opts.token_weight, redact_config(asdict(opts)), meta)
+        saved = True
         if logger:
             logger.set_checkpoint(out, logger.next_episode - 1)
         evaluation = {}
-        if eval_episodes > 0:
+        if eval_episodes > 0 and meter is None:
             from core.experiment.evaluate import run_policy
 
             records = run_policy(opts, baseline_policy(out, opts), eval_episodes, opts.seed)
             evaluation = summarize_records(records)
         status = "finished" if state.budget_used(config) >= config.episodes else "interrupted"
-        return BaselineOutcome(state, logger.run_id if logger else None, out, evaluation)
+        stopped = meter.reason if meter is not None and status == "interrupted" else None
+        run_id = logger.run_id if logger else None
+        return BaselineOutcome(state, run_id, out, evaluation, stopped)
+    except EndpointGone as err:
+        stopped = f"stopped: {err}"
+        if logger is None:
+            raise
+        # The batch in flight was not logged; a method keeps no learner state to resume.
+        after = (
+            f"its checkpoint is written: `agentqmix eval --checkpoint {out}` evaluates it"
+            if saved
+            else "a learned-topology method does not resume: train it again"
+        )
+        raise EndpointGone(
+            f"{err}; run {logger.run_id} stopped with {logger.next_episode} training episodes "
+            f"logged; {after}."
+        ) from err
     finally:
         team.close()
         if logger:
-            logger.close(status)
+            logger.close(status, stopped)
 
 
 def new_method(name: str, config: MethodConfig, opts: TeamOptions, seed: int) -> GraphMethod:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import DiskFull, UserError
+from core.errors import DiskFull, EndpointGone, UserError
 from core.experiment.evaluate import EVAL_THREADS, run_policy
 from core.experiment.finetune import BudgetHooks, BudgetMeter, init_config, initial_state
 from core.experiment.options import TeamOptions, make_team_env
@@ -62,10 +62,13 @@ class StoreHooks(TrainHooks):
         self.started = time.perf_counter()
         self.next_checkpoint = checkpoint_every
         self.train_tokens = 0
+        self.state: TrainState | None = None
+        """The learner, once a batch was logged (a run the server's end stops saves it)."""
 
     def on_episodes(
         self, results: Sequence[EpisodeResult], state: TrainState, epsilon: float
     ) -> None:
+        self.state = state
         records = [r.info["episode"] for r in results]
         self.train_tokens += sum(rec.tokens for rec in records)
         for rec in records:
@@ -306,10 +309,36 @@ def train_team(
             stopped,
             counting.train_tokens,
         )
+    except EndpointGone as err:
+        message = f"stopped: {err}"
+        raise _stopped_for_endpoint(err, logger, out, store_hooks, save) from err
     finally:
         team.close()
         if logger:
             logger.close(status, message)
+
+
+def _stopped_for_endpoint(
+    err: EndpointGone,
+    logger: Any,
+    out: Path,
+    hooks: StoreHooks | None,
+    save: Callable[[TrainState], None],
+) -> EndpointGone:
+    """One sentence for a run the server's end stopped, after checkpointing the learner of
+    its last logged batch (the batch in flight was not logged): what is kept, how to go on."""
+    if logger is None:
+        return EndpointGone(f"{err}; training stopped (--no-log: nothing to resume).")
+    kept = ""
+    if hooks is not None and hooks.state is not None:
+        hooks.flush()
+        save(hooks.state)
+        logger.set_checkpoint(out, logger.next_episode - 1)
+        kept = f" and its checkpoint {out}"
+    return EndpointGone(
+        f"{err}; run {logger.run_id} stopped with {logger.next_episode} training episodes "
+        f"logged{kept}; continue it with `agentqmix train --resume {logger.run_id}`."
+    )
 
 
 def _stopped_for_space(err: DiskFull, logger: Any, out: Path) -> DiskFull:

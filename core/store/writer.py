@@ -33,7 +33,7 @@ from typing import Any
 
 import duckdb
 
-from core.errors import DiskFull, UserError
+from core.errors import DiskFull, EndpointGone, UserError
 from core.records import EpisodeRecord
 from core.sanitize import scrub, secrets_in_environment
 from core.store.db import DEFAULT_TIMEOUT_S, write_session
@@ -479,5 +479,7 @@ class RunLogger:
             self.close("interrupted", "stopped by the user")
         elif issubclass(exc_type, DiskFull):
             self.close("interrupted", "stopped: the disk is full")
+        elif issubclass(exc_type, EndpointGone):
+            self.close("interrupted", f"stopped: {exc}")
         else:
             self.close("failed", f"{exc_type.__name__}: {exc}")

@@ -27,7 +27,7 @@ import numpy as np
 
 from core.actions import N_ACTIONS
 from core.backends.base import Backend
-from core.errors import UserError
+from core.errors import EndpointGone, UserError
 from core.qmix.env import Transition
 from core.qmix.runner import rollout_all
 from core.records import EpisodeRecord
@@ -259,9 +259,11 @@ class TeamVecEnv:
             for i, a in enumerate(actions)
         ]
         self._play(ep.play_round(p) for ep, p in zip(episodes, plans, strict=True))
+        self._check_endpoint()
         finished = [ep for ep in episodes if ep.done]
         if finished:
             self._play(ep.finish() for ep in finished)
+            self._check_endpoint()
         out: list[Transition] = []
         for ep, obs in zip(episodes, self.team.observe.many(episodes), strict=True):
             if not ep.done:
@@ -271,6 +273,16 @@ class TeamVecEnv:
             info = {"episode": record, "score": record.score, "tokens": record.tokens}
             out.append((obs, float(record.reward), True, info))
         return out
+
+    def _check_endpoint(self) -> None:
+        """Stop the run when the back-end knows its server is gone for good (the local
+        model's process exited: ``endpoint_down``): the round's calls failed as any failed
+        call does, and every later one would too. Raised before the batch's episodes reach
+        their caller, so a run logs none of them and can be resumed."""
+        down = getattr(self.team.backend, "endpoint_down", None)
+        reason = down() if down is not None else None
+        if reason is not None:
+            raise EndpointGone(reason)
 
     def _play(self, coros: Iterable[Coroutine[Any, Any, Any]]) -> None:
         """Run the episodes' coroutines: one after the other when the back-end never waits

@@ -17,7 +17,8 @@ In a test::
         ... OpenAIBackendConfig(model="m", base_url=srv.url) ...
         assert srv.request_count == 3
 
-From the command line (serves until Ctrl-C / SIGTERM)::
+From the command line (serves until Ctrl-C / SIGTERM; ``--exit-after N`` answers N
+completions and exits when asked for the next: a model server that dies mid-run)::
 
     python -m tests.core.backends.fake_openai --port 8011 --latency-ms 100
 """
@@ -30,6 +31,7 @@ import base64
 import collections
 import json
 import operator
+import os
 import re
 import signal
 import sys
@@ -200,6 +202,9 @@ class FakeOpenAIServer:
         """The Retry-After a ``429`` fault sends."""
         self.always: str | None = None
         """A fault applied to every request (e.g. ``"500"`` to exhaust retries)."""
+        self.exit_after: int | None = None
+        """Answer this many completions, then end this process when asked for another
+        (command line: a model server that dies mid-run)."""
         self.requests: list[dict[str, Any]] = []
         """Every request received: body, headers, the fault applied and the usage sent."""
         self.in_flight = 0
@@ -339,6 +344,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send(404, b'{"error": {"message": "not found"}}')
             return
+        if fake.exit_after is not None and fake.request_count >= fake.exit_after:
+            os._exit(0)  # dies with the next request in hand: it never gets an answer
         fault = fake._next_fault()
         entry: dict[str, Any] = {
             "body": body,
@@ -434,9 +441,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--fault", choices=FAULTS + HOSTILE, default=None, help="apply to every request"
     )
+    parser.add_argument(
+        "--exit-after", type=int, default=None, help="exit when asked for completion N+1"
+    )
     args = parser.parse_args(argv)
     server = FakeOpenAIServer(latency_s=args.latency_ms / 1000.0, port=args.port)
     server.always = args.fault
+    server.exit_after = args.exit_after
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())

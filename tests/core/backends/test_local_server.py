@@ -3,13 +3,20 @@
 The episode test reads the server's own ``usage`` through a recording proxy on 127.0.0.1
 (what the server answered, seen outside the back-end) and compares it with what the store
 kept. The lifecycle tests start servers from child processes and kill those parents the
-three ways a run ends badly; no server process may be left.
+three ways a run ends badly; no server process may be left. The mid-run tests stand the
+repo's fake OpenAI server, in a process of its own that exits after N completions, in for
+the server process (the run talks HTTP to it and watches its exit as it would llama.cpp's).
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import inspect
+import io
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -25,6 +32,7 @@ import duckdb
 import pytest
 
 from core.actions import Action
+from core.backends import local_backend, registry
 from core.backends import local_server as ls
 from core.backends.base import AgentTurn
 from core.backends.local_backend import LocalBackend
@@ -32,7 +40,9 @@ from core.backends.local_server import LocalServer, LocalServerConfig
 from core.backends.openai_backend import OpenAIBackendConfig
 from core.cli import main
 from core.errors import UserError
+from core.store.queries import get_run
 from core.tasks.base import Task
+from core.team import options
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -247,10 +257,171 @@ def test_missing_llama_cpp_says_how_to_install(monkeypatch: pytest.MonkeyPatch) 
         ls.serve(LocalServerConfig(n_ctx=640))  # not the session's: this one must start
 
 
-def test_a_taken_port_is_one_sentence() -> None:
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+LOCAL_COMMANDS = ("eval", "train", "compare", "robustness", "sweep")
+"""The commands that run ``--backend local``."""
+
+
+@pytest.fixture(scope="module")
+def real_flags() -> set[str]:
+    """Every flag of the commands that run ``--backend local``, read from their ``--help``."""
+    flags: set[str] = set()
+    for command in LOCAL_COMMANDS:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main([command, "--help"]) == 0
+        flags |= set(FLAG.findall(out.getvalue()))
+    assert {"--model-file", "--backend", "--budget-tokens"} <= flags
+    return flags
+
+
+def raised_texts(module: object) -> list[str]:
+    """The text pieces of every ``raise ...Error(...)``/``...Gone(...)`` in ``module``."""
+    texts = []
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+            name = getattr(node.exc.func, "id", "")
+            if name.endswith(("Error", "Gone")):
+                texts += [
+                    c.value
+                    for c in ast.walk(node.exc)
+                    if isinstance(c, ast.Constant) and isinstance(c.value, str)
+                ]
+    return texts
+
+
+def test_the_local_back_ends_messages_name_only_flags_that_exist(real_flags: set[str]) -> None:
+    named = {
+        flag
+        for module in (ls, local_backend, registry, options)
+        for text in raised_texts(module)
+        for flag in FLAG.findall(text)
+    }
+    assert "--model-file" in named  # the scan reads the messages
+    assert named <= real_flags, f"messages name flags no command has: {named - real_flags}"
+
+
+def test_a_taken_port_is_one_sentence(real_flags: set[str]) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen(1)
         port = s.getsockname()[1]
-        with pytest.raises(UserError, match=f"port {port} on 127.0.0.1 is in use"):
+        with pytest.raises(UserError, match=f"port {port} on 127.0.0.1 is in use") as err:
             ls.serve(LocalServerConfig(port=port, n_ctx=768))
+    # No flag sets the port: the sentence names the setting, and no flag that does not exist.
+    assert "LocalServerConfig.port" in str(err.value)
+    assert set(FLAG.findall(str(err.value))) <= real_flags
+
+
+# --------------------------------------------------------------------------- server gone mid-run
+
+
+@pytest.fixture
+def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """``(model_file, start)``: ``start(exit_after)`` runs the fake OpenAI server in a process
+    of its own and makes it the server this process runs for ``model_file`` (a GGUF header
+    of its own: never the session's model), so ``--backend local --model-file`` uses it."""
+    model_file = tmp_path / "stand-in.gguf"
+    model_file.write_bytes(b"GGUF" + os.urandom(32))
+    model = ls.resolve(LocalServerConfig(model_file=str(model_file)))
+    procs: list[subprocess.Popen] = []
+
+    def start(exit_after: int | None = None) -> LocalServer:
+        argv = [sys.executable, "-m", "tests.core.backends.fake_openai"]
+        argv += ["--exit-after", str(exit_after)] if exit_after else []
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+            text=True, cwd=ROOT,
+        )  # fmt: skip
+        procs.append(proc)
+        assert proc.stdout is not None
+        url = json.loads(proc.stdout.readline())["url"]
+        server = LocalServer(model, url, proc, tmp_path / "server.log")
+        monkeypatch.setitem(ls._SERVERS, model.identity, server)
+        return server
+
+    yield model_file, start
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+ONE_CALL = ["--benchmark", "math", "--agents", "solver", "--rounds", "1", "--no-cache"]
+"""One agent, one round: one completion per episode (the decision agent passes it on)."""
+
+
+def stopped_run(capsys: pytest.CaptureFixture[str], args: list[str]) -> tuple[str, str]:
+    """Run ``args``; it must stop with one sentence naming the server's exit: that sentence
+    and the run id it names."""
+    code = main(args)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    err = err.strip().splitlines()[-1]  # train prints its estimate first
+    assert err.startswith("error: ") and "exited mid-run" in err
+    found = re.search(r"--resume ([\w-]+)`", err)
+    assert found, err
+    return err, found.group(1)
+
+
+def calls(db: Path, run: str) -> list[tuple[int, str | None]]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(
+            "SELECT episode, error FROM llm_calls WHERE run_id = ? ORDER BY episode", [run]
+        ).fetchall()
+
+
+def test_eval_stops_when_its_server_exits_and_resumes(
+    stand_in, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model_file, start = stand_in
+    db = tmp_path / "e.duckdb"
+    start(exit_after=3)
+    _, run = stopped_run(
+        capsys,
+        ["eval", "--backend", "local", "--model-file", str(model_file), *ONE_CALL,
+         "--policy", "single", "--episodes", "6", "--concurrency", "1", "--db", str(db)],
+    )  # fmt: skip
+    info = get_run(str(db), run)
+    assert info.status == "interrupted" and "exited mid-run" in info.message
+    # The episodes played while it answered are logged, whole; the one it died in is not.
+    assert calls(db, run) == [(0, None), (1, None), (2, None)]
+    start()  # a server again: the run goes on after its last logged episode
+    assert main(["eval", "--resume", run, "--db", str(db), "--json"]) == 0
+    capsys.readouterr()
+    assert calls(db, run) == [(k, None) for k in range(6)]
+    assert get_run(str(db), run).status == "finished"
+
+
+def test_train_stops_when_its_server_exits_keeps_its_checkpoint_and_resumes(
+    stand_in, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model_file, start = stand_in
+    db, out = tmp_path / "t.duckdb", tmp_path / "t.pt"
+    team = ["--backend", "local", "--model-file", str(model_file), *ONE_CALL]
+    # 3 timed calls for the estimate, then batches of 2 episodes of 1-2 calls each.
+    start(exit_after=3 + 5)
+    err, run = stopped_run(
+        capsys,
+        ["train", *team, "--episodes", "8", "--n-envs", "2", "--hidden", "8",
+         "--eval-episodes", "0", "--out", str(out), "--db", str(db)],
+    )  # fmt: skip
+    info = get_run(str(db), run)
+    logged = {episode for episode, _ in calls(db, run)}
+    assert info.status == "interrupted" and f"checkpoint {out}" in err
+    assert logged == set(range(len(logged))) and len(logged) in (2, 4, 6)
+    assert all(error is None for _, error in calls(db, run))
+    assert out.is_file() and info.checkpoint_episode == len(logged) - 1
+    start()
+    assert main(["train", "--resume", run, "--db", str(db), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["episodes"] == 8
+    assert {episode for episode, _ in calls(db, run)} == set(range(8))
+    assert get_run(str(db), run).status == "finished"
+    # A learned-topology method stops the same way (it keeps no learner state to resume).
+    start(exit_after=3 + 5)
+    code = main(
+        ["train", *team, "--method", "gptswarm", "--episodes", "8", "--n-envs", "2",
+         "--eval-episodes", "0", "--out", str(tmp_path / "g.pt"), "--db", str(db)]
+    )  # fmt: skip
+    message = capsys.readouterr().err
+    assert code == 2 and "exited mid-run" in message and "train it again" in message

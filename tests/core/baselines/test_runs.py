@@ -291,6 +291,51 @@ def test_a_token_budget_ends_training_and_still_runs_its_last_stage(tmp_path, ca
     assert rows(db, f"SELECT status FROM runs WHERE id = '{out['run_id']}'") == [("finished",)]
 
 
+@pytest.mark.parametrize("name", METHOD_NAMES)
+def test_a_paid_endpoint_refuses_to_train_a_method_without_a_budget(
+    name, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    out = tmp_path / "x.pt"
+    code = main(
+        ["train", "--benchmark", "math", "--method", name, "--backend", "openai", "--model",
+         "gpt-4o-mini", "--base-url", "https://api.openai.com/v1", "--out", str(out),
+         "--db", str(tmp_path / "x.duckdb")]
+    )  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "may bill" in err and "--budget-tokens" in err
+    assert not out.exists()
+
+
+def test_a_method_stops_at_its_call_budget_on_a_real_back_end(tmp_path, capsys, monkeypatch):
+    """``--budget-calls`` on a real back-end: the estimate first (its timed calls count),
+    then training stops cleanly before a batch that would pass the budget; the checkpoint is
+    written, the run marked interrupted with the reason, no held-out evaluation spent."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    db, ckpt = tmp_path / "s.duckdb", tmp_path / "p.pt"
+    with FakeOpenAIServer() as server:
+        team = ["--backend", "openai", "--base-url", server.url, "--model", "fake-model"]
+        team += ["--no-cache", "--benchmark", "math", "--agents", "solver,analyst", "--rounds", "1"]
+        code = main(
+            ["train", *team, "--method", "gptswarm", "--episodes", "64", "--n-envs", "4",
+             "--budget-calls", "12", "--out", str(ckpt), "--db", str(db), "--json"]
+        )  # fmt: skip
+        captured = capsys.readouterr()
+        assert code == 0, captured.err[-3000:]
+        out = json.loads(captured.out)
+        sent = server.request_count
+    assert "estimate for 64 episodes" in captured.err
+    assert "call budget" in out["stopped"] and 4 <= out["episodes"] < 64
+    assert out["held_out"] == {} and ckpt.is_file()
+    run = out["run_id"]
+    logged = rows(db, f"SELECT count(*) FROM llm_calls WHERE run_id = '{run}'")[0][0]
+    assert out["spent"]["calls"] == logged + 3 <= sent  # the 3 timed calls count too
+    assert rows(db, f"SELECT status, message FROM runs WHERE id = '{run}'") == [
+        ("interrupted", out["stopped"])
+    ]
+
+
 def test_user_mistakes_are_one_sentence(tmp_path, capsys):
     out = str(tmp_path / "x.pt")
     cases = [
@@ -301,6 +346,7 @@ def test_user_mistakes_are_one_sentence(tmp_path, capsys):
         (["--method", "gptswarm", "--hidden", "8"], "--hidden is for --method qmix"),
         (["--set", "decode=mask"], "--set is for the learned-topology methods"),
         (["--train-tokens", "100"], "--train-tokens is for the learned-topology methods"),
+        (["--method", "gptswarm", "--init", out], "--init continues an Agent Q-Mix checkpoint"),
     ]
     for extra, message in cases:
         code = main(["train", "--benchmark", "math", "--out", out, "--no-log", *extra])
