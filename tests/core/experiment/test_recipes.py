@@ -11,7 +11,7 @@ from core.cli import main
 from core.qmix.checkpoint import load_checkpoint
 from core.qmix.config import LearnerConfig, TrainConfig
 from core.store import get_run
-from core.team.recipes import RECIPES, recipe_config, stored_train_config
+from core.team.recipes import RECIPES, recipe_config, stored_train_config, with_path
 
 
 def test_textbook_is_the_engines_defaults_and_society_only_overrides():
@@ -21,10 +21,12 @@ def test_textbook_is_the_engines_defaults_and_society_only_overrides():
     changed = set(RECIPES["society"].overrides)
     assert changed == {
         "episodes", "max_updates", "learner.buffer_size", "learner.td_lambda",
-        "learner.target_update_interval",
+        "learner.target_update_interval", "exploration.anneal_fraction",
     }  # fmt: skip
-    # A run logged before recipes stored no train config: it was trained as society is.
-    assert stored_train_config({}) == society
+    # A run logged before recipes stored no train config: it was trained as society was
+    # then, with ε falling over half the run.
+    assert stored_train_config({}) == with_path(society, "exploration.anneal_fraction", 0.5)
+    assert society.exploration.anneal_fraction == 0.2
     old = stored_train_config({"learner": {"td_lambda": 0.5}, "gone": 1})
     assert old.learner.td_lambda == 0.5 and old.episodes == society.episodes
 
