@@ -4,9 +4,11 @@
 driver killed with SIGKILL. :func:`reaped_ray` starts a small watcher process before Ray
 and keeps a pipe to it: when the pipe closes without the word ``done`` (the driver died)
 the watcher kills every process of this sweep's Ray — each inherits the environment
-variable :data:`MARK` naming the Ray temporary folder the sweep made (workers rename
-themselves ``ray::...`` and Ray's own reaper may orphan them, so neither the command line
-nor the parent is enough) — and all their descendants, then removes the folder. A clean exit shuts Ray down itself and says ``done``.
+variable :data:`MARK` naming the Ray temporary folder the sweep made, or holds a file open
+inside it (workers rename themselves ``ray::...``, a long new title overwrites the
+environment block, and Ray's own reaper may orphan them, so neither the command line, nor
+the environment, nor the parent is enough alone) — and all their descendants, then
+removes the folder. A clean exit shuts Ray down itself and says ``done``.
 
     python -m core.experiment.ray_reaper TEMP_DIR   # reads the pipe on stdin
 """
@@ -44,7 +46,7 @@ def ray_processes(temp_dir: str) -> list[int]:
         except (OSError, ValueError, IndexError):
             continue
         try:
-            if mark in b"\0" + (entry / "environ").read_bytes():
+            if mark in b"\0" + (entry / "environ").read_bytes() or _holds_files_in(entry, temp_dir):
                 marked.add(pid)
         except OSError:
             pass  # another user's process: never ours
@@ -61,6 +63,25 @@ def ray_processes(temp_dir: str) -> list[int]:
         grew = bool(children)
         found |= children
     return sorted(found)
+
+
+def _holds_files_in(entry: Path, temp_dir: str) -> bool:
+    """Whether the process has a file open inside ``temp_dir`` (Ray's processes keep their
+    logs there). Needed besides the environment mark: a process that renames itself with
+    a long title (``ray::DashboardAgent``) overwrites its environment block, and once its
+    parent is gone it is no one's descendant either — a SIGKILLed driver's CI run left one."""
+    prefix = temp_dir.rstrip("/") + "/"
+    try:
+        fds = list((entry / "fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd).startswith(prefix):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def reap(temp_dir: str, known: dict[int, str] | None = None) -> None:
