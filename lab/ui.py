@@ -3,6 +3,7 @@ progress and the sidebar status."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -33,6 +34,21 @@ def plotly_config() -> dict[str, Any]:
     """:data:`PLOTLY_CONFIG` with the camera saving in the format picked in the sidebar."""
     fmt = CHART_FORMATS.get(st.session_state.get("chart_format") or "PNG", "png")
     return {**PLOTLY_CONFIG, "toImageButtonOptions": {"format": fmt, "scale": 2}}
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>$~=:&])")
+
+
+def markdown_literal(text: str) -> str:
+    """``text`` as Markdown that renders to exactly ``text``: what a model wrote is shown as
+    written, never as headings, emphasis, links, HTML or LaTeX (``$5 and $6``), with its
+    line breaks and indents kept (leading spaces become ``&nbsp;``, which Markdown does not
+    strip; a literal ``&`` is escaped, so ``&amp;`` stays ``&amp;``)."""
+    lines = []
+    for line in text.expandtabs(4).splitlines():
+        body = line.lstrip(" ")
+        lines.append("&nbsp;" * (len(line) - len(body)) + _MARKDOWN_SPECIAL.sub(r"\\\1", body))
+    return "  \n".join(lines)
 
 
 @contextmanager

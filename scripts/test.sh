@@ -17,5 +17,9 @@ lint-imports --no-cache
 # seeded store, a local model server) are built once: much of the suite waits on servers,
 # subprocesses and a browser: on two cores the suite took 800 s with two workers against
 # 1,314 s in one process (benchmarks/RESULTS.md, "Test suite time").
+# --no-loadscope-reorder keeps the order tests/conftest.py gives (the slowest files first):
+# xdist otherwise sorts files by their number of tests, which sent the two browser tests
+# (a fifth of the suite's time) to a worker near the end while the other one idled.
 # AGENTQMIX_TEST_WORKERS=0 runs everything in this one process.
-exec python -m pytest -n "${AGENTQMIX_TEST_WORKERS:-2}" --dist loadfile --durations=25 "$@"
+exec python -m pytest -n "${AGENTQMIX_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder \
+  --durations=25 "$@"

@@ -194,7 +194,10 @@ with st.container(border=True):
     left.markdown(
         f"**{record.benchmark} · {record.domain} · difficulty {record.difficulty}** — {record.task_id}"
     )
-    left.markdown(record.question[:1200])
+    if record.domain == "code":
+        left.code(record.question[:4000], language="python")
+    else:
+        left.markdown(ui.markdown_literal(record.question[:1200]))
     right.metric("Team answer", str(record.team_answer))
     if record.score > 0:
         right.badge("right", icon=":material/check:", color="green")
@@ -345,9 +348,10 @@ def panels() -> None:
                 st.caption(f"{how} · read from {step.read_from or 'nobody'} · {step.tokens} tokens")
                 for m in (m for m in rnd.messages if m.dst == i):
                     st.markdown(
-                        f"**from {m.src}** (answer {m.answer}, conf {m.confidence:.2f}): {m.text}"
+                        f"**from {m.src}** (answer {ui.markdown_literal(str(m.answer))}, "
+                        f"conf {m.confidence:.2f}): {ui.markdown_literal(m.text)}"
                     )
-                st.markdown(f"**wrote:** {step.text or '—'}")
+                st.markdown(f"**wrote:** {ui.markdown_literal(step.text) or '—'}")
                 ui.show_asked(figs["asked"][i])
         if not figs["calls"].empty:
             with st.expander("Calls of the round: tokens, latency, retries, cache, errors"):

@@ -35,21 +35,27 @@ def ray_processes(temp_dir: str) -> list[int]:
     parents: dict[int, int] = {}
     marked: set[int] = set()
     mark = f"\0{MARK}={temp_dir}\0".encode()
+    uid, since = os.getuid(), _started_ticks(os.getpid())
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         pid = int(entry.name)
         try:
             cmdlines[pid] = (entry / "cmdline").read_bytes()
-            stat = (entry / "stat").read_text()
-            parents[pid] = int(stat.rsplit(")", 1)[1].split()[1])
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            parents[pid] = int(stat[1])
+            # Only our user's processes started after this one (the watcher starts before
+            # Ray, the driver calls this after it) can carry the mark or hold Ray's files:
+            # the rest are not read further (every open file of every process, each second).
+            if entry.stat().st_uid != uid or int(stat[19]) < since:
+                continue
         except (OSError, ValueError, IndexError):
             continue
         try:
             if mark in b"\0" + (entry / "environ").read_bytes() or _holds_files_in(entry, temp_dir):
                 marked.add(pid)
         except OSError:
-            pass  # another user's process: never ours
+            pass  # gone meanwhile
     needle = temp_dir.encode()
     watcher = __name__.encode() if __name__ != "__main__" else b"core.experiment.ray_reaper"
     found = {
@@ -101,6 +107,12 @@ def reap(temp_dir: str, known: dict[int, str] | None = None) -> None:
 def snapshot(temp_dir: str) -> dict[int, str]:
     """This sweep's Ray processes now, with their start times (for :func:`reap`)."""
     return {pid: _started(pid) for pid in ray_processes(temp_dir)}
+
+
+def _started_ticks(pid: int) -> int:
+    """:func:`_started` as a number (0 if unknown: then every process is looked at)."""
+    started = _started(pid)
+    return int(started) if started.isdigit() else 0
 
 
 def _started(pid: int) -> str:

@@ -3,8 +3,8 @@
 ``bash scripts/lab.sh`` ends in ``agentqmix lab``; here ``python -m core.cli lab`` runs on a
 fresh, empty database with a fresh HOME (Streamlit has never run: no credentials file)
 and stdin closed (no terminal), on a free local port. Debian's Chromium, driven by
-Playwright, watches the first-start demo's progress, opens every page (wide and at
-phone width), follows a deep link and plays the replay. Screenshots go to
+Playwright, watches the first-start demo's progress, opens every page (at phone width
+here, on two wide screens in the second test), follows a deep link and plays the replay. Screenshots go to
 ``test-artifacts/lab/``.
 """
 
@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from core.store.queries import count_episodes, list_runs
+from core.store.queries import count_episodes, list_runs, load_episode
 from core.team.topologies import FIXED_TOPOLOGIES
-from lab import asked
+from lab import asked, real_demo
 from lab.demo import DemoConfig, expected_episodes, read_status
 from lab.params import PAGE_PARAMS
 from tests.lab.conftest import ROOT
@@ -32,6 +32,8 @@ from tests.lab.conftest import ROOT
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts" / "lab"
 PAGES = ("", "replay", "train", "failure_lab", "compare", "diff", "ctde", "runs")
+CHART_PAGES = ("replay", "train", "failure_lab", "compare", "ctde")
+"""The pages that draw a chart as soon as they open."""
 
 pytestmark = [
     pytest.mark.browser,
@@ -207,19 +209,17 @@ def test_first_start_demo_pages_and_a_deep_link(lab, browser):
     assert count_episodes(db) == sum(expected_episodes(DemoConfig(), len(FIXED_TOPOLOGIES)))
     _no_exception(page, "home")
 
-    # 2. Every page, wide and at phone width.
-    for width, height in ((1440, 2200), (390, 2400)):
-        page.set_viewport_size({"width": width, "height": height})
-        for name in PAGES:
-            page.goto(f"{url}/{name}")
-            wait_idle(page)
-            page.wait_for_selector("h1", timeout=60_000)
-            if name in ("replay", "train", "failure_lab", "compare", "ctde"):
-                page.wait_for_selector(".js-plotly-plot", timeout=20_000)
-            _no_exception(page, name or "home")
-            _check_layout(page, name or "home", width)
-            suffix = "" if width > 1000 else "-390"
-            page.screenshot(path=str(ARTIFACTS / f"{name or 'home'}{suffix}.png"), full_page=True)
+    # 2. Every page at phone width (the wide screens are the second test's).
+    page.set_viewport_size({"width": 390, "height": 2400})
+    for name in PAGES:
+        page.goto(f"{url}/{name}")
+        wait_idle(page)
+        page.wait_for_selector("h1", timeout=60_000)
+        if name in CHART_PAGES:
+            page.wait_for_selector(".js-plotly-plot", timeout=20_000)
+        _no_exception(page, name or "home")
+        _check_layout(page, name or "home", 390)
+        page.screenshot(path=str(ARTIFACTS / f"{name or 'home'}-390.png"), full_page=True)
     page.set_viewport_size({"width": 1440, "height": 2200})
 
     # 3. A deep link opens that episode at that round.
@@ -346,32 +346,38 @@ def chart_text_problems(page, where: str) -> list[str]:
     return problems
 
 
+def hostile_query(names: tuple[str, ...], start: int) -> dict[str, str]:
+    """One hostile value for each parameter, the :data:`HOSTILE` kinds taken in turn from
+    ``start``, plus ``bogus`` (a parameter no page has) with ``garbage``."""
+    kinds = list(HOSTILE)
+    query = {p: HOSTILE[kinds[(start + j) % len(kinds)]] for j, p in enumerate(names)}
+    return {**query, "bogus": HOSTILE["garbage"]}
+
+
 def hostile_link_problems(page, url: str, pages: dict[str, tuple[str, ...]]) -> list[str]:
-    """Open every page with ``garbage`` and one more :data:`HOSTILE` value (in turn, so that
-    each kind meets several pages) in all of its query parameters at once, plus one it does
-    not have: no exception, and each bad parameter named on the page. (Each page load costs
-    seconds in a browser; tests/lab/test_page_state.py tries single bad values under AppTest.)"""
+    """Open every page once with a hostile value in every one of its query parameters at
+    once (the :data:`HOSTILE` kinds in turn across parameters and pages, so every kind meets
+    several pages), plus one it does not have: no exception, and each bad parameter named
+    on the page. (A page load costs seconds in a browser; tests/lab/test_page_state.py
+    tries single bad values under AppTest.)"""
     problems = []
-    others = [kind for kind in HOSTILE if kind != "garbage"]
     for k, (name, names) in enumerate(pages.items()):
         names = tuple(p for p in names if (name, p) not in FREE_TEXT)
-        for kind in ("garbage", others[k % len(others)]):
-            value = HOSTILE[kind]
-            query = "&".join(f"{p}={value}" for p in (*names, "bogus"))
-            page.goto(f"{url}/{name}?{query}")
-            # The stray parameter is always named, first: once its warning is there the script
-            # runs, and idle then means it has said all it will say.
-            page.get_by_text("bogus=").first.wait_for(timeout=60_000)
-            wait_idle(page)
-            where = f"/{name}?… ({kind})"
-            errors = page.locator('[data-testid="stException"]')
-            if errors.count():
-                problems.append(f"{where}: {errors.first.inner_text()[:200]}")
-                continue
-            said = " ".join(page.locator('[data-testid="stAlert"]').all_inner_texts())
-            for p in (*names, "bogus"):
-                if f"{p}={value}"[:30] not in said and f"{p}=" not in said:
-                    problems.append(f"{where}: nothing says `{p}={value}` was not used")
+        query = hostile_query(names, k)
+        page.goto(f"{url}/{name}?" + "&".join(f"{p}={v}" for p, v in query.items()))
+        # The stray parameter is always named, first: once its warning is there the script
+        # runs, and idle then means it has said all it will say.
+        page.get_by_text("bogus=").first.wait_for(timeout=60_000)
+        wait_idle(page)
+        where = f"/{name}?…"
+        errors = page.locator('[data-testid="stException"]')
+        if errors.count():
+            problems.append(f"{where}: {errors.first.inner_text()[:200]}")
+            continue
+        said = " ".join(page.locator('[data-testid="stAlert"]').all_inner_texts())
+        for p, value in query.items():
+            if f"{p}={value}"[:30] not in said and f"{p}=" not in said:
+                problems.append(f"{where}: nothing says `{p}={value}` was not used")
     return problems
 
 
@@ -394,12 +400,18 @@ def test_hostile_links_readable_charts_and_an_exported_episode(lab, browser, tmp
     _wait_demo(db)
     page = browser.new_page(viewport={"width": 1280, "height": 800})
 
-    # 1. Every page, every parameter: garbage, and in turn NaN, negative, huge or missing.
+    # 1. Every page, every parameter: garbage, NaN, negative, huge or missing, in turn.
     pages = {("" if k == "home" else k): v for k, v in PAGE_PARAMS.items()}
+    kinds_met = {kind for k, names in enumerate(pages.values()) for kind in (
+        next(key for key, v in HOSTILE.items() if v == value)
+        for value in hostile_query(names, k).values()
+    )}  # fmt: skip
+    assert kinds_met == set(HOSTILE), f"the tour leaves out {set(HOSTILE) - kinds_met}"
     problems = hostile_link_problems(page, url, pages)
     assert not problems, "\n".join(problems)
 
-    # 2. Every chart of every page at both sizes: no text clipped or on top of other text.
+    # 2. Every chart of every page at both sizes: no text clipped or on top of other text, no
+    # legend over a plot, no table past the right edge.
     # The screenshots are docs/lab.md's (refreshed with AGENTQMIX_DOCS_SHOTS=1).
     shots = DOCS if os.environ.get("AGENTQMIX_DOCS_SHOTS") == "1" else ARTIFACTS / "sizes"
     shots.mkdir(parents=True, exist_ok=True)
@@ -408,10 +420,11 @@ def test_hostile_links_readable_charts_and_an_exported_episode(lab, browser, tmp
         for name in pages:
             page.goto(f"{url}/{name}")
             wait_idle(page)
-            if name in ("replay", "train", "failure_lab", "compare", "ctde"):
+            if name in CHART_PAGES:
                 page.wait_for_selector(".js-plotly-plot", timeout=30_000)
                 wait_idle(page)
             _no_exception(page, name or "home")
+            _check_layout(page, name or "home", width)
             problems += chart_text_problems(page, f"/{name} at {width}×{height}")
             page.screenshot(path=str(shots / f"{name or 'home'}-{width}x{height}.png"))
     assert not problems, "\n".join(problems)
@@ -450,4 +463,46 @@ def test_hostile_links_readable_charts_and_an_exported_episode(lab, browser, tmp
     svg = tmp_path / "chart.svg"
     download.value.save_as(svg)
     assert svg.read_text()[:200].lstrip().startswith("<svg")
+    page.close()
+
+
+# ---------------------------------------------------------------- a real model's episode
+
+
+def test_replay_shows_what_the_local_model_wrote(lab, browser, local_env, tmp_path):
+    """One episode of the real-model demo's command (made tiny: two agents, one round, 16
+    tokens a call) on the session's llama.cpp server, logged into the running lab's
+    database; Replay in the browser shows the real replies and says which back-end and
+    model played."""
+    url, db, _ = lab
+    _wait_demo(db)
+    small = real_demo.RealDemoConfig(episodes=1, roles=("solver", "analyst"), rounds=1)
+    argv = real_demo.real_demo_command(str(db), small) + ["--max-tokens", "16", "--no-cache"]
+    done = subprocess.run(
+        argv, cwd=ROOT, env={**os.environ, **local_env, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    runs = list_runs(db, kind="eval")
+    run = runs[runs["backend"] == "local"].iloc[0]
+    record = load_episode(db, run["id"], 0).record
+    wrote = [s.text.strip() for rnd in record.rounds for s in rnd.steps if s.text.strip()]
+    assert wrote and record.model.startswith("SmolLM2-135M")
+
+    page = browser.new_page(viewport={"width": 1440, "height": 2200})
+    page.goto(f"{url}/replay?run={run['id']}&episode=0&round=1")
+    wait_idle(page)
+    page.get_by_text("Round 1 of 1").first.wait_for(timeout=20_000)
+    _no_exception(page, "replay of a real episode")
+    main = page.locator('[data-testid="stMain"]')
+    tabs = page.get_by_role("tab")
+    shown = main.inner_text()
+    for k in range(tabs.count()):  # each agent's reply sits in its own tab
+        tabs.nth(k).click()
+        shown += " " + main.inner_text()
+    flat = " ".join(shown.split())
+    missing = [t[:40] for t in wrote if " ".join(t[:40].split()) not in flat]
+    assert not missing, f"replies not shown: {missing}"
+    assert "SmolLM2-135M" in flat and "local" in flat
+    page.screenshot(path=str(ARTIFACTS / "replay-real-episode.png"), full_page=True)
     page.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from streamlit.testing.v1 import AppTest
 
 from core.store.queries import list_runs, load_episode
-from lab import data, real_demo
+from lab import data, real_demo, ui
 from lab.jobs import JobManager, workdir
 from tests.lab.conftest import ROOT
 
@@ -67,4 +67,5 @@ def test_real_episodes_show_progress_then_open_in_replay(own_db, local_server):
     replay = _open("views/replay.py", run=run["id"], episode="0")
     shown = " ".join(m.value for m in replay.markdown)
     wrote = [s.text for rnd in record.rounds for s in rnd.steps if s.text.strip()]
-    assert wrote and all(text.strip()[:40] in shown for text in wrote)  # the real replies
+    # the real replies, as written (escaped so that Markdown shows them verbatim)
+    assert wrote and all(ui.markdown_literal(text.strip())[:40] in shown for text in wrote)
