@@ -9,7 +9,26 @@ of the last one), and fails a call at once when the server is gone instead of re
 from __future__ import annotations
 
 from core.backends.local_server import LocalServer
-from core.backends.openai_backend import OpenAIBackend, OpenAIBackendConfig
+from core.backends.openai_backend import MAX_TOKENS, OpenAIBackend, OpenAIBackendConfig
+
+LOCAL_MAX_TOKENS: dict[tuple[str, str], int] = {
+    **MAX_TOKENS,
+    ("math", "agent"): 128,
+    ("math", "check"): 96,
+    ("math", "decision"): 64,
+    ("mcq", "agent"): 80,
+    ("mcq", "check"): 64,
+    ("mcq", "decision"): 48,
+}
+"""The local model's recipe: completion caps by (task kind, call kind), half of
+:data:`MAX_TOKENS` for maths and multiple choice (code keeps room for a whole function).
+A small model on a CPU pays for every token twice — once to write it, again when a
+teammate reads it — and rambles past its answer line; benchmarks/RESULTS.md (issue 18,
+"The local model's recipe") measures time and answers read. ``--max-tokens`` still sets
+one cap for all."""
+LOCAL_PEER_CHARS = 800
+"""The local model's recipe: an earlier reply is cut to this many characters in a prompt
+(the default is 3,000): prompt tokens are processed at ~115 a second on 2 cores."""
 
 
 class LocalBackend(OpenAIBackend):

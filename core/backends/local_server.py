@@ -87,9 +87,12 @@ class LocalServerConfig:
     n_ctx: int = 4096
     """Context window in tokens (prompt + completion); a longer request fails as a call."""
     n_threads: int | None = None
-    """CPU threads for decoding and prompt processing; ``None`` = every core but one.
-    llama.cpp's threads spin while they wait for each other: on a busy 2-core machine
-    (load 10) two threads took 11-45 s for a call that one thread answered in 1.1-1.3 s."""
+    """CPU threads for decoding and prompt processing; ``None`` = the cores idle when the
+    server starts (:func:`idle_cores`; at least one).
+    On a quiet 2-core machine two threads process prompts twice as fast as one (~115
+    against ~60 tokens/s); llama.cpp's threads spin while they wait for each other, so on
+    a busy one (load 10) two threads took 11-45 s for a call one thread answered in
+    1.1-1.3 s (benchmarks/RESULTS.md, issue 18)."""
     n_batch: int = 512
     """Prompt tokens processed per forward pass."""
     prompt_cache_mb: int = 0
@@ -114,7 +117,31 @@ class LocalServerConfig:
             raise ValueError(f"start_timeout_s must be > 0, got {self.start_timeout_s}")
 
     def threads(self) -> int:
-        return self.n_threads or max(1, (os.cpu_count() or 1) - 1)
+        """:attr:`n_threads`, or the cores idle now (:func:`idle_cores`)."""
+        return self.n_threads or idle_cores()
+
+
+def idle_cores(window_s: float = 1.0) -> int:
+    """The cores idle over the next ``window_s`` seconds (``/proc/stat``; at least one),
+    rounded. The 1-minute load average would be simpler, but it still counts work that
+    ended a minute ago; a shorter window catches the end of the process before (a 0.3 s one
+    gave one thread to a server started right after another one stopped). Where
+    ``/proc/stat`` cannot be read: every core but one."""
+    cores = os.cpu_count() or 1
+
+    def sample() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return fields[3] + fields[4], sum(fields[:8])  # idle + iowait, all but guest time
+
+    try:
+        idle0, total0 = sample()
+        time.sleep(window_s)
+        idle1, total1 = sample()
+    except (OSError, ValueError, IndexError):
+        return max(1, cores - 1)
+    if total1 <= total0:
+        return max(1, cores - 1)
+    return max(1, min(cores, round(cores * (idle1 - idle0) / (total1 - total0))))
 
 
 class LocalServerGone(EndpointGone):
@@ -248,7 +275,7 @@ class ServedModel:
         """Model content and every setting except the port: two requests with the same
         identity can share one server."""
         settings = {k: v for k, v in asdict(self.config).items() if k not in ("port", "model_file")}
-        settings["n_threads"] = self.config.threads()
+        settings["n_threads"] = self.config.n_threads or "idle cores"  # chosen at start
         return f"{self.digest}:{json.dumps(settings, sort_keys=True)}"
 
     @property

@@ -74,10 +74,6 @@ DEFAULT_MAX_TOKENS = 256
 """The cap for a task kind the table does not name."""
 
 
-def default_max_tokens(domain: str, kind: str) -> int:
-    return MAX_TOKENS.get((domain, kind), DEFAULT_MAX_TOKENS)
-
-
 @dataclass
 class OpenAIBackendConfig:
     """How to reach the model and how to call it."""
@@ -93,8 +89,14 @@ class OpenAIBackendConfig:
     temperature: float = 0.7
     """Sampling temperature."""
     max_tokens: int | None = None
-    """Completion length cap per call; ``None`` = :data:`MAX_TOKENS` by task kind and call
-    kind (small models ramble: one agent once wrote 643 tokens to answer a sum)."""
+    """Completion length cap per call; ``None`` = :attr:`completion_caps` by task kind and
+    call kind (small models ramble: one agent once wrote 643 tokens to answer a sum)."""
+    completion_caps: dict[tuple[str, str], int] | None = None
+    """The caps by (task kind, call kind); ``None`` = :data:`MAX_TOKENS`. The local model's
+    recipe has its own (``core.backends.local_backend.LOCAL_MAX_TOKENS``)."""
+    peer_chars: int = prompts.PEER_TEXT_CHARS
+    """An earlier reply shown in a prompt (a peer's, the agent's own, a final the decision
+    agent reads) is cut to this many characters."""
     timeout_s: float = 60.0
     """Per-attempt timeout, seconds."""
     max_attempts: int = 4
@@ -136,6 +138,10 @@ class OpenAIBackendConfig:
             raise ValueError(f"temperature must be in [0, 2], got {self.temperature}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.completion_caps is not None and min(self.completion_caps.values(), default=1) < 1:
+            raise ValueError(f"completion caps must be >= 1, got {self.completion_caps}")
+        if self.peer_chars < 1:
+            raise ValueError(f"peer_chars must be >= 1, got {self.peer_chars}")
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
         if self.max_attempts < 1:
@@ -343,7 +349,10 @@ class OpenAIBackend:
         return text, usage_counts(getattr(resp, "usage", None))
 
     def _max_tokens(self, task: Task, kind: str) -> int:
-        return self.config.max_tokens or default_max_tokens(task.domain, kind)
+        if self.config.max_tokens:
+            return self.config.max_tokens
+        caps = self.config.completion_caps or MAX_TOKENS
+        return caps.get((task.domain, kind), DEFAULT_MAX_TOKENS)
 
     async def _complete(
         self,
@@ -493,7 +502,7 @@ class OpenAIBackend:
     async def agent_turn(self, turn: AgentTurn) -> TurnResult:
         sample = [turn.episode_seed, turn.agent]
         first = await self._complete(
-            prompts.agent_messages(turn),
+            prompts.agent_messages(turn, self.config.peer_chars),
             turn.agent,
             turn.round,
             sample,
@@ -522,9 +531,11 @@ class OpenAIBackend:
                 return TurnResult(
                     first.text, answer, max(confidence, 0.9), first.call, verified=True
                 )
-            messages = prompts.code_feedback_messages(turn, first.text, report)
+            messages = prompts.code_feedback_messages(
+                turn, first.text, report, self.config.peer_chars
+            )
         else:
-            messages = prompts.rederive_messages(turn, first.text, answer)
+            messages = prompts.rederive_messages(turn, first.text, answer, self.config.peer_chars)
         second = await self._complete(
             messages, turn.agent, turn.round, sample, self._max_tokens(task, "check")
         )
@@ -568,7 +579,7 @@ class OpenAIBackend:
             return TurnResult("", None, 0.0, call, failed=True)
         view = DecisionTurn(turn.task, finals, turn.episode_seed, turn.n_rounds)
         done = await self._complete(
-            prompts.decision_messages(view),
+            prompts.decision_messages(view, self.config.peer_chars),
             DECISION_AGENT,
             turn.n_rounds,
             [turn.episode_seed, DECISION_AGENT],

@@ -25,7 +25,9 @@ from core.tasks.checkers import read_answer
 from core.tasks.code_checker import extract_code
 
 PEER_TEXT_CHARS = 3000
-"""A peer's reply is cut to this many characters in the reader's prompt (keeps prompts bounded)."""
+"""An earlier reply (a peer's, the agent's own, a final the decision agent reads) is cut to
+this many characters in a prompt (keeps prompts bounded); a back-end may set its own
+(``OpenAIBackendConfig.peer_chars``; the local model's recipe is shorter)."""
 DEFAULT_CONFIDENCE = 0.5
 """Confidence assumed when a reply states none."""
 
@@ -127,22 +129,22 @@ def _cut(text: str, limit: int = PEER_TEXT_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "\n[...cut...]"
 
 
-def _previous_block(previous: AgentStep | None) -> str:
+def _previous_block(previous: AgentStep | None, peer_chars: int) -> str:
     if previous is None or not (previous.text or previous.answer):
         return ""
     return (
         f"Your own reply from round {previous.round + 1} "
         f"(answer: {previous.answer!s}, confidence {previous.confidence:.2f}):\n"
-        f"<<<\n{_cut(previous.text)}\n>>>\n\n"
+        f"<<<\n{_cut(previous.text, peer_chars)}\n>>>\n\n"
     )
 
 
-def _inbox_block(inbox: Sequence[Message], heading: str) -> str:
+def _inbox_block(inbox: Sequence[Message], heading: str, peer_chars: int) -> str:
     if not inbox:
         return ""
     parts = [
         f"Agent {m.src} (answer: {m.answer!s}, confidence {m.confidence:.2f}):\n<<<\n"
-        f"{_cut(m.text)}\n>>>"
+        f"{_cut(m.text, peer_chars)}\n>>>"
         for m in inbox
     ]
     return f"{heading}:\n\n" + "\n\n".join(parts) + "\n\n"
@@ -158,6 +160,7 @@ def agent_chat(
     inbox: Sequence[Message],
     byzantine: bool = False,
     earlier: Sequence[Message] = (),
+    peer_chars: int = PEER_TEXT_CHARS,
 ) -> Chat:
     """The chat for one agent's turn: the team's shared system prompt + format, then the
     task, the agent's role, action, memory and inbox — shared text first, so that the
@@ -166,7 +169,8 @@ def agent_chat(
     ``previous``: the agent's own step of the round before (None in round 0); ``inbox``:
     the answers it read this round, in source order; ``byzantine``: injected to answer
     confidently wrong; ``earlier``: peers' answers of the round before, read along
-    temporal edges (``RoundPlan.temporal``).
+    temporal edges (``RoundPlan.temporal``); ``peer_chars``: each earlier reply (its own and
+    its peers') is cut to this many characters.
     """
     system = f"{TEAM_SYSTEM}\n\n{answer_format(task)}"
     user = (
@@ -174,9 +178,9 @@ def agent_chat(
         f"{role_prompt(role)}\n\n"
         f"Round {round_ + 1} of {n_rounds}. "
         f"{ACTION_INSTRUCTIONS[Action(action)]}\n\n"
-        f"{_previous_block(previous)}"
-        f"{_inbox_block(earlier, f'Answers your teammates gave in round {round_}')}"
-        f"{_inbox_block(inbox, 'Answers you read from your teammates this round')}"
+        f"{_previous_block(previous, peer_chars)}"
+        f"{_inbox_block(earlier, f'Answers your teammates gave in round {round_}', peer_chars)}"
+        f"{_inbox_block(inbox, 'Answers you read from your teammates this round', peer_chars)}"
     )
     if byzantine:
         user += BYZANTINE_INSTRUCTION + "\n\n"
@@ -184,7 +188,7 @@ def agent_chat(
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def agent_messages(turn: AgentTurn) -> Chat:
+def agent_messages(turn: AgentTurn, peer_chars: int = PEER_TEXT_CHARS) -> Chat:
     """:func:`agent_chat` of a live turn."""
     return agent_chat(
         turn.task,
@@ -196,12 +200,15 @@ def agent_messages(turn: AgentTurn) -> Chat:
         turn.inbox,
         byzantine=turn.fault == "byzantine",
         earlier=turn.earlier,
+        peer_chars=peer_chars,
     )
 
 
-def code_feedback_messages(turn: AgentTurn, first: str, report: str) -> Chat:
+def code_feedback_messages(
+    turn: AgentTurn, first: str, report: str, peer_chars: int = PEER_TEXT_CHARS
+) -> Chat:
     """execute_verify on code: the test run's outcome goes back to the agent for a revision."""
-    return agent_messages(turn) + [
+    return agent_messages(turn, peer_chars) + [
         {"role": "assistant", "content": first},
         {
             "role": "user",
@@ -215,7 +222,9 @@ def code_feedback_messages(turn: AgentTurn, first: str, report: str) -> Chat:
     ]
 
 
-def rederive_messages(turn: AgentTurn, first: str, answer: str | None) -> Chat:
+def rederive_messages(
+    turn: AgentTurn, first: str, answer: str | None, peer_chars: int = PEER_TEXT_CHARS
+) -> Chat:
     """execute_verify on maths / multiple choice: an independent re-derivation of the answer."""
     check = (
         "Check each option against the question again, independently of your first pass."
@@ -223,7 +232,7 @@ def rederive_messages(turn: AgentTurn, first: str, answer: str | None) -> Chat:
         else "Re-derive the result independently, by a different method where possible "
         "(substitute back, estimate magnitudes, recount cases)."
     )
-    return agent_messages(turn) + [
+    return agent_messages(turn, peer_chars) + [
         {"role": "assistant", "content": first},
         {
             "role": "user",
@@ -240,9 +249,11 @@ def readable_finals(finals: Sequence[AgentStep]) -> list[AgentStep]:
     return [s for s in finals if s.alive and (s.answer is not None or s.text)]
 
 
-def decision_chat(task: Task, finals: Sequence[AgentStep], n_rounds: int) -> Chat:
+def decision_chat(
+    task: Task, finals: Sequence[AgentStep], n_rounds: int, peer_chars: int = PEER_TEXT_CHARS
+) -> Chat:
     """The decision agent reads the agents' final answers (``finals``, already
-    :func:`readable_finals`) and gives the team's answer."""
+    :func:`readable_finals`, each reply cut to ``peer_chars``) and gives the team's answer."""
     system = f"{TEAM_SYSTEM}\n\n{answer_format(task)}"
     persona = (
         "You are the decision agent of the team. After several rounds of discussion you "
@@ -251,7 +262,7 @@ def decision_chat(task: Task, finals: Sequence[AgentStep], n_rounds: int) -> Cha
     )
     shown = "\n\n".join(
         f"Agent {s.agent} ({s.role}; answer: {s.answer!s}, confidence {s.confidence:.2f}):\n"
-        f"<<<\n{_cut(s.text)}\n>>>"
+        f"<<<\n{_cut(s.text, peer_chars)}\n>>>"
         for s in finals
     )
     user = (
@@ -262,9 +273,9 @@ def decision_chat(task: Task, finals: Sequence[AgentStep], n_rounds: int) -> Cha
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def decision_messages(turn: DecisionTurn) -> Chat:
+def decision_messages(turn: DecisionTurn, peer_chars: int = PEER_TEXT_CHARS) -> Chat:
     """:func:`decision_chat` of a live decision turn."""
-    return decision_chat(turn.task, turn.finals, turn.n_rounds)
+    return decision_chat(turn.task, turn.finals, turn.n_rounds, peer_chars)
 
 
 _CONFIDENCE = re.compile(r"(?i)confidence\s*[:：=]?\s*\**\s*(\d+(?:\.\d+)?)\s*(%?)")

@@ -93,6 +93,26 @@ def _openai(opts: BackendSettings) -> Backend:
     )  # fmt: skip
 
 
+def prompt_settings(opts: BackendSettings) -> dict[str, Any] | None:
+    """How a real back-end of these options writes its requests (stored in the run's
+    config): the completion cap of each (task kind, call kind) and the cut of earlier
+    replies in a prompt. None for the synthetic society (it is asked nothing)."""
+    from core.backends.local_backend import LOCAL_MAX_TOKENS, LOCAL_PEER_CHARS
+    from core.backends.openai_backend import MAX_TOKENS
+    from core.backends.prompts import PEER_TEXT_CHARS
+
+    if opts.backend not in ("openai", "local"):
+        return None
+    local = opts.backend == "local"
+    caps = LOCAL_MAX_TOKENS if local else MAX_TOKENS
+    return {
+        "max_tokens": {
+            f"{domain}/{kind}": opts.max_tokens or cap for (domain, kind), cap in caps.items()
+        },
+        "peer_chars": LOCAL_PEER_CHARS if local else PEER_TEXT_CHARS,
+    }
+
+
 def local_server_config(opts: BackendSettings) -> LocalServerConfig:
     """The server ``--backend local`` runs on for these options: a process that starts it
     for others (a sweep's driver) asks for this one, so that they attach to it."""
@@ -102,7 +122,7 @@ def local_server_config(opts: BackendSettings) -> LocalServerConfig:
 
 
 def _local(opts: BackendSettings) -> Backend:
-    from core.backends.local_backend import LocalBackend
+    from core.backends.local_backend import LOCAL_MAX_TOKENS, LOCAL_PEER_CHARS, LocalBackend
     from core.backends.local_server import serve
 
     _cache_dir(opts)  # checked before the server starts
@@ -114,6 +134,7 @@ def _local(opts: BackendSettings) -> Backend:
             base_url=server.url,
             # One llama.cpp instance decodes one request at a time.
             concurrency=1, cache_endpoint=server.model.cache_endpoint,
+            completion_caps=LOCAL_MAX_TOKENS, peer_chars=LOCAL_PEER_CHARS,
         ),
     )  # fmt: skip
 

@@ -942,9 +942,9 @@ def shared_local_server(opts: TeamOptions, sweep: SweepConfig) -> Iterator[Local
     """The llama.cpp server of a ``--backend local`` sweep on this machine's Ray: started
     here, handed to every task (:meth:`LocalServer.attach_env`), stopped when the sweep
     ends. One server, not one per Ray worker: it decodes one completion at a time with
-    every core but one, so on a small machine a second server only competes for the same
+    every idle core, so on a small machine a second server only competes for the same
     cores (measured: no faster quiet, slower under load; docs/sweep.md) and loads the
-    model again, and on a large one every worker's server would take every core but one.
+    model again, and on a large one every worker's server would take every idle core.
     Tasks go one at a time: two clients of one server only queue there and throw away
     each other's cached prefix. None for other back-ends, and on a cluster
     (``--ray-address``: 127.0.0.1 here is not reachable there), where each worker starts

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from core.backends.registry import BACKENDS, LABEL_BACKENDS, make_backend
+from core.backends.registry import BACKENDS, LABEL_BACKENDS, make_backend, prompt_settings
 from core.backends.society import (
     DEFAULT_PRESET,
     PRESETS,
@@ -277,9 +277,13 @@ class TeamOptions:
         return _SANDBOX_IN_FORCE[key]
 
     def run_config(self) -> dict[str, Any]:
-        """What a run of these options stores in its config: the options, and the sandbox
-        its generated code ran in (:meth:`code_sandbox`)."""
-        return {"team": asdict(self), "sandbox": self.code_sandbox()}
+        """What a run of these options stores in its config: the options, the sandbox its
+        generated code ran in (:meth:`code_sandbox`) and, on a real back-end, the caps and
+        cuts its requests were written with (:func:`core.backends.registry.prompt_settings`)."""
+        config = {"team": asdict(self), "sandbox": self.code_sandbox()}
+        if (prompting := prompt_settings(self)) is not None:
+            config["prompting"] = prompting
+        return config
 
     def make_backend(self) -> Any:
         """The back-end these options name (:mod:`core.backends.registry`)."""

@@ -425,3 +425,45 @@ def test_train_stops_when_its_server_exits_keeps_its_checkpoint_and_resumes(
     )  # fmt: skip
     message = capsys.readouterr().err
     assert code == 2 and "exited mid-run" in message and "train it again" in message
+
+
+def test_the_server_takes_the_cores_that_are_idle_when_it_starts():
+    """Two threads on a quiet 2-core machine, one when another process keeps a core busy
+    (measured from /proc/stat, not the load average, which lags a minute); a configured
+    count wins; the settings that decide whether a server can be shared do not change
+    with the load."""
+    cores = os.cpu_count() or 1
+    assert 1 <= ls.idle_cores() <= cores
+    assert ls.LocalServerConfig(n_threads=3).threads() == 3
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        busy = ls.idle_cores(window_s=1.0)
+    finally:
+        burner.kill()
+        burner.wait()
+    assert busy <= max(1, cores - 1)
+    model = ls.resolve(ls.LocalServerConfig())
+    assert '"n_threads": "idle cores"' in model.identity
+
+
+def test_the_local_model_writes_its_requests_with_its_own_recipe(local_server: LocalServer):
+    """Shorter completion caps for maths and multiple choice and a shorter cut of earlier
+    replies than other back-ends (benchmarks/RESULTS.md, "The local model's recipe"), in
+    force in the back-end and stored in the run's config; ``--max-tokens`` still wins."""
+    from core.backends.local_backend import LOCAL_MAX_TOKENS, LOCAL_PEER_CHARS
+    from core.backends.openai_backend import MAX_TOKENS
+    from core.backends.prompts import PEER_TEXT_CHARS
+
+    local = options.TeamOptions(backend="local", benchmark="math")
+    backend = local.make_backend()
+    assert backend.config.completion_caps == LOCAL_MAX_TOKENS
+    assert backend.config.peer_chars == LOCAL_PEER_CHARS < PEER_TEXT_CHARS
+    assert LOCAL_MAX_TOKENS[("math", "agent")] < MAX_TOKENS[("math", "agent")]
+    assert LOCAL_MAX_TOKENS[("code", "agent")] == MAX_TOKENS[("code", "agent")]
+    stored = local.run_config()["prompting"]
+    assert stored["max_tokens"]["math/agent"] == LOCAL_MAX_TOKENS[("math", "agent")]
+    assert stored["peer_chars"] == LOCAL_PEER_CHARS
+    capped = options.TeamOptions(backend="local", benchmark="math", max_tokens=8)
+    assert set(capped.run_config()["prompting"]["max_tokens"].values()) == {8}
+    assert "prompting" not in options.TeamOptions().run_config()  # the simulator is asked nothing

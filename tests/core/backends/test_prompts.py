@@ -122,3 +122,23 @@ def test_parse_confidence():
     assert parse_confidence("Confidence: 85%") == 0.85
     assert parse_confidence("Confidence: 250") == 1.0
     assert parse_confidence("Answer: 3") == 0.5
+
+
+def test_earlier_replies_are_cut_to_the_back_ends_length():
+    """Every earlier reply a prompt shows — the agent's own, a peer's, a final the decision
+    agent reads — is cut to ``peer_chars`` (the local model's recipe is shorter than the
+    default), and the cut is marked."""
+    long = "".join(f"step{i} " for i in range(300))  # ~2,400 characters, none repeated
+    own = AgentStep(agent=1, role="solver", round=0, action=0, answer="42", text=long)
+    peer = Message(src=0, dst=1, round=1, text=long, answer="41", confidence=0.5, tokens=500)
+    t = turn(MATH, Action.AGGREGATE_REFINE, previous=own, inbox=[peer])
+    for peer_chars, shown in ((3000, 2), (300, 0)):
+        user = agent_messages(t, peer_chars)[1]["content"]
+        assert user.count(long.strip()) == shown
+        assert user.count("[...cut...]") == 2 - shown
+        assert user.count(long.strip()[:300]) == 2  # the head of both replies is kept
+    finals = [AgentStep(agent=k, role="solver", round=2, action=0, answer="42", text=long)
+              for k in range(2)]  # fmt: skip
+    decision = DecisionTurn(MATH, finals, episode_seed=0, n_rounds=3)
+    assert decision_messages(decision, 300)[1]["content"].count("[...cut...]") == 2
+    assert decision_messages(decision)[1]["content"].count(long.strip()) == 2
