@@ -24,8 +24,8 @@ LOCAL_MAX_TOKENS: dict[tuple[str, str], int] = {
 :data:`MAX_TOKENS` for maths and multiple choice (code keeps room for a whole function).
 A small model on a CPU pays for every token twice — once to write it, again when a
 teammate reads it — and rambles past its answer line; benchmarks/RESULTS.md (issue 18,
-"The local model's recipe") measures time and answers read. ``--max-tokens`` still sets
-one cap for all."""
+"Threads and the local model's recipe") measures time and answers read. ``--max-tokens``
+still sets one cap for all."""
 LOCAL_PEER_CHARS = 800
 """The local model's recipe: an earlier reply is cut to this many characters in a prompt
 (the default is 3,000): prompt tokens are processed at ~115 a second on 2 cores."""

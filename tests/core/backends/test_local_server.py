@@ -449,8 +449,9 @@ def test_the_server_takes_the_cores_that_are_idle_when_it_starts():
 
 def test_the_local_model_writes_its_requests_with_its_own_recipe(local_server: LocalServer):
     """Shorter completion caps for maths and multiple choice and a shorter cut of earlier
-    replies than other back-ends (benchmarks/RESULTS.md, "The local model's recipe"), in
-    force in the back-end and stored in the run's config; ``--max-tokens`` still wins."""
+    replies than other back-ends (benchmarks/RESULTS.md, "Threads and the local model's
+    recipe"), in force in the back-end and stored in the run's config; ``--max-tokens``
+    still wins."""
     from core.backends.local_backend import LOCAL_MAX_TOKENS, LOCAL_PEER_CHARS
     from core.backends.openai_backend import MAX_TOKENS
     from core.backends.prompts import PEER_TEXT_CHARS
