@@ -64,11 +64,23 @@ def _sim(opts: BackendSettings) -> Backend:
     return SimBackend(load_society(opts.society) if opts.society else get_preset(opts.preset))
 
 
+def _request_recipe(local: bool) -> tuple[dict[tuple[str, str], int], int]:
+    """The completion caps by (task kind, call kind) and the cut of earlier replies that
+    requests are written with: the local model's recipe, or every other server's."""
+    from core.backends.local_backend import LOCAL_MAX_TOKENS, LOCAL_PEER_CHARS
+    from core.backends.openai_backend import MAX_TOKENS
+    from core.backends.prompts import PEER_TEXT_CHARS
+
+    return (LOCAL_MAX_TOKENS, LOCAL_PEER_CHARS) if local else (MAX_TOKENS, PEER_TEXT_CHARS)
+
+
 def _client_config(opts: BackendSettings, local: bool, **endpoint: Any) -> OpenAIBackendConfig:
     """The OpenAI back-end's settings from the options; ``endpoint`` names the server
-    (model, base URL, concurrency...). ``local``: the local server's timeout and deadline."""
+    (model, base URL, concurrency...). ``local``: the local server's timeout, deadline and
+    request recipe (:func:`_request_recipe`)."""
     from core.backends.openai_backend import OpenAIBackendConfig
 
+    caps, peer_chars = _request_recipe(local)
     return OpenAIBackendConfig(
         **endpoint,
         use_cache=opts.use_cache,
@@ -77,6 +89,8 @@ def _client_config(opts: BackendSettings, local: bool, **endpoint: Any) -> OpenA
         timeout_s=opts.timeout_s or (LOCAL_TIMEOUT_S if local else OPENAI_TIMEOUT_S),
         max_attempts=opts.max_attempts,
         max_tokens=opts.max_tokens,
+        completion_caps=caps,
+        peer_chars=peer_chars,
         deadline_s=opts.deadline_s or (LOCAL_DEADLINE_S if local else OPENAI_DEADLINE_S),
         sandbox=opts.sandbox,
     )
@@ -97,19 +111,14 @@ def prompt_settings(opts: BackendSettings) -> dict[str, Any] | None:
     """How a real back-end of these options writes its requests (stored in the run's
     config): the completion cap of each (task kind, call kind) and the cut of earlier
     replies in a prompt. None for the synthetic society (it is asked nothing)."""
-    from core.backends.local_backend import LOCAL_MAX_TOKENS, LOCAL_PEER_CHARS
-    from core.backends.openai_backend import MAX_TOKENS
-    from core.backends.prompts import PEER_TEXT_CHARS
-
     if opts.backend not in ("openai", "local"):
         return None
-    local = opts.backend == "local"
-    caps = LOCAL_MAX_TOKENS if local else MAX_TOKENS
+    caps, peer_chars = _request_recipe(opts.backend == "local")
     return {
         "max_tokens": {
             f"{domain}/{kind}": opts.max_tokens or cap for (domain, kind), cap in caps.items()
         },
-        "peer_chars": LOCAL_PEER_CHARS if local else PEER_TEXT_CHARS,
+        "peer_chars": peer_chars,
     }
 
 
@@ -122,7 +131,7 @@ def local_server_config(opts: BackendSettings) -> LocalServerConfig:
 
 
 def _local(opts: BackendSettings) -> Backend:
-    from core.backends.local_backend import LOCAL_MAX_TOKENS, LOCAL_PEER_CHARS, LocalBackend
+    from core.backends.local_backend import LocalBackend
     from core.backends.local_server import serve
 
     _cache_dir(opts)  # checked before the server starts
@@ -134,7 +143,6 @@ def _local(opts: BackendSettings) -> Backend:
             base_url=server.url,
             # One llama.cpp instance decodes one request at a time.
             concurrency=1, cache_endpoint=server.model.cache_endpoint,
-            completion_caps=LOCAL_MAX_TOKENS, peer_chars=LOCAL_PEER_CHARS,
         ),
     )  # fmt: skip
 
