@@ -48,7 +48,12 @@ def markdown_literal(text: str) -> str:
     for line in text.expandtabs(4).splitlines():
         body = line.lstrip(" ")
         lines.append("&nbsp;" * (len(line) - len(body)) + _MARKDOWN_SPECIAL.sub(r"\\\1", body))
-    return "  \n".join(lines)
+    # A hard break ("  " at a line's end) between two written lines; a blank line stays
+    # empty (Streamlit dedents what it is given, which empties whitespace-only lines).
+    out = lines[:1]
+    for before, line in zip(lines, lines[1:], strict=False):
+        out.append(("  \n" if before and line else "\n") + line)
+    return "".join(out)
 
 
 @contextmanager

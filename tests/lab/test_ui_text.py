@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import re
+import textwrap
 
 import pytest
 from markdown_it import MarkdownIt
@@ -23,6 +24,7 @@ WRITTEN = [
     "a | table | row\n---|---|---",
     "> quoted\n    indented code\n```\nfenced\n```",
     "line one\nline two\n\nafter a blank line",
+    "The answer to this problem is: 7.\n\nThis round you read",
     "    def f():\n        return 1",
     "&amp; &lt;b&gt; &#42; & alone",
     "back\\slash \\* and 3 * 4 * 5 = 60",
@@ -43,6 +45,14 @@ def _rendered_text(markdown: str) -> str:
 @pytest.mark.parametrize("text", WRITTEN)
 def test_a_models_text_renders_as_written(text):
     assert _rendered_text(markdown_literal(text)) == text
+
+
+@pytest.mark.parametrize("text", WRITTEN)
+def test_streamlits_dedent_leaves_it_as_it_is(text):
+    """``st.markdown`` dedents its text (whitespace-only lines emptied): nothing to change
+    here, so what a page holds is exactly :func:`markdown_literal`'s output."""
+    literal = markdown_literal(text)
+    assert textwrap.dedent(literal) == literal
 
 
 def test_the_markup_it_would_have_become_is_gone():
