@@ -175,6 +175,17 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
             typer.Option(help="openai/local: completion cap per call (default: by task kind)."),
         ],
     ),
+    "prompt_layout": TeamFlag(
+        "prompt_layout",
+        Annotated[
+            str | None,
+            typer.Option(
+                help="openai/local: fresh (a new chat each turn) or conversation (one growing "
+                "chat per agent, for prefix caches); default: conversation on local, fresh "
+                "on openai."
+            ),
+        ],
+    ),
     "agents": TeamFlag(
         "roles",
         Annotated[str, typer.Option(help="Comma-separated roles, one per agent.")],
@@ -310,6 +321,7 @@ BACKEND = (
     "base_url",
     "model_file",
     "max_tokens",
+    "prompt_layout",
     "concurrency",
     "no_cache",
     "sandbox",

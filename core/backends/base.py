@@ -36,6 +36,19 @@ class AgentTurn:
     fault: str | None = None
     """``byzantine`` when the agent is injected to answer confidently wrong."""
     episode_seed: int = 0
+    history: list[PastTurn] = field(default_factory=list)
+    """The agent's earlier turns that reached the back-end and answered, oldest first (not
+    the rounds it was failed, idle or kept): what a back-end writing each agent's requests
+    as one growing conversation replays (``prompt_layout="conversation"``)."""
+
+
+@dataclass
+class PastTurn:
+    """One earlier turn of an agent: what it was asked (its :class:`AgentTurn`, without
+    history) and the reply it gave."""
+
+    turn: AgentTurn
+    reply: str
 
 
 @dataclass

@@ -29,6 +29,11 @@ still sets one cap for all."""
 LOCAL_PEER_CHARS = 800
 """The local model's recipe: an earlier reply is cut to this many characters in a prompt
 (the default is 3,000): prompt tokens are processed at ~115 a second on 2 cores."""
+LOCAL_PROMPT_LAYOUT = "conversation"
+"""The local model's recipe: each agent's requests are one growing conversation
+(:data:`core.backends.prompts.LAYOUTS`), so the server's prompt cache
+(``LocalServerConfig.prompt_cache_mb``) restores an agent's last request and reply and
+computes only the new message (benchmarks/RESULTS.md, issue 18, "Prompt layout")."""
 
 
 class LocalBackend(OpenAIBackend):

@@ -95,10 +95,13 @@ class LocalServerConfig:
     1.1-1.3 s (benchmarks/RESULTS.md, issue 18)."""
     n_batch: int = 512
     """Prompt tokens processed per forward pass."""
-    prompt_cache_mb: int = 0
-    """llama.cpp's RAM prompt cache (``cache``/``cache_size``): states of earlier prompts to
-    restore the longest matching prefix from; 0 = off. Without it the server still reuses
-    the prefix its last request shares with the next one (docs/openai.md, "Local model")."""
+    prompt_cache_mb: int = 256
+    """llama.cpp's RAM prompt cache (``cache``/``cache_size``): the states of earlier
+    requests (prompt and reply, ~22 KB a token for SmolLM2-135M) to restore the longest
+    matching prefix from; 0 = off (the server then reuses only the prefix its last request
+    shares with the next). The local recipe writes each agent's requests as one growing
+    conversation, so an agent's next request begins with its own last state: 256 MB keeps
+    a 4-agent team's states of a round (docs/openai.md, "Prompt layout")."""
     start_timeout_s: float = 120.0
     """How long the server may take to load the model and answer."""
 

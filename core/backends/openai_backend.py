@@ -97,6 +97,10 @@ class OpenAIBackendConfig:
     peer_chars: int = prompts.PEER_TEXT_CHARS
     """An earlier reply shown in a prompt (a peer's, the agent's own, a final the decision
     agent reads) is cut to this many characters."""
+    prompt_layout: str = "fresh"
+    """How an agent's requests are written (:data:`core.backends.prompts.LAYOUTS`): ``fresh``
+    (a new chat every turn) or ``conversation`` (one growing chat per agent, which a server
+    with a prefix cache computes only the new part of; the local model's recipe)."""
     timeout_s: float = 60.0
     """Per-attempt timeout, seconds."""
     max_attempts: int = 4
@@ -142,6 +146,10 @@ class OpenAIBackendConfig:
             raise ValueError(f"completion caps must be >= 1, got {self.completion_caps}")
         if self.peer_chars < 1:
             raise ValueError(f"peer_chars must be >= 1, got {self.peer_chars}")
+        if self.prompt_layout not in prompts.LAYOUTS:
+            raise ValueError(
+                f"prompt_layout must be one of {prompts.LAYOUTS}, got {self.prompt_layout!r}"
+            )
         if not self.timeout_s > 0:
             raise ValueError(f"timeout_s must be > 0, got {self.timeout_s}")
         if self.max_attempts < 1:
@@ -502,7 +510,7 @@ class OpenAIBackend:
     async def agent_turn(self, turn: AgentTurn) -> TurnResult:
         sample = [turn.episode_seed, turn.agent]
         first = await self._complete(
-            prompts.agent_messages(turn, self.config.peer_chars),
+            prompts.agent_messages(turn, self.config.peer_chars, self.config.prompt_layout),
             turn.agent,
             turn.round,
             sample,
@@ -532,10 +540,12 @@ class OpenAIBackend:
                     first.text, answer, max(confidence, 0.9), first.call, verified=True
                 )
             messages = prompts.code_feedback_messages(
-                turn, first.text, report, self.config.peer_chars
+                turn, first.text, report, self.config.peer_chars, self.config.prompt_layout
             )
         else:
-            messages = prompts.rederive_messages(turn, first.text, answer, self.config.peer_chars)
+            messages = prompts.rederive_messages(
+                turn, first.text, answer, self.config.peer_chars, self.config.prompt_layout
+            )
         second = await self._complete(
             messages, turn.agent, turn.round, sample, self._max_tokens(task, "check")
         )

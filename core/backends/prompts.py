@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 
 from core.actions import Action
-from core.backends.base import AgentTurn, DecisionTurn
+from core.backends.base import AgentTurn, DecisionTurn, PastTurn
 from core.records import AgentStep, Chat, Message
 from core.tasks.base import Task
 from core.tasks.checkers import read_answer
@@ -150,6 +150,44 @@ def _inbox_block(inbox: Sequence[Message], heading: str, peer_chars: int) -> str
     return f"{heading}:\n\n" + "\n\n".join(parts) + "\n\n"
 
 
+LAYOUTS = ("fresh", "conversation")
+"""How an agent's requests are written. ``fresh``: every turn one new two-message chat (the
+team's system prompt, then the problem, role, action, the agent's own last reply quoted and
+what it read). ``conversation``: each agent keeps one growing chat — its earlier turns' user
+messages and its own replies as assistant messages, then this round's user message — so a
+turn's request begins with the agent's previous request and reply, token for token, and a
+server that keeps earlier prompt states (llama.cpp's prompt cache, vLLM's prefix cache)
+processes only the new message. The prompt's usage counts grow (the earlier messages are
+sent again), the computed tokens fall (docs/openai.md, "Prompt layout")."""
+
+
+def _round_text(
+    task: Task,
+    role: str,
+    action: int,
+    round_: int,
+    n_rounds: int,
+    inbox: Sequence[Message],
+    byzantine: bool,
+    earlier: Sequence[Message],
+    peer_chars: int,
+    previous: AgentStep | None = None,
+    opening: bool = True,
+) -> str:
+    """One turn's user message; ``opening``: it starts the chat (problem and role first)."""
+    head = f"Problem:\n{question_text(task)}\n\n{role_prompt(role)}\n\n" if opening else ""
+    text = (
+        f"{head}Round {round_ + 1} of {n_rounds}. "
+        f"{ACTION_INSTRUCTIONS[Action(action)]}\n\n"
+        f"{_previous_block(previous, peer_chars)}"
+        f"{_inbox_block(earlier, f'Answers your teammates gave in round {round_}', peer_chars)}"
+        f"{_inbox_block(inbox, 'Answers you read from your teammates this round', peer_chars)}"
+    )
+    if byzantine:
+        text += BYZANTINE_INSTRUCTION + "\n\n"
+    return text + answer_format(task)
+
+
 def agent_chat(
     task: Task,
     role: str,
@@ -161,6 +199,8 @@ def agent_chat(
     byzantine: bool = False,
     earlier: Sequence[Message] = (),
     peer_chars: int = PEER_TEXT_CHARS,
+    history: Sequence[PastTurn] = (),
+    layout: str = "fresh",
 ) -> Chat:
     """The chat for one agent's turn: the team's shared system prompt + format, then the
     task, the agent's role, action, memory and inbox — shared text first, so that the
@@ -170,25 +210,36 @@ def agent_chat(
     the answers it read this round, in source order; ``byzantine``: injected to answer
     confidently wrong; ``earlier``: peers' answers of the round before, read along
     temporal edges (``RoundPlan.temporal``); ``peer_chars``: each earlier reply (its own and
-    its peers') is cut to this many characters.
+    its peers') is cut to this many characters. ``layout`` (:data:`LAYOUTS`):
+    ``conversation`` replays ``history`` (the agent's earlier turns that answered, oldest
+    first) as user and assistant messages instead of quoting ``previous``; with no history
+    both layouts write the same chat.
     """
-    system = f"{TEAM_SYSTEM}\n\n{answer_format(task)}"
-    user = (
-        f"Problem:\n{question_text(task)}\n\n"
-        f"{role_prompt(role)}\n\n"
-        f"Round {round_ + 1} of {n_rounds}. "
-        f"{ACTION_INSTRUCTIONS[Action(action)]}\n\n"
-        f"{_previous_block(previous, peer_chars)}"
-        f"{_inbox_block(earlier, f'Answers your teammates gave in round {round_}', peer_chars)}"
-        f"{_inbox_block(inbox, 'Answers you read from your teammates this round', peer_chars)}"
-    )
-    if byzantine:
-        user += BYZANTINE_INSTRUCTION + "\n\n"
-    user += answer_format(task)
-    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    chat: Chat = [{"role": "system", "content": f"{TEAM_SYSTEM}\n\n{answer_format(task)}"}]
+    if layout == "conversation":
+        for k, past in enumerate(history):
+            t = past.turn
+            asked = _round_text(
+                task, role, t.action, t.round, t.n_rounds, t.inbox, t.fault == "byzantine",
+                t.earlier, peer_chars, opening=k == 0,
+            )  # fmt: skip
+            chat += [
+                {"role": "user", "content": asked},
+                {"role": "assistant", "content": past.reply},
+            ]
+        previous = None
+    user = _round_text(
+        task, role, action, round_, n_rounds, inbox, byzantine, earlier, peer_chars,
+        previous=previous, opening=len(chat) == 1,
+    )  # fmt: skip
+    return [*chat, {"role": "user", "content": user}]
 
 
-def agent_messages(turn: AgentTurn, peer_chars: int = PEER_TEXT_CHARS) -> Chat:
+def agent_messages(
+    turn: AgentTurn, peer_chars: int = PEER_TEXT_CHARS, layout: str = "fresh"
+) -> Chat:
     """:func:`agent_chat` of a live turn."""
     return agent_chat(
         turn.task,
@@ -201,14 +252,20 @@ def agent_messages(turn: AgentTurn, peer_chars: int = PEER_TEXT_CHARS) -> Chat:
         byzantine=turn.fault == "byzantine",
         earlier=turn.earlier,
         peer_chars=peer_chars,
+        history=turn.history,
+        layout=layout,
     )
 
 
 def code_feedback_messages(
-    turn: AgentTurn, first: str, report: str, peer_chars: int = PEER_TEXT_CHARS
+    turn: AgentTurn,
+    first: str,
+    report: str,
+    peer_chars: int = PEER_TEXT_CHARS,
+    layout: str = "fresh",
 ) -> Chat:
     """execute_verify on code: the test run's outcome goes back to the agent for a revision."""
-    return agent_messages(turn, peer_chars) + [
+    return agent_messages(turn, peer_chars, layout) + [
         {"role": "assistant", "content": first},
         {
             "role": "user",
@@ -223,7 +280,11 @@ def code_feedback_messages(
 
 
 def rederive_messages(
-    turn: AgentTurn, first: str, answer: str | None, peer_chars: int = PEER_TEXT_CHARS
+    turn: AgentTurn,
+    first: str,
+    answer: str | None,
+    peer_chars: int = PEER_TEXT_CHARS,
+    layout: str = "fresh",
 ) -> Chat:
     """execute_verify on maths / multiple choice: an independent re-derivation of the answer."""
     check = (
@@ -232,7 +293,7 @@ def rederive_messages(
         else "Re-derive the result independently, by a different method where possible "
         "(substitute back, estimate magnitudes, recount cases)."
     )
-    return agent_messages(turn, peer_chars) + [
+    return agent_messages(turn, peer_chars, layout) + [
         {"role": "assistant", "content": first},
         {
             "role": "user",

@@ -32,6 +32,7 @@ class BackendSettings(Protocol):
     max_attempts: int
     model_file: str | None
     max_tokens: int | None
+    prompt_layout: str | None
     deadline_s: float | None
     sandbox: str
 
@@ -64,14 +65,21 @@ def _sim(opts: BackendSettings) -> Backend:
     return SimBackend(load_society(opts.society) if opts.society else get_preset(opts.preset))
 
 
-def _request_recipe(local: bool) -> tuple[dict[tuple[str, str], int], int]:
-    """The completion caps by (task kind, call kind) and the cut of earlier replies that
-    requests are written with: the local model's recipe, or every other server's."""
-    from core.backends.local_backend import LOCAL_MAX_TOKENS, LOCAL_PEER_CHARS
+def _request_recipe(
+    opts: BackendSettings, local: bool
+) -> tuple[dict[tuple[str, str], int], int, str]:
+    """The completion caps by (task kind, call kind), the cut of earlier replies and the
+    prompt layout that requests are written with: the local model's recipe, or every other
+    server's; ``--prompt-layout`` overrides the recipe's layout."""
+    from core.backends.local_backend import LOCAL_MAX_TOKENS, LOCAL_PEER_CHARS, LOCAL_PROMPT_LAYOUT
     from core.backends.openai_backend import MAX_TOKENS
     from core.backends.prompts import PEER_TEXT_CHARS
 
-    return (LOCAL_MAX_TOKENS, LOCAL_PEER_CHARS) if local else (MAX_TOKENS, PEER_TEXT_CHARS)
+    if local:
+        caps, cut, layout = LOCAL_MAX_TOKENS, LOCAL_PEER_CHARS, LOCAL_PROMPT_LAYOUT
+    else:
+        caps, cut, layout = MAX_TOKENS, PEER_TEXT_CHARS, "fresh"
+    return caps, cut, opts.prompt_layout or layout
 
 
 def _client_config(opts: BackendSettings, local: bool, **endpoint: Any) -> OpenAIBackendConfig:
@@ -80,7 +88,7 @@ def _client_config(opts: BackendSettings, local: bool, **endpoint: Any) -> OpenA
     request recipe (:func:`_request_recipe`)."""
     from core.backends.openai_backend import OpenAIBackendConfig
 
-    caps, peer_chars = _request_recipe(local)
+    caps, peer_chars, layout = _request_recipe(opts, local)
     return OpenAIBackendConfig(
         **endpoint,
         use_cache=opts.use_cache,
@@ -91,6 +99,7 @@ def _client_config(opts: BackendSettings, local: bool, **endpoint: Any) -> OpenA
         max_tokens=opts.max_tokens,
         completion_caps=caps,
         peer_chars=peer_chars,
+        prompt_layout=layout,
         deadline_s=opts.deadline_s or (LOCAL_DEADLINE_S if local else OPENAI_DEADLINE_S),
         sandbox=opts.sandbox,
     )
@@ -110,15 +119,17 @@ def _openai(opts: BackendSettings) -> Backend:
 def prompt_settings(opts: BackendSettings) -> dict[str, Any] | None:
     """How a real back-end of these options writes its requests (stored in the run's
     config): the completion cap of each (task kind, call kind) and the cut of earlier
-    replies in a prompt. None for the synthetic society (it is asked nothing)."""
+    replies in a prompt and the prompt layout. None for the synthetic society (it is asked
+    nothing)."""
     if opts.backend not in ("openai", "local"):
         return None
-    caps, peer_chars = _request_recipe(opts.backend == "local")
+    caps, peer_chars, layout = _request_recipe(opts, opts.backend == "local")
     return {
         "max_tokens": {
             f"{domain}/{kind}": opts.max_tokens or cap for (domain, kind), cap in caps.items()
         },
         "peer_chars": peer_chars,
+        "layout": layout,
     }
 
 

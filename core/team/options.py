@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from core.backends.prompts import LAYOUTS
 from core.backends.registry import BACKENDS, LABEL_BACKENDS, make_backend, prompt_settings
 from core.backends.society import (
     DEFAULT_PRESET,
@@ -76,6 +77,9 @@ class TeamOptions:
     max_tokens: int | None = None
     """openai/local: completion cap per call; None = by task kind and call kind
     (:data:`core.backends.openai_backend.MAX_TOKENS`)."""
+    prompt_layout: str | None = None
+    """openai/local: ``fresh`` or ``conversation`` (:data:`core.backends.prompts.LAYOUTS`);
+    None = the back-end's recipe (``conversation`` on the local model, ``fresh`` elsewhere)."""
     roles: tuple[str, ...] = DEFAULT_ROLES
     """One role per agent."""
     rounds: int = DEFAULT_ROUNDS
@@ -147,6 +151,14 @@ class TeamOptions:
             raise UserError("--model-file is for --backend local.")
         if self.max_tokens is not None and not 1 <= self.max_tokens <= 1_000_000:
             raise UserError(f"--max-tokens must be between 1 and 1000000, not {self.max_tokens}.")
+        if self.prompt_layout is not None:
+            if self.prompt_layout not in LAYOUTS:
+                raise UserError(
+                    f"--prompt-layout must be one of {', '.join(LAYOUTS)}, "
+                    f"not {self.prompt_layout!r}."
+                )
+            if self.backend not in ("openai", "local"):
+                raise UserError("--prompt-layout is for --backend openai or local.")
         if self.preset not in PRESETS:
             raise UserError(f"--preset must be one of {', '.join(PRESETS)}, not {self.preset!r}.")
         if self.society is not None:

@@ -32,11 +32,11 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from core.actions import Action, RoundGraph, induce_graph, resolve_edges
-from core.backends.base import AgentTurn, Backend, DecisionTurn, TurnResult
+from core.backends.base import AgentTurn, Backend, DecisionTurn, PastTurn, TurnResult
 from core.backends.society import DEFAULT_PRESET, get_preset
 from core.records import DECISION_AGENT, AgentStep, EpisodeRecord, LLMCall, Message, RoundRecord
 from core.tasks.base import Task
@@ -151,6 +151,8 @@ class TeamEpisode:
         self._memory: list[AgentStep | None] = [None] * self.n_agents
         """What each agent remembers as its previous turn: its last step that was not kept by
         the idle rule (a kept step only carries that answer forward)."""
+        self._history: list[list[PastTurn]] = [[] for _ in range(self.n_agents)]
+        """Each agent's earlier turns that answered (``AgentTurn.history``)."""
         self.record: EpisodeRecord | None = None
         self.policy_name = policy_name
         # A back-end that never waits is played call after call (see run_sync).
@@ -341,6 +343,7 @@ class TeamEpisode:
             earlier=list(earlier),
             fault="byzantine" if fault == "byzantine" else None,
             episode_seed=self.seed,
+            history=list(self._history[i]),
         )
         result = await self.backend.agent_turn(turn)
         self.calls.append(result.call)
@@ -369,6 +372,8 @@ class TeamEpisode:
             step.agreement = sum(a == step.answer for a in read) / len(read)
         if step.answer is not None:
             self._producing[i] = step
+        if not result.failed:
+            self._history[i].append(PastTurn(replace(turn, history=[]), step.text))
         return step
 
     def _idle_agents(

@@ -253,6 +253,17 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
         INPROC,
     ),
     "nan weights": (lambda f: env_eval(f["dir"], "nan.pt"), "non-finite", INPROC),
+    # request recipe
+    "unknown prompt layout": (
+        lambda f: ["eval", "--backend", "local", "--prompt-layout", "chat", "--no-log"],
+        "--prompt-layout must be one of fresh, conversation",
+        INPROC,
+    ),
+    "prompt layout on the simulator": (
+        lambda f: ["eval", "--prompt-layout", "fresh", "--no-log"],
+        "--prompt-layout is for --backend openai or local",
+        INPROC,
+    ),
     "folder checkpoint": (lambda f: env_eval(f["dir"], "importboom"), "is a folder", INPROC),
     # task files
     "deep nesting": (lambda f: jsonl(f["dir"], "deep.jsonl"), "nested too deeply", INPROC),

@@ -450,8 +450,9 @@ def test_the_server_takes_the_cores_that_are_idle_when_it_starts():
 def test_the_local_model_writes_its_requests_with_its_own_recipe(local_server: LocalServer):
     """Shorter completion caps for maths and multiple choice and a shorter cut of earlier
     replies than other back-ends (benchmarks/RESULTS.md, "Threads and the local model's
-    recipe"), in force in the back-end and stored in the run's config; ``--max-tokens``
-    still wins."""
+    recipe"), each agent's requests written as one conversation (the server keeps earlier
+    states in its prompt cache), in force in the back-end and stored in the run's config;
+    ``--max-tokens`` and ``--prompt-layout`` still win."""
     from core.backends.local_backend import LOCAL_MAX_TOKENS, LOCAL_PEER_CHARS
     from core.backends.openai_backend import MAX_TOKENS
     from core.backends.prompts import PEER_TEXT_CHARS
@@ -465,6 +466,14 @@ def test_the_local_model_writes_its_requests_with_its_own_recipe(local_server: L
     stored = local.run_config()["prompting"]
     assert stored["max_tokens"]["math/agent"] == LOCAL_MAX_TOKENS[("math", "agent")]
     assert stored["peer_chars"] == LOCAL_PEER_CHARS
-    capped = options.TeamOptions(backend="local", benchmark="math", max_tokens=8)
+    assert backend.config.prompt_layout == stored["layout"] == "conversation"
+    assert local_server.model.config.prompt_cache_mb > 0
+    capped = options.TeamOptions(
+        backend="local", benchmark="math", max_tokens=8, prompt_layout="fresh"
+    )
     assert set(capped.run_config()["prompting"]["max_tokens"].values()) == {8}
+    assert capped.make_backend().config.prompt_layout == "fresh"
+    assert capped.run_config()["prompting"]["layout"] == "fresh"
+    remote = options.TeamOptions(backend="openai", model="m", base_url="http://127.0.0.1:9/v1")
+    assert remote.run_config()["prompting"]["layout"] == "fresh"
     assert "prompting" not in options.TeamOptions().run_config()  # the simulator is asked nothing

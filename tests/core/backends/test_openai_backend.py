@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import json
 import logging
+import re
 import subprocess
 import sys
 import time
@@ -491,3 +493,96 @@ def test_an_episode_in_the_store_keeps_the_exact_prompts_the_server_received(fak
     fake_server.inject("401")
     failed = run(make(fake_server, tmp_path, use_cache=False))
     assert failed.failed and failed.call.prompt == fake_server.requests[-1]["body"]["messages"]
+
+
+def test_a_conversation_request_begins_with_the_agents_last_request_and_reply(tmp_path):
+    """``prompt_layout="conversation"``: over a real 3-round episode, each agent's request
+    is its previous request, then its reply as the server wrote it, then one new user
+    message — so a prefix cache computes only that message. A call that failed for good
+    leaves no trace in the agent's conversation; round 0 is the same chat in both layouts."""
+    from core.team.plan import plan_for
+    from core.team.runtime import RuntimeConfig, TeamEpisode
+
+    count = iter(range(10_000))
+
+    def numbered(messages):  # distinct replies, so a reply shows up only where it belongs
+        return f"Reply {next(count)}: the sum is 33.\nAnswer: 33\nConfidence: 80"
+
+    plans = [
+        [Action.SOLO_PROCESS, Action.BROADCAST_ALL, Action.SOLO_PROCESS],
+        [Action.AGGREGATE_REFINE, Action.SOLO_PROCESS, Action.DEBATE_CHECK],
+        [Action.AGGREGATE_REFINE, Action.BROADCAST_ALL, Action.SOLO_PROCESS],
+    ]
+
+    async def episode(backend: OpenAIBackend, fail_at: int | None = None):
+        team = TeamEpisode(
+            MATH, ["solver", "analyst", "verifier"], backend, config=RuntimeConfig(n_rounds=3)
+        )
+        for r, actions in enumerate(plans):
+            if r == fail_at:
+                srv.inject("401")  # the round's first call fails for good
+            await team.play_round(plan_for(actions))
+        record = await team.finish()
+        await backend.aclose()
+        return record
+
+    with FakeOpenAIServer(responder=numbered) as srv:
+        record = asyncio.run(
+            episode(make(srv, tmp_path, use_cache=False, prompt_layout="conversation"))
+        )
+        sent = [
+            r for r in srv.requests if "decision agent" not in r["body"]["messages"][-1]["content"]
+        ]
+        assert len(sent) == 9
+        by_agent = collections.defaultdict(list)
+        for call in (c for c in record.calls if c.agent >= 0):
+            by_agent[call.agent].append(call)
+        replies = {(s.agent, s.round): s.text for rnd in record.rounds for s in rnd.steps}
+        for agent, calls in by_agent.items():
+            assert len(calls) == 3
+            first = calls[0].prompt
+            assert [m["role"] for m in first] == ["system", "user"]
+            assert first[1]["content"].startswith("Problem:\n")
+            for before, after in itertools.pairwise(calls):
+                grown = before.prompt + [
+                    {"role": "assistant", "content": replies[(agent, before.round)]}
+                ]
+                assert after.prompt[: len(grown)] == grown
+                assert len(after.prompt) == len(grown) + 1 and after.prompt[-1]["role"] == "user"
+                new = after.prompt[-1]["content"]
+                assert new.startswith(f"Round {after.round + 1} of 3.") and "Problem:" not in new
+                assert "Your own reply" not in new  # the reply is the assistant message
+            # The chats the server received are these, message for message.
+        assert sorted(_canonical(r["body"]["messages"]) for r in sent) == sorted(
+            _canonical(c.prompt) for c in record.calls if c.agent >= 0
+        )
+
+        # Round 0 is the same chat in both layouts (one user message, no history; the
+        # replies are numbered per request, so their numbers are blanked).
+        fresh = asyncio.run(episode(make(srv, tmp_path, use_cache=False)))
+
+        def round_0(rec):
+            return [
+                re.sub(r"Reply \d+", "Reply N", _canonical(c.prompt))
+                for c in rec.calls
+                if c.round == 0
+            ]
+
+        assert len(round_0(fresh)) == 3 and round_0(fresh) == round_0(record)
+        assert all(len(c.prompt) == 2 for c in fresh.calls)
+
+        # A failed call is not remembered: that agent's next request replays only its
+        # rounds that answered.
+        broken = asyncio.run(
+            episode(
+                make(srv, tmp_path, use_cache=False, max_attempts=1, prompt_layout="conversation"),
+                fail_at=1,
+            )
+        )
+        failed = next(c for c in broken.calls if c.error is not None)
+        assert failed.round == 1
+        later = next(c for c in broken.calls if c.agent == failed.agent and c.round == 2)
+        assistant = [m["content"] for m in later.prompt if m["role"] == "assistant"]
+        assert assistant == [
+            next(s.text for s in broken.rounds[0].steps if s.agent == failed.agent)
+        ]
