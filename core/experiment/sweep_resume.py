@@ -44,8 +44,9 @@ from core.team.options import TeamOptions
 PointKey = tuple[str, str, float | None, int | None, str]
 """(method or topology, knob as sorted JSON, token weight, seed, decision rule); weight and
 seed None for a fixed topology."""
-COMPARED = ("team", "train", "method")
-"""The config sections a stored run must share with what the flags would store."""
+COMPARED = ("team", "train", "method", "prompting")
+"""The config sections a stored run must share with what the flags would store (``prompting``:
+how a real back-end wrote its requests — caps, cut, layout)."""
 
 
 def read_stored_sweep(

@@ -560,6 +560,19 @@ def stored_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     log_run(str(db), "eval", team, "single", 0, played, tag)
     key = {"id": "sweep-b", "token_weight": 0.5, "seed": 0, "method": "qmix", "knob": {}}
     log_run(str(db), "eval", replace(team, token_weight=0.5), "qmix", 0, played, {"sweep": key})
+    # sweep-c: a local-model run stored under an older recipe (earlier replies cut at 3,000
+    # characters, written fresh), as a run logged before the recipe changed holds.
+    local = replace(team, backend="local")
+    tag = {"sweep": fixed_key("sweep-c", "single", "off")}
+    run_id = log_run(str(db), "eval", local, "single", 0, played, tag)
+    con = duckdb.connect(str(db))
+    try:
+        (config,) = con.execute("SELECT config FROM runs WHERE id = ?", [run_id]).fetchone()
+        config = json.loads(config)
+        config["prompting"].update(peer_chars=3000, layout="fresh")
+        con.execute("UPDATE runs SET config = ? WHERE id = ?", [json.dumps(config), run_id])
+    finally:
+        con.close()
     return db
 
 
@@ -573,6 +586,10 @@ def stored_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "sweep sweep-a was run with team.benchmark = 'math', but these flags give 'code';",
         ),
         (["--resume", "sweep-a", "--eval-episodes", "3"], "held out 8 tasks, not --eval-"),
+        (
+            ["--resume", "sweep-c", "--backend", "local"],
+            "sweep sweep-c was run with prompting.layout = 'fresh', but these flags give 'conv",
+        ),
         (
             ["--resume", "sweep-a", "--pass-through", "unanimous"],
             "sweep sweep-a evaluated 'single' under pass-through off, which these flags leave",
