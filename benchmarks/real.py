@@ -3,10 +3,13 @@
 Starts the llama.cpp server (``--backend local``, SmolLM2-135M-Instruct by default), plays
 ``--episodes`` held-out episodes per fixed topology with the default team (4 agents, 3
 rounds), cache off, and records every request in the order it was sent. It then sends the
-same requests (same messages, cap, temperature and seed) straight to the server, one at a
-time in the same order, right after each episode (both then meet the same load on a
-shared machine), and reports the team runtime's overhead: episode wall time over the
-straight replay's wall time, minus one. Prints JSON.
+same requests (same messages, cap, temperature and seed) straight to a second server of
+the same model and settings, one at a time in the same order, right after each episode
+(both then meet the same load on a shared machine), and reports the team runtime's
+overhead: episode wall time over the straight replay's wall time, minus one. The second
+server has seen every earlier episode's requests, as the first one has, and none of this
+one's: replayed on the first, each request would find its whole prompt in the prompt
+cache the episode filled. Prints JSON.
 
     agentqmix bench real [--topologies star,chain] [--episodes 3] [--benchmark mixed]
 """
@@ -21,6 +24,7 @@ import urllib.request
 from typing import Any
 
 from benchmarks.common import Parser, int_in, user_errors
+from core.backends.local_server import LocalServerConfig, start_unshared
 from core.experiment.options import make_team_env
 from core.team.options import TeamOptions
 from core.team.topologies import make_policy
@@ -39,6 +43,7 @@ def play(opts: TeamOptions, topologies: list[str], episodes: int) -> dict[str, A
 
     backend._once = recording_once
     rows: dict[str, Any] = {}
+    replay_server = start_unshared(LocalServerConfig(model_file=opts.model_file))
     try:
         for name in topologies:
             first = len(sent)
@@ -49,7 +54,7 @@ def play(opts: TeamOptions, topologies: list[str], episodes: int) -> dict[str, A
                 (record,) = env.run(make_policy(name), [k])
                 seconds.append(time.perf_counter() - t0)
                 # Right after the episode, so that both see the same load on a shared machine.
-                replays.append(straight(backend.base_url, sent[start:]))
+                replays.append(straight(replay_server.url, sent[start:]))
                 tokens += record.tokens
                 completion += sum(c.completion_tokens for c in record.calls)
             wall, replay = sum(seconds), sum(replays)
@@ -70,6 +75,7 @@ def play(opts: TeamOptions, topologies: list[str], episodes: int) -> dict[str, A
             }
     finally:
         env.close()
+        replay_server.stop()
     return rows
 
 

@@ -360,6 +360,8 @@ class LocalServer:
             for key, server in list(_SERVERS.items()):
                 if server is self:
                     del _SERVERS[key]
+            if self in _UNSHARED:
+                _UNSHARED.remove(self)
         proc = self.proc
         if proc is None or self._stopping:
             return
@@ -382,6 +384,8 @@ class LocalServer:
 
 
 _SERVERS: dict[str, LocalServer] = {}
+_UNSHARED: list[LocalServer] = []
+"""Servers :func:`start_unshared` started (not in :data:`_SERVERS`: nothing is handed them)."""
 _LOCK = threading.Lock()
 _OWNER_PID = os.getpid()
 
@@ -401,6 +405,16 @@ def serve(config: LocalServerConfig) -> LocalServer:
         server = _attached(model) or _start(model)
         _SERVERS[model.identity] = server
         return server
+
+
+def start_unshared(config: LocalServerConfig) -> LocalServer:
+    """A new server for ``config`` that nothing else is handed (the caller stops it; an
+    exit stops it too): a benchmark's second server, whose prompt cache must hold none of
+    the first one's requests."""
+    server = _start(resolve(config))
+    with _LOCK:
+        _UNSHARED.append(server)
+    return server
 
 
 @contextlib.contextmanager
@@ -425,7 +439,7 @@ def shutdown_all() -> None:
     """Stop every server this process started (``atexit`` calls it)."""
     if os.getpid() != _OWNER_PID:
         return  # a forked child: the servers are its parent's
-    for server in list(_SERVERS.values()):
+    for server in [*_SERVERS.values(), *_UNSHARED]:
         server.stop()
 
 
@@ -437,11 +451,12 @@ def _forget_in_child() -> None:
     # its parent's servers alive through an inherited pipe nor stop them when it exits.
     global _OWNER_PID
     _OWNER_PID = os.getpid()
-    for server in _SERVERS.values():
+    for server in [*_SERVERS.values(), *_UNSHARED]:
         if server.proc is not None and server.proc.stdin is not None:
             with contextlib.suppress(OSError):
                 server.proc.stdin.close()
     _SERVERS.clear()
+    _UNSHARED.clear()
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
