@@ -12,6 +12,7 @@ one's: replayed on the first, each request would find its whole prompt in the pr
 cache the episode filled. Prints JSON.
 
     agentqmix bench real [--topologies star,chain] [--episodes 3] [--benchmark mixed]
+                         [--prompt-layout fresh|conversation]
 """
 
 from __future__ import annotations
@@ -100,10 +101,15 @@ def main() -> None:
     parser.add_argument("--episodes", type=int_in(1, 1000), default=3)
     parser.add_argument("--benchmark", default="mixed")
     parser.add_argument("--model-file", default=None)
+    parser.add_argument("--prompt-layout", default=None, help="default: the local recipe's")
     args = parser.parse_args()
     with user_errors():
         opts = TeamOptions(
-            backend="local", benchmark=args.benchmark, model_file=args.model_file, use_cache=False
+            backend="local",
+            benchmark=args.benchmark,
+            model_file=args.model_file,
+            use_cache=False,
+            prompt_layout=args.prompt_layout,
         )
         opts.validate()
         rows = play(opts, args.topologies.split(","), args.episodes)
@@ -114,6 +120,7 @@ def main() -> None:
                 "benchmark": args.benchmark,
                 "agents": len(opts.roles),
                 "rounds": opts.rounds,
+                "prompting": opts.run_config()["prompting"],
                 "cpus": os.cpu_count(),
                 "load_average": os.getloadavg(),
                 "topologies": rows,
