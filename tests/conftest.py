@@ -10,6 +10,7 @@ HEAVY_FIRST = (
     "tests/core/test_cli_team.py",
     "tests/core/experiment/test_finetune.py",
     "tests/core/qmix/test_games.py",
+    "tests/core/test_cli_foundation.py",
     "tests/core/experiment/test_calibrate.py",
     "tests/core/baselines/test_runs.py",
     "tests/core/test_cli_real.py",

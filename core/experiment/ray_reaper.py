@@ -10,7 +10,11 @@ environment block, and Ray's own reaper may orphan them, so neither the command 
 the environment, nor the parent is enough alone) — and all their descendants, then
 removes the folder. A clean exit shuts Ray down itself and says ``done``.
 
-    python -m core.experiment.ray_reaper TEMP_DIR   # reads the pipe on stdin
+    python core/experiment/ray_reaper.py TEMP_DIR   # reads the pipe on stdin
+
+Started as a script, not ``-m core.experiment.ray_reaper``: the package's ``__init__``
+imports PyTorch (about 3 CPU-seconds per sweep for a process that needs only the
+standard library, which is all this module imports).
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ import sys
 from pathlib import Path
 
 DONE = b"done"
+WATCHER = (b"core.experiment.ray_reaper", b"experiment/ray_reaper.py")
+"""What the watcher's command line holds (as a module or as a script): it names the Ray
+folder too, but is not one of Ray's processes."""
 MARK = "AQMIX_RAY_FOLDER"
 """Set to the sweep's Ray folder in the driver's environment while Ray starts, so every
 process Ray starts carries it."""
@@ -57,11 +64,12 @@ def ray_processes(temp_dir: str) -> list[int]:
         except OSError:
             pass  # gone meanwhile
     needle = temp_dir.encode()
-    watcher = __name__.encode() if __name__ != "__main__" else b"core.experiment.ray_reaper"
     found = {
         pid
         for pid, cmd in cmdlines.items()
-        if (needle in cmd or pid in marked) and watcher not in cmd and pid != os.getpid()
+        if (needle in cmd or pid in marked)
+        and not any(w in cmd for w in WATCHER)
+        and pid != os.getpid()
     }
     grew = True
     while grew:

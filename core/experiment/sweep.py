@@ -630,7 +630,7 @@ def _local_ray(quiet: dict[str, Any]) -> Iterator[None]:
     # Short, under /tmp: Ray's socket paths must stay within 107 bytes.
     temp_dir = tempfile.mkdtemp(prefix="aqmix-ray-", dir="/tmp")
     watcher = subprocess.Popen(
-        [sys.executable, "-m", "core.experiment.ray_reaper", temp_dir],
+        [sys.executable, str(Path(__file__).with_name("ray_reaper.py")), temp_dir],
         stdin=subprocess.PIPE,
         start_new_session=True,
         cwd=str(Path(__file__).resolve().parents[2]),

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from core.cli import main
+from core.qmix.checkpoint import read_payload
 from tests.core.torch_threads import one_torch_thread  # noqa: F401
 from tests.core.user_envs import CORRIDOR, MAKE
 
@@ -48,7 +49,8 @@ def assert_user_error(result: subprocess.CompletedProcess, needle: str) -> None:
 
 @pytest.fixture(scope="module")
 def relay_checkpoint(tmp_path_factory) -> Path:
-    """A QMIX team trained on the relay game through the CLI.
+    """A QMIX team trained on the relay game through the CLI, with the child collector
+    (tests/core/qmix/test_collect.py relies on this run for learning under the child's lag).
 
     Measured (in-process, same code): 1500 episodes at width 64 with 8 envs in lockstep
     reached the optimal return on seeds 0-7; 1200 episodes, width 32 with 2000 episodes,
@@ -61,6 +63,9 @@ def relay_checkpoint(tmp_path_factory) -> Path:
     )
     assert result.returncode == 0, result.stderr
     assert "trained 1500 episodes" in result.stderr
+    # Played by the child collector (the default), one iteration behind the learner: the
+    # optimal return the team reaches below shows that lag does not stop learning.
+    assert read_payload(out)["resume"]["train_config"]["collect_ahead"] is True
     return out
 
 
@@ -148,7 +153,9 @@ def test_bad_mixer_exits_2(tmp_path, capsys):
 
 
 def test_bench_learner_prints_json():
-    flags = "--agents 3 --batch 4 --rounds 2 --seconds 0.3 --device cpu --json"
+    # One thread: with torch's default two, OpenMP threads spin against each other (and the
+    # other test worker) through the thousands of tiny timed matmuls: 39 CPU-seconds, not 3.
+    flags = "--agents 3 --batch 4 --rounds 2 --seconds 0.3 --device cpu --threads 1 --json"
     done = subprocess.run(
         [sys.executable, "-m", "core.cli", "bench", "learner", *flags.split()],
         capture_output=True,

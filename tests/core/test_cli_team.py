@@ -19,6 +19,7 @@ import pytest
 
 from core.cli import main
 from core.store import get_run
+from core.store.commands import sql as store_sql
 from core.tasks.registry import load_benchmark
 from tests.core.backends.fake_openai import FakeOpenAIServer, default_responder
 
@@ -43,9 +44,15 @@ def ok_json(proc: subprocess.CompletedProcess) -> dict:
     return json.loads(proc.stdout)
 
 
+def query(db: Path, sql: str) -> list[dict]:
+    """Rows of ``sql`` on the store, read as ``agentqmix sql`` reads it (its reader, in this
+    process: the spool tail staged, the store read-only). A subprocess per read cost ~2
+    CPU-seconds of imports; the command itself is tested in tests/core/store/."""
+    return json.loads(store_sql(sql, db).to_json())
+
+
 def count(db: Path, sql: str) -> int:
-    out = ok_json(cli("sql", sql, "--db", str(db), "--json"))
-    return int(next(iter(out[0].values())))
+    return int(next(iter(query(db, sql)[0].values())))
 
 
 def test_eval_fixed_topology_reports_and_logs(tmp_path: Path) -> None:
@@ -104,15 +111,10 @@ def test_eval_with_injected_failures_records_them(tmp_path: Path) -> None:
             "--json",
         )
     )
-    faults = ok_json(
-        cli(
-            "sql",
-            f"SELECT agent, round, fault FROM agent_steps WHERE run_id = '{out['run_id']}' AND fault IS NOT NULL "
-            "ORDER BY agent, round",
-            "--db",
-            str(db),
-            "--json",
-        )
+    faults = query(
+        db,
+        f"SELECT agent, round, fault FROM agent_steps WHERE run_id = '{out['run_id']}' "
+        "AND fault IS NOT NULL ORDER BY agent, round",
     )
     crashed = {(f["agent"], f["round"]) for f in faults if f["fault"] == "crash"}
     assert crashed == {(0, 1), (0, 2)}  # silent from round 1 on, fine in round 0
@@ -314,11 +316,10 @@ def test_sigkill_then_resume_continues_the_same_run(tmp_path: Path) -> None:
     from core.qmix.checkpoint import load_checkpoint
 
     done = int(load_checkpoint(ckpt).resume["episodes_done"])
-    stored = ok_json(cli("sql", f"SELECT checkpoint_episode AS c FROM runs WHERE id = '{run}'",
-                         "--db", str(db), "--json"))[0]["c"]  # fmt: skip
+    stored = query(db, f"SELECT checkpoint_episode AS c FROM runs WHERE id = '{run}'")[0]["c"]
     assert (stored is None or stored + 1 <= done) and done <= kept
     rows = f"SELECT episode, reward, tokens FROM episodes WHERE run_id = '{run}' ORDER BY episode"
-    before = ok_json(cli("sql", rows, "--db", str(db), "--json"))
+    before = query(db, rows)
     out = ok_json(cli("train", "--resume", run, "--db", str(db), "--json"))
     assert out["run_id"] == run and out["episodes"] == 160
     runs = ok_json(cli("runs", "--db", str(db), "--json"))
@@ -333,7 +334,7 @@ def test_sigkill_then_resume_continues_the_same_run(tmp_path: Path) -> None:
         count(db, f"SELECT count(DISTINCT episode) FROM episodes WHERE run_id = '{run}'") == total
     )
     assert count(db, f"SELECT max(episode) FROM episodes WHERE run_id = '{run}'") == total - 1
-    assert ok_json(cli("sql", rows, "--db", str(db), "--json"))[:kept] == before  # untouched
+    assert query(db, rows)[:kept] == before  # untouched
 
 
 def knows_the_answers(benchmark: str, seed: int = 0):

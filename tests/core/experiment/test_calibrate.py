@@ -24,7 +24,7 @@ from core.experiment.evaluate import log_run
 from core.team.env import TeamEnv
 from core.team.options import TeamOptions
 from core.team.topologies import make_policy
-from tests.core.test_cli_team import cli, ok_json
+from tests.core.test_cli_team import cli, ok_json, query
 
 RECORDED = Path(__file__).parents[1] / "backends" / "data" / "smollm_real.duckdb.gz"
 FRACTION = 0.3
@@ -39,9 +39,7 @@ def real_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_ids(db: Path) -> list[str]:
-    rows = ok_json(
-        cli("sql", "SELECT id FROM runs WHERE kind = 'eval' ORDER BY id", "--db", str(db), "--json")
-    )
+    rows = query(db, "SELECT id FROM runs WHERE kind = 'eval' ORDER BY id")
     return [r["id"] for r in rows]
 
 
@@ -64,11 +62,7 @@ def test_calibrate_on_a_recorded_real_run(real_db: Path, tmp_path: Path) -> None
     assert society.completion_tokens["math"] < 100
     # The check: held-out episodes only, every fixed topology of the runs, and every action.
     split = report["split"]
-    episodes = ok_json(
-        cli(
-            "sql", "SELECT benchmark, task_id, policy FROM episodes", "--db", str(real_db), "--json"
-        )
-    )
+    episodes = query(real_db, "SELECT benchmark, task_id, policy FROM episodes")
     check = [e for e in episodes if is_check_task(f"{e['benchmark']}/{e['task_id']}", FRACTION)]
     assert split["check_episodes"] == len(check) > 0
     assert (
@@ -85,15 +79,7 @@ def test_calibrate_on_a_recorded_real_run(real_db: Path, tmp_path: Path) -> None
     everything = groups["all episodes"]
     assert abs(everything["err_tok"][0]) < abs(everything["stock_err_tok"][0])
     # It is logged, and the lab reads it from there.
-    logged = ok_json(
-        cli(
-            "sql",
-            f"SELECT kind, config FROM runs WHERE id = '{report['run_id']}'",
-            "--db",
-            str(real_db),
-            "--json",
-        )
-    )
+    logged = query(real_db, f"SELECT kind, config FROM runs WHERE id = '{report['run_id']}'")
     assert logged[0]["kind"] == "calibrate"
     assert json.loads(logged[0]["config"])["calibration"]["split"] == split
 
@@ -174,9 +160,7 @@ def test_train_and_eval_on_a_fitted_society(tmp_path: Path) -> None:
         )
     )
     assert ev["accuracy"] == 0.0
-    runs = ok_json(
-        cli("sql", "SELECT model, config FROM runs ORDER BY started_at", "--db", str(db), "--json")
-    )
+    runs = query(db, "SELECT model, config FROM runs ORDER BY started_at")
     assert {r["model"] for r in runs} == {"mute"}
     assert json.loads(runs[0]["config"])["team"]["society"] == str(society)
     stock_eval = ok_json(

@@ -2,7 +2,7 @@
 Ctrl-C, a failing trial, and the store written by the driver alone.
 
 Tiny settings (64 training episodes, width 16, 8 held-out tasks); every sweep here starts
-and stops its own Ray.
+and stops its own Ray, but for two that share one (:class:`TestOnOneLocalRay`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from core.experiment.sweep import (
     pareto_front,
     plan_fixed,
     plan_trials,
+    ray_session,
     run_sweep,
     train_trial,
     wilson_interval,
@@ -248,135 +250,6 @@ def test_sweep_on_a_two_node_cluster(tmp_path: Path, capsys: pytest.CaptureFixtu
 def _live(tmp_path: Path) -> dict:
     (path,) = sweep_status_dir(tmp_path / "f.duckdb").glob("*.json")
     return json.loads(path.read_text())
-
-
-def test_a_failed_trial_is_reported_and_the_others_finish(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Also a sweep over both decision rules (``--pass-through off,unanimous``): every trial
-    and the fixed topology play under each, each rule's points are stored apart and have a
-    front of their own, and resuming tells the two rules' points apart."""
-
-    @ray.remote(num_cpus=1)
-    def train_or_fail(spec):  # a trial that dies on seed 1, as a lost disk would
-        if spec.seed == 1:
-            raise RuntimeError("no space left on device\nsecond line")
-        return train_trial(spec)
-
-    reports: list[str] = []
-    seen: list[SweepStatus] = []
-    live: list[dict] = []
-    db = tmp_path / "f.duckdb"
-    train_config = TrainConfig(
-        episodes=EPISODES, n_envs=8, device="cpu",
-        agent=AgentNetConfig(gnn_hidden=16, gru_hidden=16, q_hidden=16),
-    )  # fmt: skip
-    sweep = SweepConfig(
-        token_weights=(0.1,), seeds=(0, 1), out=tmp_path / "out", eval_episodes=EVAL,
-        topologies=("single",), pass_through=("off", "unanimous"),
-    )  # fmt: skip
-    assert sweep.counts() == (4, 2)  # what the progress bar counts: each part under each rule
-    result = run_sweep(
-        TeamOptions(benchmark="math"),
-        sweep,
-        train_config,
-        db=str(db),
-        progress=lambda s: (seen.append(SweepStatus(**vars(s))), live.append(_live(tmp_path))),
-        report=reports.append,
-        trial_task=train_or_fail,
-    )
-    assert sorted(reports) == [
-        "qmix, token weight 0.1, seed 1 failed: RuntimeError: no space left on device",
-        "qmix, token weight 0.1, seed 1, pass-through unanimous failed: RuntimeError: no "
-        "space left on device",
-    ]
-    assert result["failed"] == [
-        {
-            "method": "qmix",
-            "knob": {},
-            "token_weight": 0.1,
-            "seed": 1,
-            "pass_through": rule,
-            "error": "RuntimeError: no space left on device",
-        }
-        for rule in ("off", "unanimous")
-    ]
-    # Each rule's trial and fixed topology, apart: their own checkpoints, runs and rule.
-    assert result["pass_through"] == ["off", "unanimous"]
-    trials, fixed = result["trials"], result["fixed"]
-    assert [(t["seed"], t["pass_through"]) for t in trials] == [(0, "off"), (0, "unanimous")]
-    assert [(f["policy"], f["pass_through"]) for f in fixed] == [
-        ("single", "off"), ("single", "unanimous"),
-    ]  # fmt: skip
-    assert [Path(t["checkpoint"]).name for t in trials] == [
-        "tw0.1-seed0.pt", "tw0.1-seed0-pass-through-unanimous.pt",
-    ]  # fmt: skip
-    for point in trials + fixed:
-        rule = point["pass_through"]
-        run_ids = [point["eval_run_id"], point.get("train_run_id")]
-        for (config,) in rows(db, "SELECT config FROM runs WHERE id IN (?, ?)", *run_ids):
-            config = json.loads(config)
-            assert config["sweep"]["pass_through"] == config["team"]["pass_through"] == rule
-        # The rule was played, not only recorded: only its runs spare a decision call.
-        spared = rows(
-            db, "SELECT count(*) FILTER (WHERE pass_through = 'unanimous') FROM episodes "
-            "WHERE run_id IN (?, ?)", *run_ids,
-        )[0][0]  # fmt: skip
-        assert (spared > 0) == (rule == "unanimous" and point in trials), (point, spared)
-    # One front per rule, each the non-dominated subset of its own rule's points.
-    for rule in ("off", "unanimous"):
-        own = [p for p in trials + fixed if p["pass_through"] == rule]
-        front = [p for p in result["front"] if p["pass_through"] == rule]
-        assert front and all(
-            not any(
-                q["accuracy"] >= p["accuracy"] and q["mean_tokens"] <= p["mean_tokens"]
-                and (q["accuracy"], q["mean_tokens"]) != (p["accuracy"], p["mean_tokens"])
-                for q in own
-            )
-            for p in front
-        )  # fmt: skip
-    # The store's sweep points, as the lab reads them, carry the rule of each point.
-    points = sweep_points(db, result["sweep_id"])
-    assert sorted(zip(points["policy"], points["pass_through"], strict=True)) == [
-        ("qmix", "off"), ("qmix", "unanimous"), ("single", "off"), ("single", "unanimous"),
-    ]  # fmt: skip
-    # The table names each point's rule.
-    _print_sweep(result)
-    table = capsys.readouterr().out
-    assert "front of its pass-through rule" in table and "unanimous" in table
-
-    assert (seen[-1].done, seen[-1].failed, seen[-1].running) == (2, 2, 0)
-    assert (seen[-1].fixed_total, seen[-1].fixed_done) == (2, 2)
-    # The lab sees the sweep live from <db>.sweeps/: its plan from the start, how far it is
-    # while it runs, and how it ended.
-    assert live[0]["state"] == "running" and live[0]["total"] == 4
-    assert live[0]["token_weights"] == [0.1] and live[0]["seeds"] == [0, 1]
-    assert live[0]["pass_through"] == ["off", "unanimous"]
-    assert any(d["running"] > 0 for d in live)
-    end = _live(tmp_path)
-    assert (end["state"], end["done"], end["failed"], end["running"]) == ("finished", 2, 2, 0)
-    assert end["sweep_id"] == result["sweep_id"] and end["pid"] == os.getpid()
-    train_runs = rows(db, "SELECT id FROM runs WHERE kind = 'train'")
-    assert sorted(r[0] for r in train_runs) == sorted(t["train_run_id"] for t in trials)
-
-    # Resuming, the rule is part of a point's identity: each rule's seed-0 trial and fixed
-    # topology are done, each rule's seed-1 trial is left; without the pass-through the
-    # stored unanimous trial is one these flags leave out.
-    sid, team = result["sweep_id"], TeamOptions(benchmark="math")
-    again = replace(sweep, resume=sid)
-    stored = read_stored_sweep(
-        str(db), plan_trials(sid, team, again, train_config, BaselineTrainConfig()),
-        plan_fixed(sid, team, again), again,
-    )  # fmt: skip
-    assert stored.trials == trials and stored.fixed == fixed and not stored.stale
-    assert [(s.seed, s.pass_through) for s in stored.missing] == [(1, "off"), (1, "unanimous")]
-    assert not stored.missing_topologies
-    paper = replace(again, pass_through=("off",))
-    with pytest.raises(UserError, match=r"pass-through unanimous[,)] .*these flags leave out"):
-        read_stored_sweep(
-            str(db), plan_trials(sid, team, paper, train_config, BaselineTrainConfig()),
-            plan_fixed(sid, team, paper), paper,
-        )  # fmt: skip
 
 
 def test_ctrl_c_cancels_running_trials_and_keeps_finished_ones(tmp_path: Path) -> None:
@@ -658,53 +531,194 @@ def _servers_below(pid: int) -> set[int]:
     return below
 
 
-def test_a_local_model_sweep_shares_one_server_and_leaves_none(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], local_server
-) -> None:
-    """``--backend local``: every trial and topology plays on the one server the sweep's
-    process runs (here the session's, which the sweep must leave running); no Ray worker
-    starts a server of its own, and none is left when the sweep ends."""
-    db, out = tmp_path / "local.duckdb", tmp_path / "out"
-    seen: set[int] = set()
-    done = threading.Event()
+class TestOnOneLocalRay:
+    """Two sweeps on one local Ray, the sweep's own (:func:`ray_session`), which
+    :func:`run_sweep` reuses: a Ray started per test costs ~15 CPU-seconds (its daemons,
+    and workers importing PyTorch again). test_sweep_on_a_local_ray and the Ctrl-C and
+    killed-driver tests start and stop a Ray of their own; the tests that check no Ray is
+    left running run outside this class."""
 
-    def watch() -> None:  # a worker's own server would be a descendant of this process
-        while not done.is_set():
-            seen.update(_servers_below(os.getpid()) - {local_server.pid})
-            done.wait(0.2)
+    @pytest.fixture(scope="class", autouse=True)
+    def one_local_ray(self) -> Iterator[None]:
+        with ray_session(None):
+            yield
+        assert not ray.is_initialized()
 
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        code = main(
-            ["sweep", "--backend", "local", "--benchmark", "math", "--agents", "solver",
-             "--rounds", "1", "--episodes", "1", "--eval-episodes", "1", "--n-envs", "1",
-             "--hidden", "8", "--topologies", "single", "--max-tokens", "8", "--no-cache",
-             "--token-weights", "0", "--seeds", "0", "--out", str(out), "--db", str(db),
-             "--json"]
+    def test_a_failed_trial_is_reported_and_the_others_finish(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Also a sweep over both decision rules (``--pass-through off,unanimous``): every trial
+        and the fixed topology play under each, each rule's points are stored apart and have a
+        front of their own, and resuming tells the two rules' points apart."""
+
+        @ray.remote(num_cpus=1)
+        def train_or_fail(spec):  # a trial that dies on seed 1, as a lost disk would
+            if spec.seed == 1:
+                raise RuntimeError("no space left on device\nsecond line")
+            return train_trial(spec)
+
+        reports: list[str] = []
+        seen: list[SweepStatus] = []
+        live: list[dict] = []
+        db = tmp_path / "f.duckdb"
+        train_config = TrainConfig(
+            episodes=EPISODES, n_envs=8, device="cpu",
+            agent=AgentNetConfig(gnn_hidden=16, gru_hidden=16, q_hidden=16),
         )  # fmt: skip
-    finally:
-        done.set()
-        watcher.join()
-    captured = capsys.readouterr()
-    assert code == 0, captured.err[-3000:]
-    result = json.loads(captured.out)
-    assert not result["failed"] and [f["policy"] for f in result["fixed"]] == ["single"]
-    assert f"local model {local_server.model.name} on {local_server.url}" in captured.err
-    assert "fixed topology single: accuracy" in captured.err  # a line per finished part
-    assert not seen and not _servers_below(os.getpid()) - {local_server.pid}
-    assert local_server.gone() is None  # not the sweep's to stop
+        sweep = SweepConfig(
+            token_weights=(0.1,), seeds=(0, 1), out=tmp_path / "out", eval_episodes=EVAL,
+            topologies=("single",), pass_through=("off", "unanimous"),
+        )  # fmt: skip
+        assert sweep.counts() == (4, 2)  # what the progress bar counts: each part under each rule
+        result = run_sweep(
+            TeamOptions(benchmark="math"),
+            sweep,
+            train_config,
+            db=str(db),
+            progress=lambda s: (seen.append(SweepStatus(**vars(s))), live.append(_live(tmp_path))),
+            report=reports.append,
+            trial_task=train_or_fail,
+        )
+        assert sorted(reports) == [
+            "qmix, token weight 0.1, seed 1 failed: RuntimeError: no space left on device",
+            "qmix, token weight 0.1, seed 1, pass-through unanimous failed: RuntimeError: no "
+            "space left on device",
+        ]
+        assert result["failed"] == [
+            {
+                "method": "qmix",
+                "knob": {},
+                "token_weight": 0.1,
+                "seed": 1,
+                "pass_through": rule,
+                "error": "RuntimeError: no space left on device",
+            }
+            for rule in ("off", "unanimous")
+        ]
+        # Each rule's trial and fixed topology, apart: their own checkpoints, runs and rule.
+        assert result["pass_through"] == ["off", "unanimous"]
+        trials, fixed = result["trials"], result["fixed"]
+        assert [(t["seed"], t["pass_through"]) for t in trials] == [(0, "off"), (0, "unanimous")]
+        assert [(f["policy"], f["pass_through"]) for f in fixed] == [
+            ("single", "off"), ("single", "unanimous"),
+        ]  # fmt: skip
+        assert [Path(t["checkpoint"]).name for t in trials] == [
+            "tw0.1-seed0.pt", "tw0.1-seed0-pass-through-unanimous.pt",
+        ]  # fmt: skip
+        for point in trials + fixed:
+            rule = point["pass_through"]
+            run_ids = [point["eval_run_id"], point.get("train_run_id")]
+            for (config,) in rows(db, "SELECT config FROM runs WHERE id IN (?, ?)", *run_ids):
+                config = json.loads(config)
+                assert config["sweep"]["pass_through"] == config["team"]["pass_through"] == rule
+            # The rule was played, not only recorded: only its runs spare a decision call.
+            spared = rows(
+                db, "SELECT count(*) FILTER (WHERE pass_through = 'unanimous') FROM episodes "
+                "WHERE run_id IN (?, ?)", *run_ids,
+            )[0][0]  # fmt: skip
+            assert (spared > 0) == (rule == "unanimous" and point in trials), (point, spared)
+        # One front per rule, each the non-dominated subset of its own rule's points.
+        for rule in ("off", "unanimous"):
+            own = [p for p in trials + fixed if p["pass_through"] == rule]
+            front = [p for p in result["front"] if p["pass_through"] == rule]
+            assert front and all(
+                not any(
+                    q["accuracy"] >= p["accuracy"] and q["mean_tokens"] <= p["mean_tokens"]
+                    and (q["accuracy"], q["mean_tokens"]) != (p["accuracy"], p["mean_tokens"])
+                    for q in own
+                )
+                for p in front
+            )  # fmt: skip
+        # The store's sweep points, as the lab reads them, carry the rule of each point.
+        points = sweep_points(db, result["sweep_id"])
+        assert sorted(zip(points["policy"], points["pass_through"], strict=True)) == [
+            ("qmix", "off"), ("qmix", "unanimous"), ("single", "off"), ("single", "unanimous"),
+        ]  # fmt: skip
+        # The table names each point's rule.
+        _print_sweep(result)
+        table = capsys.readouterr().out
+        assert "front of its pass-through rule" in table and "unanimous" in table
 
-    # Training, held-out and fixed episodes: the server's usage, call by call.
-    episodes = rows(
-        db,
-        "SELECT r.kind, e.policy, e.backend, e.tokens, sum(c.prompt_tokens + c.completion_tokens), "
-        "bool_and(c.usage_reported AND c.error IS NULL AND NOT c.cache_hit) "
-        "FROM episodes e JOIN runs r ON r.id = e.run_id "
-        "JOIN llm_calls c USING (run_id, episode) GROUP BY ALL ORDER BY ALL",
-    )
-    assert [(kind, policy) for kind, policy, *_ in episodes] == [
-        ("eval", "qmix"), ("eval", "single"), ("train", "env"),  # a training episode's policy
-    ]  # fmt: skip
-    for _, _, backend, tokens, usage, reported in episodes:
-        assert backend == "local" and reported and tokens == usage > 0
+        assert (seen[-1].done, seen[-1].failed, seen[-1].running) == (2, 2, 0)
+        assert (seen[-1].fixed_total, seen[-1].fixed_done) == (2, 2)
+        # The lab sees the sweep live from <db>.sweeps/: its plan from the start, how far it is
+        # while it runs, and how it ended.
+        assert live[0]["state"] == "running" and live[0]["total"] == 4
+        assert live[0]["token_weights"] == [0.1] and live[0]["seeds"] == [0, 1]
+        assert live[0]["pass_through"] == ["off", "unanimous"]
+        assert any(d["running"] > 0 for d in live)
+        end = _live(tmp_path)
+        assert (end["state"], end["done"], end["failed"], end["running"]) == ("finished", 2, 2, 0)
+        assert end["sweep_id"] == result["sweep_id"] and end["pid"] == os.getpid()
+        train_runs = rows(db, "SELECT id FROM runs WHERE kind = 'train'")
+        assert sorted(r[0] for r in train_runs) == sorted(t["train_run_id"] for t in trials)
+
+        # Resuming, the rule is part of a point's identity: each rule's seed-0 trial and fixed
+        # topology are done, each rule's seed-1 trial is left; without the pass-through the
+        # stored unanimous trial is one these flags leave out.
+        sid, team = result["sweep_id"], TeamOptions(benchmark="math")
+        again = replace(sweep, resume=sid)
+        stored = read_stored_sweep(
+            str(db), plan_trials(sid, team, again, train_config, BaselineTrainConfig()),
+            plan_fixed(sid, team, again), again,
+        )  # fmt: skip
+        assert stored.trials == trials and stored.fixed == fixed and not stored.stale
+        assert [(s.seed, s.pass_through) for s in stored.missing] == [(1, "off"), (1, "unanimous")]
+        assert not stored.missing_topologies
+        paper = replace(again, pass_through=("off",))
+        with pytest.raises(UserError, match=r"pass-through unanimous[,)] .*these flags leave out"):
+            read_stored_sweep(
+                str(db), plan_trials(sid, team, paper, train_config, BaselineTrainConfig()),
+                plan_fixed(sid, team, paper), paper,
+            )  # fmt: skip
+
+    def test_a_local_model_sweep_shares_one_server_and_leaves_none(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str], local_server
+    ) -> None:
+        """``--backend local``: every trial and topology plays on the one server the sweep's
+        process runs (here the session's, which the sweep must leave running); no Ray worker
+        starts a server of its own, and none is left when the sweep ends."""
+        db, out = tmp_path / "local.duckdb", tmp_path / "out"
+        seen: set[int] = set()
+        done = threading.Event()
+
+        def watch() -> None:  # a worker's own server would be a descendant of this process
+            while not done.is_set():
+                seen.update(_servers_below(os.getpid()) - {local_server.pid})
+                done.wait(0.2)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            code = main(
+                ["sweep", "--backend", "local", "--benchmark", "math", "--agents", "solver",
+                 "--rounds", "1", "--episodes", "1", "--eval-episodes", "1", "--n-envs", "1",
+                 "--hidden", "8", "--topologies", "single", "--max-tokens", "8", "--no-cache",
+                 "--token-weights", "0", "--seeds", "0", "--out", str(out), "--db", str(db),
+                 "--json"]
+            )  # fmt: skip
+        finally:
+            done.set()
+            watcher.join()
+        captured = capsys.readouterr()
+        assert code == 0, captured.err[-3000:]
+        result = json.loads(captured.out)
+        assert not result["failed"] and [f["policy"] for f in result["fixed"]] == ["single"]
+        assert f"local model {local_server.model.name} on {local_server.url}" in captured.err
+        assert "fixed topology single: accuracy" in captured.err  # a line per finished part
+        assert not seen and not _servers_below(os.getpid()) - {local_server.pid}
+        assert local_server.gone() is None  # not the sweep's to stop
+
+        # Training, held-out and fixed episodes: the server's usage, call by call.
+        episodes = rows(
+            db,
+            "SELECT r.kind, e.policy, e.backend, e.tokens, sum(c.prompt_tokens + c.completion_tokens), "
+            "bool_and(c.usage_reported AND c.error IS NULL AND NOT c.cache_hit) "
+            "FROM episodes e JOIN runs r ON r.id = e.run_id "
+            "JOIN llm_calls c USING (run_id, episode) GROUP BY ALL ORDER BY ALL",
+        )
+        assert [(kind, policy) for kind, policy, *_ in episodes] == [
+            ("eval", "qmix"), ("eval", "single"), ("train", "env"),  # a training episode's policy
+        ]  # fmt: skip
+        for _, _, backend, tokens, usage, reported in episodes:
+            assert backend == "local" and reported and tokens == usage > 0

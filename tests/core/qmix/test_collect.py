@@ -1,11 +1,14 @@
 """Collecting in a child process while the learner trains: same run for the same seed, the
-episodes arrive in order, a stop or an error in the child ends it cleanly."""
+episodes arrive in order, a stop or an error in the child ends it cleanly.
+
+That learning survives the child's lag of one iteration is checked where the relay game is
+trained anyway: tests/core/test_cli_foundation.py's ``relay_checkpoint`` trains with the
+child collector (the default) and its team reaches the optimal greedy return."""
 
 from __future__ import annotations
 
 import multiprocessing
 
-import numpy as np
 import pytest
 import torch
 
@@ -116,18 +119,3 @@ def test_an_error_in_the_child_is_raised_here():
     with pytest.raises(ValueError, match="broke at t=1"):
         train(venv, config(collect_ahead=True))
     assert not multiprocessing.active_children()
-
-
-def test_learns_the_relay_game_with_the_child_collector():
-    """The lag of one iteration does not stop learning: the relay game's greedy return rises
-    well above chance (1/3 per agent and round -> 3 * (1/3)^3 = 0.11 per episode)."""
-    hooks = Watch()
-    train(
-        relay_venv,
-        TrainConfig(
-            episodes=1500, seed=0, device="cpu", n_envs=8, cpu_threads=1,
-            agent=AgentNetConfig(gnn_hidden=64, gru_hidden=64, q_hidden=64),
-        ),
-        hooks=hooks,
-    )  # fmt: skip
-    assert np.mean(hooks.returns[-200:]) > 1.5
