@@ -11,8 +11,12 @@ server has seen every earlier episode's requests, as the first one has, and none
 one's: replayed on the first, each request would find its whole prompt in the prompt
 cache the episode filled. Prints JSON.
 
-    agentqmix bench real [--topologies star,chain] [--episodes 3] [--benchmark mixed]
-                         [--prompt-layout fresh|conversation]
+    agentqmix bench real [--topologies star,chain] [--episodes 3] [--first-episode 0]
+                         [--benchmark mixed] [--prompt-layout fresh|conversation]
+
+``--first-episode K`` plays held-out episodes K, K+1, ...: ``mixed`` episodes 0-4 hold
+multiple choice and maths only; 5, 6 and 9 are code. The JSON gives the median by task
+kind as well as over all.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from core.team.options import TeamOptions
 from core.team.topologies import make_policy
 
 
-def play(opts: TeamOptions, topologies: list[str], episodes: int) -> dict[str, Any]:
+def play(opts: TeamOptions, topologies: list[str], episodes: int, first: int = 0) -> dict[str, Any]:
     env = make_team_env(opts, "eval")
     backend = env.backend
     backend.config.seed = 0  # seeded requests: the replay decodes the same completions
@@ -47,13 +51,15 @@ def play(opts: TeamOptions, topologies: list[str], episodes: int) -> dict[str, A
     replay_server = start_unshared(LocalServerConfig(model_file=opts.model_file))
     try:
         for name in topologies:
-            first = len(sent)
+            sent_before = len(sent)
             seconds, replays, tokens, completion = [], [], 0, 0
-            for k in range(episodes):
+            by_kind: dict[str, list[float]] = {}
+            for k in range(first, first + episodes):
                 start = len(sent)
                 t0 = time.perf_counter()
                 (record,) = env.run(make_policy(name), [k])
                 seconds.append(time.perf_counter() - t0)
+                by_kind.setdefault(record.domain, []).append(seconds[-1])
                 # Right after the episode, so that both see the same load on a shared machine.
                 replays.append(straight(replay_server.url, sent[start:]))
                 tokens += record.tokens
@@ -62,8 +68,15 @@ def play(opts: TeamOptions, topologies: list[str], episodes: int) -> dict[str, A
             rows[name] = {
                 "episodes": episodes,
                 "seconds_per_episode": [round(s, 2) for s in seconds],
+                "episode_indices": [first, first + episodes - 1],
                 "median_s": round(statistics.median(seconds), 2),
-                "calls": len(sent) - first,
+                # A code episode writes whole functions: a median over maths alone says
+                # nothing about it.
+                "median_s_by_kind": {
+                    kind: round(statistics.median(s), 2) for kind, s in sorted(by_kind.items())
+                },
+                "episodes_by_kind": {kind: len(s) for kind, s in sorted(by_kind.items())},
+                "calls": len(sent) - sent_before,
                 "tokens_per_episode": round(tokens / episodes),
                 "completion_tokens_per_s": round(completion / wall, 1),
                 "tokens_per_s": round(tokens / wall, 1),
@@ -99,6 +112,7 @@ def main() -> None:
     parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--topologies", default="star")
     parser.add_argument("--episodes", type=int_in(1, 1000), default=3)
+    parser.add_argument("--first-episode", type=int_in(0, 1_000_000), default=0)
     parser.add_argument("--benchmark", default="mixed")
     parser.add_argument("--model-file", default=None)
     parser.add_argument("--prompt-layout", default=None, help="default: the local recipe's")
@@ -112,7 +126,7 @@ def main() -> None:
             prompt_layout=args.prompt_layout,
         )
         opts.validate()
-        rows = play(opts, args.topologies.split(","), args.episodes)
+        rows = play(opts, args.topologies.split(","), args.episodes, args.first_episode)
     print(
         json.dumps(
             {

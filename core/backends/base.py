@@ -49,6 +49,10 @@ class PastTurn:
 
     turn: AgentTurn
     reply: str
+    tokens: int = 0
+    """The turn's prompt and completion tokens as the server counted them (0 when it
+    reported none): in the ``conversation`` layout, the size of the agent's conversation
+    after this turn, which decides when the next request starts a new one."""
 
 
 @dataclass

@@ -19,9 +19,16 @@ LOCAL_MAX_TOKENS: dict[tuple[str, str], int] = {
     ("mcq", "agent"): 80,
     ("mcq", "check"): 64,
     ("mcq", "decision"): 48,
+    ("code", "agent"): 256,
+    ("code", "check"): 256,
+    ("code", "decision"): 256,
 }
 """The local model's recipe: completion caps by (task kind, call kind), half of
-:data:`MAX_TOKENS` for maths and multiple choice (code keeps room for a whole function).
+:data:`MAX_TOKENS` for maths and multiple choice, two thirds for code: of 80 first-round
+code replies (HumanEval train tasks 0-19, four roles, cap 384) 42 held a complete function
+(it parses and defines the entry point), 41 of them within 256 tokens and 40 within 192;
+the replies that run on past 256 tokens are the ones that ramble (benchmarks/RESULTS.md,
+issue 18, "Code episodes").
 A small model on a CPU pays for every token twice — once to write it, again when a
 teammate reads it — and rambles past its answer line; benchmarks/RESULTS.md (issue 18,
 "Threads and the local model's recipe") measures time and answers read. ``--max-tokens``
@@ -34,6 +41,13 @@ LOCAL_PROMPT_LAYOUT = "conversation"
 (:data:`core.backends.prompts.LAYOUTS`), so the server's prompt cache
 (``LocalServerConfig.prompt_cache_mb``) restores an agent's last request and reply and
 computes only the new message (benchmarks/RESULTS.md, issue 18, "Prompt layout")."""
+LOCAL_CONVERSATION_TOKENS = 2048
+"""The local model's recipe: an agent's conversation that has grown past this many tokens
+starts over (:func:`core.backends.prompts.conversation_start`). On 2 cores a request's
+every token costs more the longer the context (SmolLM2-135M decodes ~3x slower at 5,000
+tokens than under 1,000), and the server's context (``LocalServerConfig.n_ctx``, 4,096)
+must still hold the new message and a reply: a code task's hub, reading three functions a
+round, outgrew it in its third round (benchmarks/RESULTS.md, issue 18, "Code episodes")."""
 
 
 class LocalBackend(OpenAIBackend):

@@ -101,6 +101,12 @@ class OpenAIBackendConfig:
     """How an agent's requests are written (:data:`core.backends.prompts.LAYOUTS`): ``fresh``
     (a new chat every turn) or ``conversation`` (one growing chat per agent, which a server
     with a prefix cache computes only the new part of; the local model's recipe)."""
+    conversation_tokens: int | None = None
+    """``conversation`` layout: once an agent's conversation has grown past this many tokens
+    (the server's count of its last request and reply), its next request starts a new one
+    (:func:`core.backends.prompts.conversation_start`); ``None`` = never. It must leave room
+    in the server's context for a new message and a reply: a request longer than the
+    context fails as a call. The local model's recipe sets it."""
     timeout_s: float = 60.0
     """Per-attempt timeout, seconds."""
     max_attempts: int = 4
@@ -146,6 +152,8 @@ class OpenAIBackendConfig:
             raise ValueError(f"completion caps must be >= 1, got {self.completion_caps}")
         if self.peer_chars < 1:
             raise ValueError(f"peer_chars must be >= 1, got {self.peer_chars}")
+        if self.conversation_tokens is not None and self.conversation_tokens < 1:
+            raise ValueError(f"conversation_tokens must be >= 1, got {self.conversation_tokens}")
         if self.prompt_layout not in prompts.LAYOUTS:
             raise ValueError(
                 f"prompt_layout must be one of {prompts.LAYOUTS}, got {self.prompt_layout!r}"
@@ -507,10 +515,16 @@ class OpenAIBackend:
 
     # -- the Backend protocol -----------------------------------------------------------
 
+    def _writing(self) -> tuple[int, str, int | None]:
+        """How an agent's requests are written: the cut of earlier replies, the layout and
+        the conversation budget (:func:`core.backends.prompts.agent_messages`)."""
+        c = self.config
+        return c.peer_chars, c.prompt_layout, c.conversation_tokens
+
     async def agent_turn(self, turn: AgentTurn) -> TurnResult:
         sample = [turn.episode_seed, turn.agent]
         first = await self._complete(
-            prompts.agent_messages(turn, self.config.peer_chars, self.config.prompt_layout),
+            prompts.agent_messages(turn, *self._writing()),
             turn.agent,
             turn.round,
             sample,
@@ -539,13 +553,9 @@ class OpenAIBackend:
                 return TurnResult(
                     first.text, answer, max(confidence, 0.9), first.call, verified=True
                 )
-            messages = prompts.code_feedback_messages(
-                turn, first.text, report, self.config.peer_chars, self.config.prompt_layout
-            )
+            messages = prompts.code_feedback_messages(turn, first.text, report, *self._writing())
         else:
-            messages = prompts.rederive_messages(
-                turn, first.text, answer, self.config.peer_chars, self.config.prompt_layout
-            )
+            messages = prompts.rederive_messages(turn, first.text, answer, *self._writing())
         second = await self._complete(
             messages, turn.agent, turn.round, sample, self._max_tokens(task, "check")
         )

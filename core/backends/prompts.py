@@ -158,7 +158,24 @@ messages and its own replies as assistant messages, then this round's user messa
 turn's request begins with the agent's previous request and reply, token for token, and a
 server that keeps earlier prompt states (llama.cpp's prompt cache, vLLM's prefix cache)
 processes only the new message. The prompt's usage counts grow (the earlier messages are
-sent again), the computed tokens fall (docs/openai.md, "Prompt layout")."""
+sent again), the computed tokens fall (docs/openai.md, "Prompt layout"). A conversation
+that has grown past a budget (``restart_after``) starts over: see :func:`conversation_start`."""
+
+
+def conversation_start(history: Sequence[PastTurn], restart_after: int | None) -> int:
+    """Where the agent's current conversation begins in ``history``: just after the last
+    turn that left it longer than ``restart_after`` tokens (:attr:`PastTurn.tokens`), so
+    that the next request starts a new conversation, written as ``fresh`` writes it (the
+    problem, the agent's last reply quoted, what it read), and later requests grow from
+    that one. ``None``: the conversation never starts over.
+
+    A request's cost grows with its length — every token attends to all the earlier ones,
+    and a server's context window is finite — while what a conversation saves is only the
+    text the agent has already sent."""
+    if restart_after is None:
+        return 0
+    over = [k for k, past in enumerate(history) if past.tokens > restart_after]
+    return over[-1] + 1 if over else 0
 
 
 def _round_text(
@@ -201,6 +218,7 @@ def agent_chat(
     peer_chars: int = PEER_TEXT_CHARS,
     history: Sequence[PastTurn] = (),
     layout: str = "fresh",
+    restart_after: int | None = None,
 ) -> Chat:
     """The chat for one agent's turn: the team's shared system prompt + format, then the
     task, the agent's role, action, memory and inbox — shared text first, so that the
@@ -212,18 +230,22 @@ def agent_chat(
     temporal edges (``RoundPlan.temporal``); ``peer_chars``: each earlier reply (its own and
     its peers') is cut to this many characters. ``layout`` (:data:`LAYOUTS`):
     ``conversation`` replays ``history`` (the agent's earlier turns that answered, oldest
-    first) as user and assistant messages instead of quoting ``previous``; with no history
-    both layouts write the same chat.
+    first) as user and assistant messages instead of quoting ``previous``, from where the
+    conversation last started over (:func:`conversation_start` with ``restart_after``
+    tokens); with no history both layouts write the same chat.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     chat: Chat = [{"role": "system", "content": f"{TEAM_SYSTEM}\n\n{answer_format(task)}"}]
-    if layout == "conversation":
-        for k, past in enumerate(history):
+    replayed = history[conversation_start(history, restart_after) :]
+    if layout == "conversation" and replayed:
+        for k, past in enumerate(replayed):
             t = past.turn
+            # The opening turn is replayed as it was sent: with the reply before it quoted.
             asked = _round_text(
                 task, role, t.action, t.round, t.n_rounds, t.inbox, t.fault == "byzantine",
-                t.earlier, peer_chars, opening=k == 0,
+                t.earlier, peer_chars, previous=t.previous if k == 0 else None,
+                opening=k == 0,
             )  # fmt: skip
             chat += [
                 {"role": "user", "content": asked},
@@ -238,7 +260,10 @@ def agent_chat(
 
 
 def agent_messages(
-    turn: AgentTurn, peer_chars: int = PEER_TEXT_CHARS, layout: str = "fresh"
+    turn: AgentTurn,
+    peer_chars: int = PEER_TEXT_CHARS,
+    layout: str = "fresh",
+    restart_after: int | None = None,
 ) -> Chat:
     """:func:`agent_chat` of a live turn."""
     return agent_chat(
@@ -254,6 +279,7 @@ def agent_messages(
         peer_chars=peer_chars,
         history=turn.history,
         layout=layout,
+        restart_after=restart_after,
     )
 
 
@@ -263,9 +289,10 @@ def code_feedback_messages(
     report: str,
     peer_chars: int = PEER_TEXT_CHARS,
     layout: str = "fresh",
+    restart_after: int | None = None,
 ) -> Chat:
     """execute_verify on code: the test run's outcome goes back to the agent for a revision."""
-    return agent_messages(turn, peer_chars, layout) + [
+    return agent_messages(turn, peer_chars, layout, restart_after) + [
         {"role": "assistant", "content": first},
         {
             "role": "user",
@@ -285,6 +312,7 @@ def rederive_messages(
     answer: str | None,
     peer_chars: int = PEER_TEXT_CHARS,
     layout: str = "fresh",
+    restart_after: int | None = None,
 ) -> Chat:
     """execute_verify on maths / multiple choice: an independent re-derivation of the answer."""
     check = (
@@ -293,7 +321,7 @@ def rederive_messages(
         else "Re-derive the result independently, by a different method where possible "
         "(substitute back, estimate magnitudes, recount cases)."
     )
-    return agent_messages(turn, peer_chars, layout) + [
+    return agent_messages(turn, peer_chars, layout, restart_after) + [
         {"role": "assistant", "content": first},
         {
             "role": "user",

@@ -7,6 +7,7 @@ Each entry builds a back-end from the team's options (any object with the attrib
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from core.backends.base import Backend
@@ -65,21 +66,35 @@ def _sim(opts: BackendSettings) -> Backend:
     return SimBackend(load_society(opts.society) if opts.society else get_preset(opts.preset))
 
 
-def _request_recipe(
-    opts: BackendSettings, local: bool
-) -> tuple[dict[tuple[str, str], int], int, str]:
-    """The completion caps by (task kind, call kind), the cut of earlier replies and the
-    prompt layout that requests are written with: the local model's recipe, or every other
-    server's; ``--prompt-layout`` overrides the recipe's layout."""
-    from core.backends.local_backend import LOCAL_MAX_TOKENS, LOCAL_PEER_CHARS, LOCAL_PROMPT_LAYOUT
+@dataclass(frozen=True)
+class RequestRecipe:
+    """How a real back-end writes its requests (stored in a run's config as ``prompting``)."""
+
+    caps: dict[tuple[str, str], int]
+    """Completion caps by (task kind, call kind)."""
+    peer_chars: int
+    """An earlier reply shown in a prompt is cut to this many characters."""
+    layout: str
+    """``fresh`` or ``conversation`` (:data:`core.backends.prompts.LAYOUTS`)."""
+    conversation_tokens: int | None
+    """A conversation longer than this starts over (``None``: never)."""
+
+
+def _request_recipe(opts: BackendSettings, local: bool) -> RequestRecipe:
+    """The local model's recipe, or every other server's; ``--prompt-layout`` overrides the
+    recipe's layout."""
+    from core.backends import local_backend as lb
     from core.backends.openai_backend import MAX_TOKENS
     from core.backends.prompts import PEER_TEXT_CHARS
 
     if local:
-        caps, cut, layout = LOCAL_MAX_TOKENS, LOCAL_PEER_CHARS, LOCAL_PROMPT_LAYOUT
+        recipe = RequestRecipe(
+            lb.LOCAL_MAX_TOKENS, lb.LOCAL_PEER_CHARS, lb.LOCAL_PROMPT_LAYOUT,
+            lb.LOCAL_CONVERSATION_TOKENS,
+        )  # fmt: skip
     else:
-        caps, cut, layout = MAX_TOKENS, PEER_TEXT_CHARS, "fresh"
-    return caps, cut, opts.prompt_layout or layout
+        recipe = RequestRecipe(MAX_TOKENS, PEER_TEXT_CHARS, "fresh", None)
+    return replace(recipe, layout=opts.prompt_layout or recipe.layout)
 
 
 def _client_config(opts: BackendSettings, local: bool, **endpoint: Any) -> OpenAIBackendConfig:
@@ -88,7 +103,7 @@ def _client_config(opts: BackendSettings, local: bool, **endpoint: Any) -> OpenA
     request recipe (:func:`_request_recipe`)."""
     from core.backends.openai_backend import OpenAIBackendConfig
 
-    caps, peer_chars, layout = _request_recipe(opts, local)
+    recipe = _request_recipe(opts, local)
     return OpenAIBackendConfig(
         **endpoint,
         use_cache=opts.use_cache,
@@ -97,9 +112,10 @@ def _client_config(opts: BackendSettings, local: bool, **endpoint: Any) -> OpenA
         timeout_s=opts.timeout_s or (LOCAL_TIMEOUT_S if local else OPENAI_TIMEOUT_S),
         max_attempts=opts.max_attempts,
         max_tokens=opts.max_tokens,
-        completion_caps=caps,
-        peer_chars=peer_chars,
-        prompt_layout=layout,
+        completion_caps=recipe.caps,
+        peer_chars=recipe.peer_chars,
+        prompt_layout=recipe.layout,
+        conversation_tokens=recipe.conversation_tokens,
         deadline_s=opts.deadline_s or (LOCAL_DEADLINE_S if local else OPENAI_DEADLINE_S),
         sandbox=opts.sandbox,
     )
@@ -118,18 +134,20 @@ def _openai(opts: BackendSettings) -> Backend:
 
 def prompt_settings(opts: BackendSettings) -> dict[str, Any] | None:
     """How a real back-end of these options writes its requests (stored in the run's
-    config): the completion cap of each (task kind, call kind) and the cut of earlier
-    replies in a prompt and the prompt layout. None for the synthetic society (it is asked
-    nothing)."""
+    config): the completion cap of each (task kind, call kind), the cut of earlier replies
+    in a prompt, the prompt layout and the conversation budget. None for the synthetic
+    society (it is asked nothing)."""
     if opts.backend not in ("openai", "local"):
         return None
-    caps, peer_chars, layout = _request_recipe(opts, opts.backend == "local")
+    recipe = _request_recipe(opts, opts.backend == "local")
     return {
         "max_tokens": {
-            f"{domain}/{kind}": opts.max_tokens or cap for (domain, kind), cap in caps.items()
+            f"{domain}/{kind}": opts.max_tokens or cap
+            for (domain, kind), cap in recipe.caps.items()
         },
-        "peer_chars": peer_chars,
-        "layout": layout,
+        "peer_chars": recipe.peer_chars,
+        "layout": recipe.layout,
+        "conversation_tokens": recipe.conversation_tokens,
     }
 
 

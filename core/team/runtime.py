@@ -373,7 +373,13 @@ class TeamEpisode:
         if step.answer is not None:
             self._producing[i] = step
         if not result.failed:
-            self._history[i].append(PastTurn(replace(turn, history=[]), step.text))
+            self._history[i].append(
+                PastTurn(
+                    replace(turn, history=[]),
+                    step.text,
+                    step.prompt_tokens + step.completion_tokens,
+                )
+            )
         return step
 
     def _idle_agents(

@@ -9,7 +9,17 @@ from tests.benchmarks.test_speed_benchmarks import bench
 
 
 def test_real_episodes_are_timed_against_a_straight_replay_of_their_calls() -> None:
-    proc = bench("real", "--topologies", "single", "--episodes", "1", "--benchmark", "math")
+    proc = bench(
+        "real",
+        "--topologies",
+        "single",
+        "--episodes",
+        "1",
+        "--benchmark",
+        "math",
+        "--first-episode",
+        "2",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["model"].startswith("SmolLM2") and out["agents"] >= 1
@@ -20,4 +30,6 @@ def test_real_episodes_are_timed_against_a_straight_replay_of_their_calls() -> N
     assert replay > 0
     (seconds,) = row["seconds_per_episode"]
     assert row["median_s"] == seconds > 0
+    assert row["episode_indices"] == [2, 2]
+    assert row["median_s_by_kind"] == {"math": seconds} and row["episodes_by_kind"] == {"math": 1}
     assert abs(row["overhead"] - (seconds / replay - 1)) < 0.02  # both rounded to 0.01 s

@@ -453,7 +453,11 @@ def test_the_local_model_writes_its_requests_with_its_own_recipe(local_server: L
     recipe"), each agent's requests written as one conversation (the server keeps earlier
     states in its prompt cache), in force in the back-end and stored in the run's config;
     ``--max-tokens`` and ``--prompt-layout`` still win."""
-    from core.backends.local_backend import LOCAL_MAX_TOKENS, LOCAL_PEER_CHARS
+    from core.backends.local_backend import (
+        LOCAL_CONVERSATION_TOKENS,
+        LOCAL_MAX_TOKENS,
+        LOCAL_PEER_CHARS,
+    )
     from core.backends.openai_backend import MAX_TOKENS
     from core.backends.prompts import PEER_TEXT_CHARS
 
@@ -462,11 +466,15 @@ def test_the_local_model_writes_its_requests_with_its_own_recipe(local_server: L
     assert backend.config.completion_caps == LOCAL_MAX_TOKENS
     assert backend.config.peer_chars == LOCAL_PEER_CHARS < PEER_TEXT_CHARS
     assert LOCAL_MAX_TOKENS[("math", "agent")] < MAX_TOKENS[("math", "agent")]
-    assert LOCAL_MAX_TOKENS[("code", "agent")] == MAX_TOKENS[("code", "agent")]
+    assert LOCAL_MAX_TOKENS[("code", "agent")] < MAX_TOKENS[("code", "agent")]
     stored = local.run_config()["prompting"]
     assert stored["max_tokens"]["math/agent"] == LOCAL_MAX_TOKENS[("math", "agent")]
     assert stored["peer_chars"] == LOCAL_PEER_CHARS
     assert backend.config.prompt_layout == stored["layout"] == "conversation"
+    budget = backend.config.conversation_tokens
+    assert budget == stored["conversation_tokens"] == LOCAL_CONVERSATION_TOKENS
+    # A conversation at its budget still has room for a new message and the longest reply.
+    assert budget + 1000 + max(LOCAL_MAX_TOKENS.values()) < local_server.model.config.n_ctx
     assert local_server.model.config.prompt_cache_mb > 0
     capped = options.TeamOptions(
         backend="local", benchmark="math", max_tokens=8, prompt_layout="fresh"
@@ -476,4 +484,5 @@ def test_the_local_model_writes_its_requests_with_its_own_recipe(local_server: L
     assert capped.run_config()["prompting"]["layout"] == "fresh"
     remote = options.TeamOptions(backend="openai", model="m", base_url="http://127.0.0.1:9/v1")
     assert remote.run_config()["prompting"]["layout"] == "fresh"
+    assert remote.run_config()["prompting"]["conversation_tokens"] is None
     assert "prompting" not in options.TeamOptions().run_config()  # the simulator is asked nothing

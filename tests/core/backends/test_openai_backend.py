@@ -514,11 +514,14 @@ def test_a_conversation_request_begins_with_the_agents_last_request_and_reply(tm
         [Action.AGGREGATE_REFINE, Action.BROADCAST_ALL, Action.SOLO_PROCESS],
     ]
 
-    async def episode(backend: OpenAIBackend, fail_at: int | None = None):
+    async def episode(backend: OpenAIBackend, fail_at: int | None = None, rounds=plans):
         team = TeamEpisode(
-            MATH, ["solver", "analyst", "verifier"], backend, config=RuntimeConfig(n_rounds=3)
+            MATH,
+            ["solver", "analyst", "verifier"],
+            backend,
+            config=RuntimeConfig(n_rounds=len(rounds)),
         )
-        for r, actions in enumerate(plans):
+        for r, actions in enumerate(rounds):
             if r == fail_at:
                 srv.inject("401")  # the round's first call fails for good
             await team.play_round(plan_for(actions))
@@ -586,3 +589,57 @@ def test_a_conversation_request_begins_with_the_agents_last_request_and_reply(tm
         assert assistant == [
             next(s.text for s in broken.rounds[0].steps if s.agent == failed.agent)
         ]
+
+        # A conversation that outgrew its budget starts over: the next request is written
+        # as fresh writes it (the agent's last reply quoted), and later ones grow from it.
+        size = {(c.agent, c.round): c.prompt_tokens + c.completion_tokens for c in record.calls}
+        assert all(size[a, 1] > size[a, 0] for a in range(3))
+        # Every conversation outgrows the budget in round 1 (round 0 stays under it); one
+        # started over in round 2 may stay under it, and then round 3 grows from it.
+        budget = min(size[a, 1] for a in range(3)) - 1
+        assert max(size[a, 0] for a in range(3)) <= budget
+        rounds = [*plans, [Action.DEBATE_CHECK] * 3]
+        bounded = asyncio.run(
+            episode(
+                make(
+                    srv,
+                    tmp_path,
+                    use_cache=False,
+                    prompt_layout="conversation",
+                    conversation_tokens=budget,
+                ),
+                rounds=rounds,
+            )
+        )
+        grew = restarted = 0
+        for agent in range(3):
+            calls = {c.round: c for c in bounded.calls if c.agent == agent}
+            own = {s.round: s.text for rnd in bounded.rounds for s in rnd.steps if s.agent == agent}
+            assert len(calls[1].prompt) == 4  # round 0's request and reply, round 1's message
+            for r in (2, 3):
+                before, now = calls[r - 1], calls[r].prompt
+                if before.prompt_tokens + before.completion_tokens > budget:  # started over
+                    restarted += 1
+                    assert [m["role"] for m in now] == ["system", "user"]
+                    assert now[1]["content"].startswith("Problem:\n")
+                    assert own[r - 1] in now[1]["content"]  # its last reply, quoted
+                else:  # grows from the request before, even one that started over
+                    grew += 1
+                    grown = [*before.prompt, {"role": "assistant", "content": own[r - 1]}]
+                    assert now[:-1] == grown and len(now) >= 4
+        assert restarted and grew  # both cases met
+        # A budget no conversation stays under writes every request as fresh does.
+        always = asyncio.run(
+            episode(
+                make(
+                    srv, tmp_path, use_cache=False, prompt_layout="conversation",
+                    conversation_tokens=1,
+                ),
+            )
+        )  # fmt: skip
+        fresh_again = asyncio.run(episode(make(srv, tmp_path, use_cache=False)))
+
+        def blanked(rec):
+            return [re.sub(r"Reply \d+", "Reply N", _canonical(c.prompt)) for c in rec.calls]
+
+        assert blanked(always) == blanked(fresh_again)

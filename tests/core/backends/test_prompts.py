@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from core.actions import Action
-from core.backends.base import AgentTurn, DecisionTurn
+from core.backends.base import AgentTurn, DecisionTurn, PastTurn
 from core.backends.prompts import (
     ACTION_INSTRUCTIONS,
     agent_messages,
+    conversation_start,
     decision_messages,
     parse_answer,
     parse_confidence,
@@ -142,3 +143,12 @@ def test_earlier_replies_are_cut_to_the_back_ends_length():
     decision = DecisionTurn(MATH, finals, episode_seed=0, n_rounds=3)
     assert decision_messages(decision, 300)[1]["content"].count("[...cut...]") == 2
     assert decision_messages(decision)[1]["content"].count(long.strip()) == 2
+
+
+def test_a_conversation_starts_over_after_the_last_turn_that_outgrew_its_budget():
+    past = [PastTurn(turn(MATH, Action.SOLO_PROCESS), "r", tokens=t) for t in (90, 130, 80, 95)]
+    assert conversation_start(past, None) == 0  # no budget: one conversation
+    assert conversation_start(past, 130) == 0  # none is over it
+    assert conversation_start(past, 100) == 2  # the turn after the one of 130 tokens
+    assert conversation_start(past, 85) == 4  # the last turn outgrew it: the next is new
+    assert conversation_start([], 1) == 0
