@@ -60,6 +60,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from core.errors import EndpointGone, UserError
 
@@ -671,14 +672,38 @@ def _server_main(args: argparse.Namespace) -> int:
         # No request asks for logprobs: keeping every position's logits would copy
         # n_tokens x vocabulary floats per prompt (~100 MB for 500 tokens of SmolLM2).
         logits_all=False,
-        cache=args.prompt_cache_mb > 0,
-        cache_size=args.prompt_cache_mb << 20,
+        cache=False,  # set below: llama-cpp-python's own keeps a copy of unused logits
         verbose=False,
     )
     server = ServerSettings(host=HOST, port=sock.getsockname()[1], interrupt_requests=False)
     app = create_app(server_settings=server, model_settings=[model])
+    if args.prompt_cache_mb > 0:
+        from llama_cpp.server import app as server_app
+
+        assert server_app._llama_proxy is not None  # create_app loaded the model
+        server_app._llama_proxy().set_cache(prompt_state_cache(args.prompt_cache_mb << 20))
     uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(sockets=[sock])
     return 0
+
+
+def prompt_state_cache(capacity_bytes: int) -> Any:
+    """llama.cpp's RAM prompt cache, without the logits it would keep beside each state.
+
+    llama-cpp-python 0.3.36 stores with every state a copy of the model's logits buffer —
+    ``n_batch`` x vocabulary floats, 100 MB for SmolLM2 at ``n_batch`` 512 — whatever the
+    state's length, and counts none of it against the capacity: a server whose 256 MB cache
+    held states of a few hundred tokens grew to 1.9 GB. Without ``logits_all`` nothing reads
+    those logits (sampling reads the context's own, and a restored state is decoded again
+    before sampling), so each is kept as a zero-byte view of one zero, of the same shape."""
+    import numpy as np
+    from llama_cpp import LlamaRAMCache
+
+    class PromptStateCache(LlamaRAMCache):
+        def __setitem__(self, key: Any, value: Any) -> None:
+            value.scores = np.broadcast_to(np.float32(0), value.scores.shape)
+            super().__setitem__(key, value)
+
+    return PromptStateCache(capacity_bytes=capacity_bytes)
 
 
 def _self_test(args: argparse.Namespace) -> int:

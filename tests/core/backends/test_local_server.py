@@ -486,3 +486,41 @@ def test_the_local_model_writes_its_requests_with_its_own_recipe(local_server: L
     assert remote.run_config()["prompting"]["layout"] == "fresh"
     assert remote.run_config()["prompting"]["conversation_tokens"] is None
     assert "prompting" not in options.TeamOptions().run_config()  # the simulator is asked nothing
+
+
+def test_the_prompt_cache_restores_states_without_keeping_their_logits() -> None:
+    """The server's prompt cache (:func:`local_server.prompt_state_cache`) keeps no copy of
+    the model's logits beside a state (100 MB each for SmolLM2, uncounted against the
+    capacity), and a request whose prompt it restores completes exactly as one computed
+    from scratch: the real model, in process, seeded."""
+    from llama_cpp import Llama
+
+    chats = [
+        [{"role": "user", "content": "What is 12 + 7 * 3? Think step by step."}],
+        [
+            {"role": "user", "content": "What is 12 + 7 * 3? Think step by step."},
+            {"role": "assistant", "content": "12 + 21."},
+            {"role": "user", "content": "Go on."},
+        ],
+    ]
+
+    def replies(cache: object | None) -> tuple[list[str], Llama]:
+        llm = Llama(model_path=str(ls.default_model_file()), n_ctx=512, n_threads=1, verbose=False)
+        if cache is not None:
+            llm.set_cache(cache)
+        out = []
+        for chat in (*chats, *chats):  # the second pass starts from restored states
+            llm.reset()  # no reuse of the context's own prefix: only the cache can help
+            r = llm.create_chat_completion(messages=chat, max_tokens=12, seed=3)
+            out.append(r["choices"][0]["message"]["content"])
+        return out, llm
+
+    cache = ls.prompt_state_cache(64 << 20)
+    cached, llm = replies(cache)
+    assert cached == replies(None)[0]
+    states = list(cache.cache_state.values())
+    assert len(states) == 2 and all(s.n_tokens > 0 for s in states)
+    for s in states:
+        assert s.scores.strides == (0, 0)  # one float shared by the whole view: no copy
+        assert s.scores.shape[1] == llm.n_vocab()
+    assert cache.cache_size == sum(s.llama_state_size for s in states) <= 64 << 20
