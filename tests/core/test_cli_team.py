@@ -50,13 +50,19 @@ def ok_json(proc: subprocess.CompletedProcess) -> dict:
     return json.loads(proc.stdout)
 
 
-def run_json(*args: str) -> dict | list:
-    """``agentqmix ARGS`` in this process (exit code 0 asserted): the JSON it printed."""
+def run_main(*args: str) -> tuple[int, str, str]:
+    """``agentqmix ARGS`` in this process: its exit code, stdout and stderr."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(args))
-    assert code == 0, err.getvalue()[-2000:]
-    return json.loads(out.getvalue())
+    return code, out.getvalue(), err.getvalue()
+
+
+def run_json(*args: str) -> dict | list:
+    """``agentqmix ARGS`` in this process (exit code 0 asserted): the JSON it printed."""
+    code, out, err = run_main(*args)
+    assert code == 0, err[-2000:]
+    return json.loads(out)
 
 
 def query(db: Path, sql: str) -> list[dict]:
