@@ -1,9 +1,9 @@
 """The foundation's CLI end to end: train/eval on the relay game, ``--env`` files, errors, bench.
 
-The learning test and a checkpoint that does not fit its ``--env`` run the real entry point in
-a subprocess (exit code, stderr, no traceback as a user sees them); the other cases
-call :func:`core.cli.main` in-process: the same code path, without paying ~3 s of
-imports per case.
+The learning run and a checkpoint that does not fit its ``--env`` run the real entry point in
+a subprocess (exit code, stderr, no traceback as a user sees them); the other cases, the
+learned policy's evaluation among them, call :func:`core.cli.main` in-process: the same
+code path, without paying ~3 s of imports per case.
 """
 
 from __future__ import annotations
@@ -69,14 +69,15 @@ def relay_checkpoint(tmp_path_factory) -> Path:
     return out
 
 
-def test_qmix_learns_the_relay_game_to_its_optimal_greedy_return(relay_checkpoint):
+def test_qmix_learns_the_relay_game_to_its_optimal_greedy_return(relay_checkpoint, capsys):
     flags = "--episodes 32 --seed 3 --device cpu --json"
-    result = agentqmix(
-        "eval", "--env", "core.qmix.games:relay_game", "--checkpoint", str(relay_checkpoint),
-        *flags.split(),
+    code = main(
+        ["eval", "--env", "core.qmix.games:relay_game", "--checkpoint", str(relay_checkpoint),
+         *flags.split()]
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    summary = json.loads(result.stdout)
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    summary = json.loads(captured.out)
     assert summary["episodes"] == 32
     # Optimal = max_steps = 3: every agent copies the signal agent 0 relays, every round.
     assert summary["mean_return"] == 3.0

@@ -1,6 +1,8 @@
 """Real episodes end to end (issue 18, item 3): a policy trained on the simulator and every
 fixed topology play GSM8K on the local model (llama.cpp serving the shipped SmolLM2-135M),
-logged with the exact prompts, the server's token usage and each call's latency."""
+logged with the exact prompts, the server's token usage and each call's latency. The
+commands run in this process (:func:`run_json`, the code the console script runs), on the
+session's server: a subprocess per command paid ~3 CPU-seconds of imports."""
 
 from __future__ import annotations
 
@@ -9,24 +11,24 @@ import json
 import duckdb
 
 from core.team.topologies import FIXED_TOPOLOGIES
-from tests.core.test_cli_team import TINY, cli, ok_json
+from tests.core.test_cli_team import TINY, run_json
 
 TEAM = ["--benchmark", "gsm8k", "--agents", "solver,analyst", "--rounds", "1"]
 
 
 def test_a_simulator_policy_and_every_fixed_topology_play_gsm8k_on_the_local_model(
-    tmp_path, local_env
+    tmp_path, local_server
 ):
     db, ckpt = tmp_path / "real.duckdb", tmp_path / "sim.pt"
-    trained = cli("train", *TEAM, "--episodes", "16", "--out", str(ckpt), "--no-log", *TINY)
-    assert trained.returncode == 0, trained.stderr[-2000:]
-    table = ok_json(
-        cli(
-            "compare", *TEAM, "--backend", "local", "--checkpoint", str(ckpt),
-            "--episodes", "1", "--max-tokens", "8", "--no-cache", "--db", str(db), "--json",
-            env=local_env, timeout=900,
-        )
+    trained = run_json(
+        "train", *TEAM, "--episodes", "16", "--out", str(ckpt), "--no-log", "--json", *TINY
+    )
+    assert trained["episodes"] == 16 and ckpt.is_file()
+    table = run_json(
+        "compare", *TEAM, "--backend", "local", "--checkpoint", str(ckpt),
+        "--episodes", "1", "--max-tokens", "8", "--no-cache", "--db", str(db), "--json",
     )  # fmt: skip
+    assert local_server.gone() is None  # the session's server: not the command's to stop
     assert {p["policy"] for p in table["policies"]} == {"qmix", *FIXED_TOPOLOGIES}
 
     con = duckdb.connect(str(db), read_only=True)

@@ -1,11 +1,17 @@
 """The real ``agentqmix`` entry point on the agent team, with tiny settings.
 
-Every command runs as a subprocess against a real DuckDB file in tmp_path; the
-OpenAI-compatible path talks to a real HTTP server on 127.0.0.1.
+Every command runs against a real DuckDB file in tmp_path; the OpenAI-compatible path talks
+to a real HTTP server on 127.0.0.1. Commands whose process is part of the claim run as a
+subprocess (a training run, a run killed with SIGKILL, a checkpoint refused with exit code 2,
+the sandbox a run finds on its PATH); the others call :func:`core.cli.main` in this process
+(:func:`run_json`): the same code the console script runs, without ~3 CPU-seconds of
+imports (PyTorch, pandas) per command.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -44,6 +50,21 @@ def ok_json(proc: subprocess.CompletedProcess) -> dict:
     return json.loads(proc.stdout)
 
 
+def run_main(*args: str) -> tuple[int, str, str]:
+    """``agentqmix ARGS`` in this process: its exit code, stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def run_json(*args: str) -> dict | list:
+    """``agentqmix ARGS`` in this process (exit code 0 asserted): the JSON it printed."""
+    code, out, err = run_main(*args)
+    assert code == 0, err[-2000:]
+    return json.loads(out)
+
+
 def query(db: Path, sql: str) -> list[dict]:
     """Rows of ``sql`` on the store, read as ``agentqmix sql`` reads it (its reader, in this
     process: the spool tail staged, the store read-only). A subprocess per read cost ~2
@@ -57,60 +78,28 @@ def count(db: Path, sql: str) -> int:
 
 def test_eval_fixed_topology_reports_and_logs(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
-    out = ok_json(
-        cli(
-            "eval",
-            "--benchmark",
-            "math",
-            "--policy",
-            "full",
-            "--episodes",
-            "6",
-            "--db",
-            str(db),
-            "--json",
-        )
-    )
+    out = run_json(
+        "eval", "--benchmark", "math", "--policy", "full", "--episodes", "6", "--db", str(db),
+        "--json",
+    )  # fmt: skip
     assert out["episodes"] == 6
     assert 0.0 <= out["accuracy"] <= 1.0 and out["mean_tokens"] > 0
     assert len(out["action_counts_per_round"]) == 3
     # full mesh: every live agent aggregates in every round
     assert all(r["aggregate_refine"] == 6 * 4 for r in out["action_counts_per_round"])
     assert count(db, f"SELECT count(*) FROM episodes WHERE run_id = '{out['run_id']}'") == 6
-    again = ok_json(
-        cli(
-            "eval",
-            "--benchmark",
-            "math",
-            "--policy",
-            "full",
-            "--episodes",
-            "6",
-            "--no-log",
-            "--json",
-        )
+    again = run_json(
+        "eval", "--benchmark", "math", "--policy", "full", "--episodes", "6", "--no-log", "--json"
     )
     assert again["accuracy"] == out["accuracy"] and again["mean_tokens"] == out["mean_tokens"]
 
 
 def test_eval_with_injected_failures_records_them(tmp_path: Path) -> None:
     db = tmp_path / "s.duckdb"
-    out = ok_json(
-        cli(
-            "eval",
-            "--benchmark",
-            "mcq",
-            "--policy",
-            "debate",
-            "--episodes",
-            "4",
-            "--fail",
-            "0:crash@1,analyst:garbled",
-            "--db",
-            str(db),
-            "--json",
-        )
-    )
+    out = run_json(
+        "eval", "--benchmark", "mcq", "--policy", "debate", "--episodes", "4",
+        "--fail", "0:crash@1,analyst:garbled", "--db", str(db), "--json",
+    )  # fmt: skip
     faults = query(
         db,
         f"SELECT agent, round, fault FROM agent_steps WHERE run_id = '{out['run_id']}' "
@@ -125,20 +114,10 @@ def test_eval_with_injected_failures_records_them(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def small_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("store") / "s.duckdb"
-    ok_json(
-        cli(
-            "eval",
-            "--benchmark",
-            "math",
-            "--policy",
-            "single",
-            "--episodes",
-            "1",
-            "--db",
-            str(db),
-            "--json",
-        )
-    )
+    run_json(
+        "eval", "--benchmark", "math", "--policy", "single", "--episodes", "1", "--db", str(db),
+        "--json",
+    )  # fmt: skip
     return db
 
 
@@ -204,45 +183,24 @@ def test_train_eval_compare_export(tmp_path: Path) -> None:
     )
     assert count(db, f"SELECT count(*) FROM rounds WHERE run_id = '{run}' AND len(credit) = 4") > 0
 
-    learned = ok_json(
-        cli(
-            "eval",
-            "--benchmark",
-            "mixed",
-            "--checkpoint",
-            str(ckpt),
-            "--episodes",
-            "8",
-            "--db",
-            str(db),
-            "--json",
-        )
-    )
+    learned = run_json(
+        "eval", "--benchmark", "mixed", "--checkpoint", str(ckpt), "--episodes", "8",
+        "--db", str(db), "--json",
+    )  # fmt: skip
     assert learned["policy"] == "qmix" and learned["episodes"] == 8
-    table = ok_json(
-        cli(
-            "compare",
-            "--benchmark",
-            "mixed",
-            "--checkpoint",
-            str(ckpt),
-            "--episodes",
-            "4",
-            "--db",
-            str(db),
-            "--json",
-        )
-    )
+    table = run_json(
+        "compare", "--benchmark", "mixed", "--checkpoint", str(ckpt), "--episodes", "4",
+        "--db", str(db), "--json",
+    )  # fmt: skip
     names = {p["policy"] for p in table["policies"]}
     assert names == {"qmix", "single", "chain", "star", "ring", "full", "debate", "random"}
     single = next(p for p in table["policies"] if p["policy"] == "single")
     full = next(p for p in table["policies"] if p["policy"] == "full")
     assert full["mean_tokens"] > 4 * single["mean_tokens"]
 
-    runs = ok_json(cli("runs", "--db", str(db), "--json"))
+    runs = run_json("runs", "--db", str(db), "--json")
     assert {r["kind"] for r in runs} == {"train", "eval", "compare"}
-    exported = cli("export", "--run", run, "--parquet", str(tmp_path / "pq"), "--db", str(db))
-    assert exported.returncode == 0, exported.stderr
+    assert main(["export", "--run", run, "--parquet", str(tmp_path / "pq"), "--db", str(db)]) == 0
     n = duckdb.sql(f"SELECT count(*) FROM '{tmp_path / 'pq' / 'episodes.parquet'}'").fetchall()[0][
         0
     ]
@@ -306,7 +264,7 @@ def test_sigkill_then_resume_continues_the_same_run(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    runs = ok_json(cli("runs", "--db", str(db), "--json"))
+    runs = run_json("runs", "--db", str(db), "--json")
     assert len(runs) == 1 and runs[0]["status"] == "interrupted"
     run = runs[0]["id"]
     kept = count(db, f"SELECT count(*) FROM episodes WHERE run_id = '{run}'")
@@ -320,9 +278,9 @@ def test_sigkill_then_resume_continues_the_same_run(tmp_path: Path) -> None:
     assert (stored is None or stored + 1 <= done) and done <= kept
     rows = f"SELECT episode, reward, tokens FROM episodes WHERE run_id = '{run}' ORDER BY episode"
     before = query(db, rows)
-    out = ok_json(cli("train", "--resume", run, "--db", str(db), "--json"))
+    out = run_json("train", "--resume", run, "--db", str(db), "--json")
     assert out["run_id"] == run and out["episodes"] == 160
-    runs = ok_json(cli("runs", "--db", str(db), "--json"))
+    runs = run_json("runs", "--db", str(db), "--json")
     assert runs[0]["status"] == "finished"
     # Nothing the killed process logged is deleted, and the episodes it logged after its
     # checkpoint count toward the budget (they happened): the learner restarts from the
@@ -352,28 +310,17 @@ def knows_the_answers(benchmark: str, seed: int = 0):
     return respond
 
 
-def test_openai_backend_eval_and_training_against_a_local_server(tmp_path: Path) -> None:
+def test_openai_backend_eval_and_training_against_a_local_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     secret = "sk-test-SECRET-do-not-store-123"
-    env = {"OPENAI_API_KEY": secret, "AGENTQMIX_CACHE": str(tmp_path / "cache")}
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.setenv("AGENTQMIX_CACHE", str(tmp_path / "cache"))
     db, ckpt = tmp_path / "s.duckdb", tmp_path / "m.pt"
     with FakeOpenAIServer(responder=knows_the_answers("math")) as server:
         base = ["--backend", "openai", "--base-url", server.url, "--model", "fake-model"]
-        out = ok_json(
-            cli(
-                "eval",
-                "--benchmark",
-                "math",
-                "--policy",
-                "full",
-                "--episodes",
-                "3",
-                *base,
-                "--db",
-                str(db),
-                "--json",
-                env=env,
-            )
-        )
+        evaluate = ["eval", "--benchmark", "math", "--policy", "full", "--episodes", "3", *base]
+        out = run_json(*evaluate, "--db", str(db), "--json")
         assert out["episodes"] == 3 and out["accuracy"] == 1.0
         served = server.request_count
         assert served > 0
@@ -389,41 +336,13 @@ def test_openai_backend_eval_and_training_against_a_local_server(tmp_path: Path)
         )
         assert logged == usage
         # the cache answers a re-run without a single request
-        ok_json(
-            cli(
-                "eval",
-                "--benchmark",
-                "math",
-                "--policy",
-                "full",
-                "--episodes",
-                "3",
-                *base,
-                "--db",
-                str(db),
-                "--json",
-                env=env,
-            )
-        )
+        run_json(*evaluate, "--db", str(db), "--json")
         assert server.request_count == served
         # a short training run on real calls
-        trained = ok_json(
-            cli(
-                "train",
-                "--benchmark",
-                "mcq",
-                "--episodes",
-                "8",
-                "--out",
-                str(ckpt),
-                *base,
-                "--db",
-                str(db),
-                "--json",
-                *TINY,
-                env=env,
-            )
-        )
+        trained = run_json(
+            "train", "--benchmark", "mcq", "--episodes", "8", "--out", str(ckpt), *base,
+            "--db", str(db), "--json", *TINY,
+        )  # fmt: skip
         assert trained["episodes"] == 8
     for path in [db, ckpt, *tmp_path.rglob("*")]:
         if path.is_file():
@@ -434,22 +353,10 @@ def test_pass_through_unanimous_is_counted_stored_and_spares_tokens(tmp_path: Pa
     db = tmp_path / "pt.duckdb"
     out = {}
     for rule in ("off", "unanimous"):
-        out[rule] = ok_json(
-            cli(
-                "eval",
-                "--benchmark",
-                "math",
-                "--policy",
-                "star",
-                "--episodes",
-                "12",
-                "--pass-through",
-                rule,
-                "--db",
-                str(db),
-                "--json",
-            )  # fmt: skip
-        )
+        out[rule] = run_json(
+            "eval", "--benchmark", "math", "--policy", "star", "--episodes", "12",
+            "--pass-through", rule, "--db", str(db), "--json",
+        )  # fmt: skip
     off, on = out["off"], out["unanimous"]
     assert off["decisions_passed_through"]["unanimous"] == 0
     spared = on["decisions_passed_through"]["unanimous"]

@@ -4,7 +4,9 @@ fitted society used by train/eval (``--society``).
 The real-model test reads a recorded llama.cpp run (SmolLM2-135M, see
 ``tests/core/backends/data/record_smollm.py``); the split test builds a store whose fit
 tasks and check tasks were played by two different societies, so that a check computed on
-fitted episodes, or a fit that saw the check episodes, cannot pass.
+fitted episodes, or a fit that saw the check episodes, cannot pass. Commands run in this
+process (:func:`run_json`, the code the console script runs): a subprocess per command paid
+~3 CPU-seconds of imports.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from core.experiment.evaluate import log_run
 from core.team.env import TeamEnv
 from core.team.options import TeamOptions
 from core.team.topologies import make_policy
-from tests.core.test_cli_team import cli, ok_json, query
+from tests.core.test_cli_team import query, run_json
 
 RECORDED = Path(__file__).parents[1] / "backends" / "data" / "smollm_real.duckdb.gz"
 FRACTION = 0.3
@@ -47,8 +49,8 @@ def test_calibrate_on_a_recorded_real_run(real_db: Path, tmp_path: Path) -> None
     out = tmp_path / "society.json"
     runs = run_ids(real_db)
     args = [a for r in runs for a in ("--run", r)]
-    report = ok_json(
-        cli("calibrate", *args, "--out", str(out), "--db", str(real_db), "--draws", "5", "--json")
+    report = run_json(
+        "calibrate", *args, "--out", str(out), "--db", str(real_db), "--draws", "5", "--json"
     )
     society = load_society(out)  # a valid society file
     assert society.model == "sim/calibrated-SmolLM2-135M-Instruct.Q4_1"  # named after the model
@@ -109,8 +111,8 @@ def test_fit_never_sees_the_check_episodes(tmp_path: Path) -> None:
         log_run(str(db), "eval", opts, policy, 5 + k, mixed)
     out = tmp_path / "s.json"
     args = [x for r in run_ids(db) for x in ("--run", r)]
-    report = ok_json(
-        cli("calibrate", *args, "--out", str(out), "--db", str(db), "--draws", "4", "--json")
+    report = run_json(
+        "calibrate", *args, "--out", str(out), "--db", str(db), "--draws", "4", "--json"
     )
     fitted = {p["name"]: p["value"] for p in report["fit"]["params"]}
     assert fitted["unreadable.math"] < 0.05  # society A's episodes only
@@ -135,46 +137,22 @@ def test_train_and_eval_on_a_fitted_society(tmp_path: Path) -> None:
     }
     society.write_text(json.dumps(doc))
     db, ckpt = tmp_path / "t.duckdb", tmp_path / "m.pt"
-    out = ok_json(
-        cli(
-            "train", "--benchmark", "math", "--society", str(society), "--episodes", "16",
-            "--n-envs", "8", "--hidden", "16", "--eval-episodes", "4", "--out", str(ckpt),
-            "--db", str(db), "--json",
-        )
+    out = run_json(
+        "train", "--benchmark", "math", "--society", str(society), "--episodes", "16",
+        "--n-envs", "8", "--hidden", "16", "--eval-episodes", "4", "--out", str(ckpt),
+        "--db", str(db), "--json",
     )  # fmt: skip
     assert out["held_out"]["accuracy"] == 0.0  # every reply unreadable: no team answer
-    ev = ok_json(
-        cli(
-            "eval",
-            "--benchmark",
-            "math",
-            "--policy",
-            "star",
-            "--society",
-            str(society),
-            "--episodes",
-            "4",
-            "--db",
-            str(db),
-            "--json",
-        )
-    )
+    ev = run_json(
+        "eval", "--benchmark", "math", "--policy", "star", "--society", str(society),
+        "--episodes", "4", "--db", str(db), "--json",
+    )  # fmt: skip
     assert ev["accuracy"] == 0.0
     runs = query(db, "SELECT model, config FROM runs ORDER BY started_at")
     assert {r["model"] for r in runs} == {"mute"}
     assert json.loads(runs[0]["config"])["team"]["society"] == str(society)
-    stock_eval = ok_json(
-        cli(
-            "eval",
-            "--benchmark",
-            "math",
-            "--policy",
-            "star",
-            "--episodes",
-            "4",
-            "--no-log",
-            "--json",
-        )
+    stock_eval = run_json(
+        "eval", "--benchmark", "math", "--policy", "star", "--episodes", "4", "--no-log", "--json"
     )
     assert stock_eval["accuracy"] > 0.5  # the stock society stays the default
     assert stock.unreadable["math"] == 0.0

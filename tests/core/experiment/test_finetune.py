@@ -2,10 +2,13 @@
 stopped cleanly at its budget, resumable; a paid endpoint refuses to start without one.
 
 The live test runs ``--backend local`` on the session's llama.cpp server (SmolLM2-135M,
-``tests/local_model.py``)."""
+``tests/local_model.py``). Every command runs in this process (:func:`run_json`, the code
+the console script runs): what is tested is the budget, not the process, and a subprocess
+paid ~3 CPU-seconds of imports per command."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ import pytest
 from core.cli import main
 from core.experiment.finetune import is_local_url
 from core.store.queries import get_run, run_spend
-from tests.core.test_cli_team import cli, count, ok_json
+from tests.core.test_cli_team import count, run_json, run_main
 
 TEAM = ["--benchmark", "math", "--agents", "solver", "--rounds", "1"]
 """One agent, one round: one call per episode (the decision agent passes a lone answer on)."""
@@ -23,17 +26,15 @@ TEAM = ["--benchmark", "math", "--agents", "solver", "--rounds", "1"]
 def sim_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("ft") / "sim.pt"
     args = ["--episodes", "16", "--n-envs", "8", "--hidden", "16", "--eval-episodes", "0"]
-    ok_json(cli("train", *TEAM, *args, "--out", str(path), "--no-log", "--json"))
+    run_json("train", *TEAM, *args, "--out", str(path), "--no-log", "--json")
     return path
 
 
 def test_sim_finetune_stops_at_its_budget_and_resumes(sim_checkpoint: Path, tmp_path: Path) -> None:
     db, out = tmp_path / "f.duckdb", tmp_path / "ft.pt"
-    first = ok_json(
-        cli(
-            "train", *TEAM, "--init", str(sim_checkpoint), "--episodes", "400", "--n-envs", "4",
-            "--budget-tokens", "20000", "--out", str(out), "--db", str(db), "--json",
-        )
+    first = run_json(
+        "train", *TEAM, "--init", str(sim_checkpoint), "--episodes", "400", "--n-envs", "4",
+        "--budget-tokens", "20000", "--out", str(out), "--db", str(db), "--json",
     )  # fmt: skip
     run = first["run_id"]
     assert "token budget" in first["stopped"] and first["episodes"] < 400
@@ -44,8 +45,8 @@ def test_sim_finetune_stops_at_its_budget_and_resumes(sim_checkpoint: Path, tmp_
     tokens, _ = run_spend(str(db), run)
     assert tokens == first["spent"]["tokens"] >= 20000 - 4 * 3000
     # Resume with a larger budget: it continues the same run after its last episode.
-    again = ok_json(
-        cli("train", "--resume", run, "--budget-tokens", "40000", "--db", str(db), "--json")
+    again = run_json(
+        "train", "--resume", run, "--budget-tokens", "40000", "--db", str(db), "--json"
     )
     assert again["run_id"] == run and again["episodes"] > first["episodes"]
     assert again["spent"]["tokens"] == run_spend(str(db), run)[0]
@@ -91,9 +92,10 @@ def test_local_addresses() -> None:
 
 
 def test_real_finetune_stops_at_its_budget_and_a_repeat_is_free(
-    sim_checkpoint: Path, tmp_path: Path, local_env: dict[str, str]
+    sim_checkpoint: Path, tmp_path: Path, local_env: dict[str, str], monkeypatch
 ) -> None:
-    env = {**local_env, "AGENTQMIX_CACHE": str(tmp_path / "cache")}
+    for name, value in {**local_env, "AGENTQMIX_CACHE": str(tmp_path / "cache")}.items():
+        monkeypatch.setenv(name, value)
     real = ["--backend", "local"]
     common = [
         *TEAM,
@@ -107,21 +109,13 @@ def test_real_finetune_stops_at_its_budget_and_a_repeat_is_free(
     ]
     budget = ["--budget-calls", "6", "--budget-tokens", "1000000"]
     db = tmp_path / "real.duckdb"
-    proc = cli(
-        "train",
-        *common,
-        "--episodes",
-        "40",
-        *budget,
-        "--out",
-        str(tmp_path / "a.pt"),
-        "--db",
-        str(db),
-        "--json",
-        env=env,
-    )
-    first = ok_json(proc)
-    assert "estimate for 40 episodes" in proc.stderr  # printed before it starts
+    code, printed, said = run_main(
+        "train", *common, "--episodes", "40", *budget, "--out", str(tmp_path / "a.pt"),
+        "--db", str(db), "--json",
+    )  # fmt: skip
+    assert code == 0, said[-2000:]
+    first = json.loads(printed)
+    assert "estimate for 40 episodes" in said  # printed before it starts
     assert "call budget" in first["stopped"] and first["spent"]["calls"] == 6
     run = first["run_id"]
     logged_tokens, logged_calls = run_spend(str(db), run)
@@ -136,21 +130,10 @@ def test_real_finetune_stops_at_its_budget_and_a_repeat_is_free(
     # The same run again (same seed, same cache): every call comes from the cache.
     played = first["episodes"]
     db2 = tmp_path / "again.duckdb"
-    again = ok_json(
-        cli(
-            "train",
-            *common,
-            "--episodes",
-            str(played),
-            *budget,
-            "--out",
-            str(tmp_path / "b.pt"),
-            "--db",
-            str(db2),
-            "--json",
-            env=env,
-        )
-    )
+    again = run_json(
+        "train", *common, "--episodes", str(played), *budget, "--out", str(tmp_path / "b.pt"),
+        "--db", str(db2), "--json",
+    )  # fmt: skip
     assert again["episodes"] == played and again["stopped"] is None
     assert again["spent"] == {"tokens": 0, "calls": 0}
     assert count(db2, "SELECT count(*) FROM llm_calls WHERE NOT cache_hit") == 0

@@ -2,7 +2,7 @@
 Ctrl-C, a failing trial, and the store written by the driver alone.
 
 Tiny settings (64 training episodes, width 16, 8 held-out tasks); every sweep here starts
-and stops its own Ray, but for two that share one (:class:`TestOnOneLocalRay`).
+and stops its own Ray, but for three that share one (:class:`TestOnOneLocalRay`).
 """
 
 from __future__ import annotations
@@ -149,39 +149,6 @@ def check_sweep(result: dict, db: Path, out: Path, weights: list[float], seeds: 
             r["mean_reward"] for r in sorted(f["rewards"], key=lambda r: r["token_weight"])
         ]
         assert all(x > y for x, y in zip(by_weight, by_weight[1:], strict=False))
-
-
-def test_sweep_on_a_local_ray(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    db, out = tmp_path / "s.duckdb", tmp_path / "out"
-    args = ["--token-weights", "0.1,1.0", "--seeds", "0,1", "--token-penalty", "linear"]
-    result = sweep_json(capsys, *args, "--out", str(out), "--db", str(db))
-    assert result["token_penalty"] == "linear"
-    check_sweep(result, db, out, [0.1, 1.0], [0, 1])
-
-    assert main(["runs", "--db", str(db), "--json"]) == 0
-    listed = {r["id"]: r for r in json.loads(capsys.readouterr().out)}
-    for t in result["trials"]:
-        run = listed[t["train_run_id"]]
-        assert (run["token_weight"], run["token_penalty"]) == (t["token_weight"], "linear")
-
-    # `bench learning --from-sweep` reads the same points back from the store, paired.
-    report = from_sweep(db, None, 1.0)
-    assert (report["sweep_id"], report["seeds"], report["eval_episodes"]) == (
-        result["sweep_id"],
-        [0, 1],
-        EVAL,
-    )
-    trials = {t["seed"]: t for t in result["trials"] if t["token_weight"] == 1.0}
-    for seed, row in report["all"]["learned"].items():
-        assert row["accuracy"] == pytest.approx(trials[int(seed)]["accuracy"], abs=1e-4)
-        assert row["mean_tokens"] == pytest.approx(trials[int(seed)]["mean_tokens"], abs=0.1)
-    fixed = {f["policy"]: f for f in result["fixed"]}
-    for name, row in report["all"]["fixed"].items():
-        rescored = next(r for r in fixed[name]["rewards"] if r["token_weight"] == 1.0)
-        assert row["mean_reward"] == pytest.approx(rescored["mean_reward"], abs=1e-4)
-    with pytest.raises(UserError, match="trials at"):
-        from_sweep(db, None, 0.5)
-    check_resume(result, db, out, args, capsys)
 
 
 def check_resume(
@@ -532,17 +499,50 @@ def _servers_below(pid: int) -> set[int]:
 
 
 class TestOnOneLocalRay:
-    """Two sweeps on one local Ray, the sweep's own (:func:`ray_session`), which
-    :func:`run_sweep` reuses: a Ray started per test costs ~15 CPU-seconds (its daemons,
-    and workers importing PyTorch again). test_sweep_on_a_local_ray and the Ctrl-C and
-    killed-driver tests start and stop a Ray of their own; the tests that check no Ray is
-    left running run outside this class."""
+    """Three sweeps (one resumed twice) on one local Ray, the sweep's own
+    (:func:`ray_session`, stopped and checked gone when the class ends), which
+    :func:`run_sweep` reuses: a Ray started per test costs ~18 CPU-seconds (its daemons,
+    and workers importing PyTorch again). The Ctrl-C and killed-driver tests start and stop
+    a Ray of their own in the driver's process (:func:`_local_ray`); the tests that check no
+    Ray is left running run outside this class."""
 
     @pytest.fixture(scope="class", autouse=True)
     def one_local_ray(self) -> Iterator[None]:
         with ray_session(None):
             yield
         assert not ray.is_initialized()
+
+    def test_sweep_on_a_local_ray(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        db, out = tmp_path / "s.duckdb", tmp_path / "out"
+        args = ["--token-weights", "0.1,1.0", "--seeds", "0,1", "--token-penalty", "linear"]
+        result = sweep_json(capsys, *args, "--out", str(out), "--db", str(db))
+        assert result["token_penalty"] == "linear"
+        check_sweep(result, db, out, [0.1, 1.0], [0, 1])
+
+        assert main(["runs", "--db", str(db), "--json"]) == 0
+        listed = {r["id"]: r for r in json.loads(capsys.readouterr().out)}
+        for t in result["trials"]:
+            run = listed[t["train_run_id"]]
+            assert (run["token_weight"], run["token_penalty"]) == (t["token_weight"], "linear")
+
+        # `bench learning --from-sweep` reads the same points back from the store, paired.
+        report = from_sweep(db, None, 1.0)
+        assert (report["sweep_id"], report["seeds"], report["eval_episodes"]) == (
+            result["sweep_id"],
+            [0, 1],
+            EVAL,
+        )
+        trials = {t["seed"]: t for t in result["trials"] if t["token_weight"] == 1.0}
+        for seed, row in report["all"]["learned"].items():
+            assert row["accuracy"] == pytest.approx(trials[int(seed)]["accuracy"], abs=1e-4)
+            assert row["mean_tokens"] == pytest.approx(trials[int(seed)]["mean_tokens"], abs=0.1)
+        fixed = {f["policy"]: f for f in result["fixed"]}
+        for name, row in report["all"]["fixed"].items():
+            rescored = next(r for r in fixed[name]["rewards"] if r["token_weight"] == 1.0)
+            assert row["mean_reward"] == pytest.approx(rescored["mean_reward"], abs=1e-4)
+        with pytest.raises(UserError, match="trials at"):
+            from_sweep(db, None, 0.5)
+        check_resume(result, db, out, args, capsys)
 
     def test_a_failed_trial_is_reported_and_the_others_finish(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]

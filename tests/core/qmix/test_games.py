@@ -21,6 +21,9 @@ REPO = Path(__file__).resolve().parents[3]
 SEED_OF = {"two_step": 0, "two_step_uniform_qmix": 1, "two_step_uniform_vdn": 2,
            "two_step_lambda_0.8": 0, "relay": 1, "climbing": 2}  # fmt: skip
 """The seed each claim is checked on here (the benchmark runs each on 0, 1 and 2)."""
+THROUGH_THE_BENCHMARK = "climbing"
+"""The claim checked through ``agentqmix bench games`` (a training run that test makes
+anyway), not again in this process."""
 
 
 def test_the_games_pay_what_the_papers_say():
@@ -38,7 +41,7 @@ def test_the_games_pay_what_the_papers_say():
         MatrixGame([[1, 2, 3], [4, 5, 6]])
 
 
-@pytest.mark.parametrize("claim", list(SEED_OF))
+@pytest.mark.parametrize("claim", [c for c in SEED_OF if c != THROUGH_THE_BENCHMARK])
 def test_each_claim_holds_with_the_default_settings(claim: str):
     """two_step: QMIX reaches 8. Under uniform exploration (the QMIX paper's protocol) QMIX
     still reaches 8 while VDN, whose sum cannot represent game 2B (best fit 6.5), settles
@@ -52,16 +55,20 @@ def test_each_claim_holds_with_the_default_settings(claim: str):
 
 
 def test_the_benchmark_checks_a_claim_per_seed_and_says_which_held():
+    """The climbing claim on its seed, through the benchmark's command: the claim holds (a
+    safe joint action, never the optimum 11), and the benchmark says so."""
+    claim, seed = THROUGH_THE_BENCHMARK, SEED_OF[THROUGH_THE_BENCHMARK]
     out = subprocess.run(
-        [sys.executable, "-m", "core.cli", "bench", "games", "--claims", "climbing",
-         "--seeds", "3", "--json"],
+        [sys.executable, "-m", "core.cli", "bench", "games", "--claims", claim,
+         "--seeds", str(seed), "--json"],
         capture_output=True, text=True, cwd=REPO, timeout=600, check=True,
     ).stdout  # fmt: skip
     result = json.loads(out)
     (row,) = result["rows"]
-    assert (row["claim"], row["seed"]) == ("climbing", 3)
+    assert (row["claim"], row["seed"]) == (claim, seed)
+    assert CLAIMS[claim].holds(row["return"]), f"{claim}: {row['return']}"
     assert row["held"] == (row["return"] in (5.0, 6.0, 7.0))
-    assert result["held"] == {"climbing": f"{int(row['held'])}/1"}
+    assert result["held"] == {claim: "1/1"}
     bad = subprocess.run(
         [sys.executable, "-m", "core.cli", "bench", "games", "--claims", "nope"],
         capture_output=True, text=True, cwd=REPO, timeout=120,
