@@ -356,24 +356,47 @@ def demo_progress(status: DemoStatus, db: str, compact: bool = False) -> None:
             st.markdown(f":material/radio_button_unchecked: {label}")
 
 
-def sidebar_status(db: str) -> None:
-    """Database path, the demo's progress and running jobs, refreshed every 2 s."""
+LIVE_POLL_S = 2.0
+"""How often the sidebar's status reruns while a demo, job or sweep is live."""
+IDLE_POLL_S = 10.0
+"""How often it reruns while nothing is: each rerun costs Streamlit ~0.2 CPU-s, so at 2 s an
+idle open tab used ~0.14 CPU-s a second (benchmarks/RESULTS.md, "CPU-seconds per test
+file, third round"); work started elsewhere (a sweep from a terminal) shows within this."""
 
-    @st.fragment(run_every=2.0)
+
+def _status_lines(db: str) -> bool:
+    """The demo's progress, running jobs and live sweeps; whether any of them is live."""
+    live = False
+    demo = data.demo_status(db)
+    if demo is not None and demo.live:
+        demo_progress(demo, db, compact=True)
+        live = True
+    elif demo is not None and (demo.state == "failed" or demo.lost):
+        st.error(f"The demo stopped: {(demo.error or 'its process ended').splitlines()[0]}")
+    for job in data.jobs(db).running():
+        st.caption(f":material/hourglass_top: {job.label}")
+        live = True
+    for sweep in data.live_sweeps(db).values():
+        if sweep.live:
+            st.progress(
+                (sweep.done + sweep.failed) / max(sweep.total, 1),
+                text=f"[{sweep.sweep_id}](/compare?sweep={sweep.sweep_id}): {sweep.line()}",
+            )
+            live = True
+    return live
+
+
+def sidebar_status(db: str) -> None:
+    """Database path, the demo's progress and running jobs: refreshed every
+    :data:`LIVE_POLL_S` while any is live, every :data:`IDLE_POLL_S` while none is."""
+    was_live = bool(st.session_state.get("_sidebar_live", False))
+
+    @st.fragment(run_every=LIVE_POLL_S if was_live else IDLE_POLL_S)
     def status() -> None:
-        demo = data.demo_status(db)
-        if demo is not None and demo.live:
-            demo_progress(demo, db, compact=True)
-        elif demo is not None and (demo.state == "failed" or demo.lost):
-            st.error(f"The demo stopped: {(demo.error or 'its process ended').splitlines()[0]}")
-        for job in data.jobs(db).running():
-            st.caption(f":material/hourglass_top: {job.label}")
-        for sweep in data.live_sweeps(db).values():
-            if sweep.live:
-                st.progress(
-                    (sweep.done + sweep.failed) / max(sweep.total, 1),
-                    text=f"[{sweep.sweep_id}](/compare?sweep={sweep.sweep_id}): {sweep.line()}",
-                )
+        live = _status_lines(db)
+        st.session_state["_sidebar_live"] = live
+        if live != was_live:
+            st.rerun()  # the page polls at the other pace from now on
 
     with st.sidebar:
         st.caption(f"Database: `{db}`" + (" (read-only)" if data.read_only(db) else ""))

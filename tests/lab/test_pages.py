@@ -514,3 +514,29 @@ def test_a_damaged_store_is_a_message_not_a_traceback(own_db, page):
     assert not at.exception, [e.message for e in at.exception]
     said = " ".join(e.value for e in at.error)
     assert "damaged" in said and "agentqmix repair" in said, said
+
+
+def test_the_sidebar_polls_fast_only_while_something_is_live(own_db):
+    """The sidebar's status reruns every 2 s while a job runs and every 10 s otherwise (an
+    idle open tab cost ~0.14 CPU-s a second at 2 s): a job started from another session
+    shows in it, and the page switches pace when the job starts and when it ends."""
+    from lab import ui
+
+    at = _open("views/runs.py")
+    assert at.session_state["_sidebar_live"] is False
+    assert not [c for c in at.sidebar.caption if "hourglass" in c.value]
+    job = data.jobs(str(own_db)).start(
+        "a job from another session", [sys.executable, "-c", "import time; time.sleep(60)"]
+    )
+    try:
+        at.run()  # the flip reruns the page once, now at the live pace
+        assert not at.exception, [e.message for e in at.exception]
+        assert at.session_state["_sidebar_live"] is True
+        shown = [c.value for c in at.sidebar.caption if "hourglass" in c.value]
+        assert shown == [":material/hourglass_top: a job from another session"]
+    finally:
+        job.stop(grace_s=5)
+    at.run()
+    assert at.session_state["_sidebar_live"] is False
+    assert not [c for c in at.sidebar.caption if "hourglass" in c.value]
+    assert ui.IDLE_POLL_S > ui.LIVE_POLL_S
