@@ -192,18 +192,30 @@ def _compare(sweep_id: str, stored: dict[str, Any], expected: dict[str, Any]) ->
         if section not in given and section not in stored:
             continue
         for name, was, now in _differences(section, stored.get(section), given.get(section)):
+            if was is _UNSTORED:
+                # No flag can give back a setting that did not exist: the code changed.
+                raise UserError(
+                    f"sweep {sweep_id} was stored before this version recorded {name} "
+                    f"(these flags give {now!r}), so its runs may differ from new ones in "
+                    "it; start a new sweep."
+                )
             raise UserError(
                 f"sweep {sweep_id} was run with {name} = {was!r}, but these flags give "
                 f"{now!r}; resume it with the original run's flags."
             )
 
 
+_UNSTORED = object()
+"""A setting the stored run's config does not name (stored by an older version)."""
+
+
 def _differences(name: str, was: Any, now: Any) -> list[tuple[str, Any, Any]]:
-    """Dotted names of the settings that differ between two JSON values, with both values."""
+    """Dotted names of the settings that differ between two JSON values, with both values
+    (:data:`_UNSTORED` where the stored one does not name the setting)."""
     if isinstance(was, dict) and isinstance(now, dict):
         return [
             d
             for k in sorted(set(was) | set(now))
-            for d in _differences(f"{name}.{k}", was.get(k), now.get(k))
+            for d in _differences(f"{name}.{k}", was.get(k, _UNSTORED), now.get(k))
         ]
     return [] if was == now else [(name, was, now)]

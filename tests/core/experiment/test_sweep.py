@@ -413,6 +413,17 @@ def stored_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Path:
         con.execute("UPDATE runs SET config = ? WHERE id = ?", [json.dumps(config), run_id])
     finally:
         con.close()
+    # sweep-d: the same, stored before the config recorded a conversation's budget.
+    tag = {"sweep": fixed_key("sweep-d", "single", "off")}
+    run_id = log_run(str(db), "eval", local, "single", 0, played, tag)
+    con = duckdb.connect(str(db))
+    try:
+        (config,) = con.execute("SELECT config FROM runs WHERE id = ?", [run_id]).fetchone()
+        config = json.loads(config)
+        del config["prompting"]["conversation_tokens"]
+        con.execute("UPDATE runs SET config = ? WHERE id = ?", [json.dumps(config), run_id])
+    finally:
+        con.close()
     return db
 
 
@@ -429,6 +440,10 @@ def stored_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (
             ["--resume", "sweep-c", "--backend", "local"],
             "sweep sweep-c was run with prompting.layout = 'fresh', but these flags give 'conv",
+        ),
+        (
+            ["--resume", "sweep-d", "--backend", "local"],
+            "sweep sweep-d was stored before this version recorded prompting.conversation_tokens",
         ),
         (
             ["--resume", "sweep-a", "--pass-through", "unanimous"],
