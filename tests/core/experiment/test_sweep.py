@@ -403,27 +403,22 @@ def stored_sweeps(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # sweep-c: a local-model run stored under an older recipe (earlier replies cut at 3,000
     # characters, written fresh), as a run logged before the recipe changed holds.
     local = replace(team, backend="local")
-    tag = {"sweep": fixed_key("sweep-c", "single", "off")}
-    run_id = log_run(str(db), "eval", local, "single", 0, played, tag)
-    con = duckdb.connect(str(db))
-    try:
-        (config,) = con.execute("SELECT config FROM runs WHERE id = ?", [run_id]).fetchone()
-        config = json.loads(config)
-        config["prompting"].update(peer_chars=3000, layout="fresh")
-        con.execute("UPDATE runs SET config = ? WHERE id = ?", [json.dumps(config), run_id])
-    finally:
-        con.close()
+
+    def log_older(sweep_id: str, edit) -> None:
+        tag = {"sweep": fixed_key(sweep_id, "single", "off")}
+        run_id = log_run(str(db), "eval", local, "single", 0, played, tag)
+        con = duckdb.connect(str(db))
+        try:
+            (config,) = con.execute("SELECT config FROM runs WHERE id = ?", [run_id]).fetchone()
+            config = json.loads(config)
+            edit(config["prompting"])
+            con.execute("UPDATE runs SET config = ? WHERE id = ?", [json.dumps(config), run_id])
+        finally:
+            con.close()
+
+    log_older("sweep-c", lambda prompting: prompting.update(peer_chars=3000, layout="fresh"))
     # sweep-d: the same, stored before the config recorded a conversation's budget.
-    tag = {"sweep": fixed_key("sweep-d", "single", "off")}
-    run_id = log_run(str(db), "eval", local, "single", 0, played, tag)
-    con = duckdb.connect(str(db))
-    try:
-        (config,) = con.execute("SELECT config FROM runs WHERE id = ?", [run_id]).fetchone()
-        config = json.loads(config)
-        del config["prompting"]["conversation_tokens"]
-        con.execute("UPDATE runs SET config = ? WHERE id = ?", [json.dumps(config), run_id])
-    finally:
-        con.close()
+    log_older("sweep-d", lambda prompting: prompting.pop("conversation_tokens"))
     return db
 
 
