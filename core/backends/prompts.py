@@ -27,7 +27,8 @@ from core.tasks.code_checker import extract_code
 PEER_TEXT_CHARS = 3000
 """An earlier reply (a peer's, the agent's own, a final the decision agent reads) is cut to
 this many characters in a prompt (keeps prompts bounded); a back-end may set its own
-(``OpenAIBackendConfig.peer_chars``; the local model's recipe is shorter)."""
+(``OpenAIBackendConfig.peer_chars``; the local model's recipe is shorter). A code answer
+is shown whole instead (:func:`_quoted`)."""
 DEFAULT_CONFIDENCE = 0.5
 """Confidence assumed when a reply states none."""
 
@@ -129,24 +130,38 @@ def _cut(text: str, limit: int = PEER_TEXT_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "\n[...cut...]"
 
 
-def _previous_block(previous: AgentStep | None, peer_chars: int) -> str:
+def _quoted(task: Task, answer: str | None, text: str, peer_chars: int) -> tuple[str, str]:
+    """How a reply is shown to the turn that reads it: ``(answer, quoted text)``.
+
+    A reply is quoted as written, cut to ``peer_chars``, under the answer read from it. A
+    code answer is the function itself, so it is shown once, whole and fenced, in place of
+    the reply (which held it once more, amid prose): a function cut short would be read, and
+    copied, broken, and the reply's completion cap already bounds it."""
+    if task.domain == "code" and answer is not None:
+        return "the code below", f"```python\n{answer.strip()}\n```"
+    return str(answer), _cut(text, peer_chars)
+
+
+def _previous_block(task: Task, previous: AgentStep | None, peer_chars: int) -> str:
     if previous is None or not (previous.text or previous.answer):
         return ""
+    answer, quoted = _quoted(task, previous.answer, previous.text, peer_chars)
     return (
         f"Your own reply from round {previous.round + 1} "
-        f"(answer: {previous.answer!s}, confidence {previous.confidence:.2f}):\n"
-        f"<<<\n{_cut(previous.text, peer_chars)}\n>>>\n\n"
+        f"(answer: {answer}, confidence {previous.confidence:.2f}):\n"
+        f"<<<\n{quoted}\n>>>\n\n"
     )
 
 
-def _inbox_block(inbox: Sequence[Message], heading: str, peer_chars: int) -> str:
+def _inbox_block(task: Task, inbox: Sequence[Message], heading: str, peer_chars: int) -> str:
     if not inbox:
         return ""
-    parts = [
-        f"Agent {m.src} (answer: {m.answer!s}, confidence {m.confidence:.2f}):\n<<<\n"
-        f"{_cut(m.text, peer_chars)}\n>>>"
-        for m in inbox
-    ]
+    parts = []
+    for m in inbox:
+        answer, quoted = _quoted(task, m.answer, m.text, peer_chars)
+        parts.append(
+            f"Agent {m.src} (answer: {answer}, confidence {m.confidence:.2f}):\n<<<\n{quoted}\n>>>"
+        )
     return f"{heading}:\n\n" + "\n\n".join(parts) + "\n\n"
 
 
@@ -196,9 +211,9 @@ def _round_text(
     text = (
         f"{head}Round {round_ + 1} of {n_rounds}. "
         f"{ACTION_INSTRUCTIONS[Action(action)]}\n\n"
-        f"{_previous_block(previous, peer_chars)}"
-        f"{_inbox_block(earlier, f'Answers your teammates gave in round {round_}', peer_chars)}"
-        f"{_inbox_block(inbox, 'Answers you read from your teammates this round', peer_chars)}"
+        f"{_previous_block(task, previous, peer_chars)}"
+        f"{_inbox_block(task, earlier, f'Answers your teammates gave in round {round_}', peer_chars)}"
+        f"{_inbox_block(task, inbox, 'Answers you read from your teammates this round', peer_chars)}"
     )
     if byzantine:
         text += BYZANTINE_INSTRUCTION + "\n\n"
@@ -349,11 +364,14 @@ def decision_chat(
         "read the team members' final answers and decide the team's single final answer. "
         "Weigh the reasoning, not only the vote or the stated confidence."
     )
-    shown = "\n\n".join(
-        f"Agent {s.agent} ({s.role}; answer: {s.answer!s}, confidence {s.confidence:.2f}):\n"
-        f"<<<\n{_cut(s.text, peer_chars)}\n>>>"
-        for s in finals
-    )
+    parts = []
+    for s in finals:
+        answer, quoted = _quoted(task, s.answer, s.text, peer_chars)
+        parts.append(
+            f"Agent {s.agent} ({s.role}; answer: {answer}, confidence {s.confidence:.2f}):\n"
+            f"<<<\n{quoted}\n>>>"
+        )
+    shown = "\n\n".join(parts)
     user = (
         f"Problem:\n{question_text(task)}\n\n{persona}\n\n"
         f"Final answers of the team after {n_rounds} rounds:\n\n{shown}\n\n"

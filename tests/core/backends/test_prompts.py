@@ -145,6 +145,34 @@ def test_earlier_replies_are_cut_to_the_back_ends_length():
     assert decision_messages(decision)[1]["content"].count(long.strip()) == 2
 
 
+def test_a_code_answer_is_read_once_whole_and_without_its_prose():
+    """A code reply's answer is its function: the turn that reads it (a peer, the agent
+    itself a round later, the decision agent) sees the function once, whole even past
+    ``peer_chars``, fenced, and not the prose around it; a reply with no code is quoted."""
+    body = "".join(f"    y{i} = x + {i}\n" for i in range(40)) + "    return x"
+    function = f"def f(x):\n{body}"  # ~700 characters
+    reply = f"Here is my plan, at length.\n```python\n{function}\n```\nThat works.\nConfidence: 70"
+    answer = parse_answer(CODE, reply)
+    assert answer == function
+    own = AgentStep(agent=1, role="coder", round=0, action=0, answer=answer, text=reply)
+    peers = [
+        Message(src=0, dst=1, round=1, text=reply, answer=answer, confidence=0.7, tokens=200),
+        Message(src=2, dst=1, round=1, text="I am not sure.", answer=None, confidence=0.5,
+                tokens=5),
+    ]  # fmt: skip
+    user = agent_messages(turn(CODE, Action.AGGREGATE_REFINE, previous=own, inbox=peers), 300)[1][
+        "content"
+    ]
+    assert user.count(function) == 2 and user.count(f"```python\n{function}\n```") == 2
+    assert "at length" not in user and "That works." not in user and "[...cut...]" not in user
+    assert "(answer: the code below, confidence 0.70)" in user
+    assert "Agent 2 (answer: None, confidence 0.50):\n<<<\nI am not sure.\n>>>" in user
+    finals = [AgentStep(agent=k, role="coder", round=2, action=0, answer=answer, text=reply)
+              for k in range(2)]  # fmt: skip
+    decision = decision_messages(DecisionTurn(CODE, finals, n_rounds=3), 300)[1]["content"]
+    assert decision.count(function) == 2 and "at length" not in decision
+
+
 def test_a_conversation_starts_over_after_the_last_turn_that_outgrew_its_budget():
     past = [PastTurn(turn(MATH, Action.SOLO_PROCESS), "r", tokens=t) for t in (90, 130, 80, 95)]
     assert conversation_start(past, None) == 0  # no budget: one conversation
