@@ -516,6 +516,31 @@ def test_a_damaged_store_is_a_message_not_a_traceback(own_db, page):
     assert "damaged" in said and "agentqmix repair" in said, said
 
 
+def test_the_train_pages_job_list_shows_a_job_started_elsewhere_and_its_end(own_db):
+    """The Train page's job list, which polls only while a training job runs (not its pace:
+    AppTest runs the page on demand), still shows a job started from another session at the
+    page's next run (the sidebar reruns the page when one starts), with its Stop button,
+    and the job's end."""
+    at = _open("views/train.py")
+    assert not [m for m in at.markdown if m.value.startswith("**Training jobs**")]
+    job = data.jobs(str(own_db)).start(
+        "training elsewhere", [sys.executable, "-c", "import time; time.sleep(60)"], kind="train"
+    )
+    try:
+        at.run()
+        assert not at.exception, [e.message for e in at.exception]
+        shown = [m.value for m in at.markdown]
+        assert any(v.startswith("**Training jobs**") for v in shown)
+        assert any(v.startswith("training elsewhere") for v in shown) and "**running**" in shown
+        assert at.button(key=f"train_stop_{job.id}").disabled is False
+    finally:
+        job.stop(grace_s=5)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "**stopped**" in [m.value for m in at.markdown]
+    assert at.button(key=f"train_stop_{job.id}").disabled is True
+
+
 def test_the_sidebar_polls_fast_only_while_something_is_live(own_db):
     """The sidebar's status reruns every 2 s while a job runs and every 10 s otherwise (an
     idle open tab cost ~0.14 CPU-s a second at 2 s): a job started from another session
