@@ -105,20 +105,16 @@ def _resume(run_id: str) -> None:
     st.toast(f"Resuming {run_id}.", icon=":material/replay:")
 
 
-def _any_running(jobs) -> bool:
-    return any(job.status == "running" for job in jobs)
-
-
 # The list polls while a training job runs; otherwise it waits for a page run (the sidebar's
 # status reruns the page when a job starts elsewhere: lab/ui.py ``sidebar_status``).
-_jobs_live = _any_running(manager.jobs("train")[:8])
+_jobs_live = bool(manager.running("train"))
 
 
 @st.fragment(run_every=ui.LIVE_POLL_S if _jobs_live else None)
 def job_list() -> None:
-    jobs = manager.jobs("train")[:8]
-    if _any_running(jobs) != _jobs_live:
+    if bool(manager.running("train")) != _jobs_live:
         st.rerun()  # a job ended (or started): the page polls at the other pace from now on
+    jobs = manager.jobs("train")[:8]
     if not jobs:
         return
     with st.container(border=True):
