@@ -596,12 +596,17 @@ def checkpoint_mtime(path: str) -> float | None:
 @st.cache_resource(show_spinner=False)
 def warm_rollout() -> threading.Thread:
     """Import PyTorch and the rollout path in a background thread, once per server: the
-    first *Run it now* then does not wait for the import (seconds on a busy machine)."""
+    first *Run it now* then does not wait for the import (seconds on a busy machine).
+
+    Not a daemon: a process that ends while the import runs (a stopped server, an AppTest
+    script) waits for it. A daemon thread killed mid-import at interpreter shutdown made
+    the process die with "Fatal Python error: ... could not acquire lock for <stderr>"
+    and a nonzero exit code."""
 
     def load() -> None:
         import core.experiment.evaluate  # noqa: F401
 
-    thread = threading.Thread(target=load, name="warm-rollout", daemon=True)
+    thread = threading.Thread(target=load, name="warm-rollout", daemon=False)
     thread.start()
     return thread
 
