@@ -29,7 +29,8 @@ import urllib.request
 from typing import Any
 
 from benchmarks.common import Parser, int_in, user_errors
-from core.backends.local_server import LocalServerConfig, start_unshared
+from core.backends.local_server import start_unshared
+from core.backends.registry import local_model_server
 from core.experiment.options import make_team_env
 from core.team.options import TeamOptions
 from core.team.topologies import make_policy
@@ -48,7 +49,7 @@ def play(opts: TeamOptions, topologies: list[str], episodes: int, first: int = 0
 
     backend._once = recording_once
     rows: dict[str, Any] = {}
-    replay_server = start_unshared(LocalServerConfig(model_file=opts.model_file))
+    replay_server = start_unshared(local_model_server(opts.model_file))
     try:
         for name in topologies:
             sent_before = len(sent)

@@ -1668,6 +1668,7 @@ BENCHMARKS: dict[str, str] = {
     "games": "the classic-games suite's claims on several seeds (docs/games.md)",
     "time-to-quality": "wall seconds until default training reaches held-out reward thresholds",
     "real": "local model: seconds per episode by topology, tokens/s, runtime overhead",
+    "weights": "local model: the shipped Q4_1 file against its Q8_0 copy (speed, perplexity)",
     "baselines": "learned-topology methods vs Agent Q-Mix and fixed topologies: paired SEs, graphs",
 }
 """``agentqmix bench NAME``: the modules of ``benchmarks/`` (``benchmarks.<name>``), run as

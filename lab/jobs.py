@@ -261,12 +261,13 @@ def local_server_env(argv: Sequence[str]) -> dict[str, str]:
     args = list(argv)
     if "--backend" not in args or args[args.index("--backend") + 1 :][:1] != ["local"]:
         return {}
-    from core.backends.local_server import LocalServerConfig, serve
+    from core.backends.local_server import serve
+    from core.backends.registry import local_model_server
     from core.errors import UserError
 
     model_file = args[args.index("--model-file") + 1] if "--model-file" in args else None
     try:
-        return serve(LocalServerConfig(model_file=model_file)).attach_env()
+        return serve(local_model_server(model_file)).attach_env()
     except UserError:
         return {}
 

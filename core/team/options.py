@@ -12,7 +12,6 @@ import logging
 import math
 import os
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -263,9 +262,10 @@ class TeamOptions:
         """What plays the agents, as runs record it: the preset or the society file's name
         (sim), the model name (openai) or the GGUF file's name without ``.gguf`` (local)."""
         if self.backend == "local":
-            from core.backends.local_server import DEFAULT_MODEL_FILE
+            from core.backends.local_backend import local_weights
+            from core.backends.local_server import served_name
 
-            return Path(self.model_file or DEFAULT_MODEL_FILE).name.removesuffix(".gguf")
+            return served_name(self.model_file, local_weights(self.model_file))
         if self.model:
             return self.model
         return self.society_config().name if self.society else self.preset

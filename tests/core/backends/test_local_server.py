@@ -120,7 +120,7 @@ def test_real_episode_stores_the_servers_usage(
             "ORDER BY seq"
         ).fetchall()
         runs = con.execute("SELECT backend, model FROM runs").fetchall()
-    assert runs == [("local", "SmolLM2-135M-Instruct.Q4_1")]
+    assert runs == [("local", "SmolLM2-135M-Instruct.Q4_1.as-q8_0")]
     assert len(calls) == len(proxy.usages) >= 2  # one call per agent at least
     assert all(reported and error is None for _, _, reported, error in calls)
     # The store orders calls by agent, the server saw them layer by layer: same multiset.
@@ -131,7 +131,7 @@ def test_real_episode_stores_the_servers_usage(
 
 
 def test_in_process_runs_share_the_sessions_server(local_server: LocalServer) -> None:
-    assert ls.serve(LocalServerConfig()) is local_server
+    assert ls.serve(registry.local_model_server(None)) is local_server
     assert local_server.gone() is None
 
 
@@ -524,3 +524,75 @@ def test_the_prompt_cache_restores_states_without_keeping_their_logits() -> None
         assert s.scores.strides == (0, 0)  # one float shared by the whole view: no copy
         assert s.scores.shape[1] == llm.n_vocab()
     assert cache.cache_size == sum(s.llama_state_size for s in states) <= 64 << 20
+
+
+# --------------------------------------------------------------------------- weights
+
+
+def file_type(path: Path) -> int:
+    """The GGUF file's ``general.file_type`` (llama.cpp's weight type), read by llama.cpp."""
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(path), vocab_only=True, verbose=False)
+    try:
+        return int(llm.metadata["general.file_type"])
+    finally:
+        llm.close()
+
+
+def test_the_shipped_model_is_served_as_a_q8_0_copy_made_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local recipe serves the shipped Q4_1 model as a Q8_0 copy, made once in the cache
+    folder, under its own name and digest (runs and the response cache tell the two apart);
+    a user's ``--model-file`` is served as it is."""
+    monkeypatch.setattr(ls, "CONVERTED_MODELS", tmp_path / "models")
+    source = ls.default_model_file()
+    model = ls.resolve(registry.local_model_server(None))
+    assert model.path.parent.parent == tmp_path / "models"
+    assert model.name == "SmolLM2-135M-Instruct.Q4_1.as-q8_0"
+    assert model.name == options.TeamOptions(backend="local").model_name()
+    assert file_type(source) == 3 and file_type(model.path) == ls.WEIGHT_TYPES["q8_0"] == 7
+    assert model.digest != ls.file_digest(source)
+    assert model.cache_endpoint != ls.resolve(LocalServerConfig()).cache_endpoint
+    made = model.path.stat()
+    again = ls.resolve(registry.local_model_server(None))
+    assert again.path == model.path and again.identity == model.identity
+    assert (again.path.stat().st_ino, again.path.stat().st_mtime_ns) == (
+        made.st_ino, made.st_mtime_ns,
+    )  # fmt: skip
+    assert [p.name for p in model.path.parent.iterdir()] == [model.path.name]  # no part left
+    own = registry.local_model_server(str(source))
+    assert own.weights is None and ls.resolve(own).path == source
+
+
+def test_a_converted_copy_never_writes_over_what_is_not_a_regular_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A directory or a symlink where the copy goes: one sentence, left as it was; a
+    half-written or foreign regular file there: made again; a cache folder that cannot be
+    made: one sentence naming the variable that moves it."""
+    monkeypatch.setattr(ls, "CONVERTED_MODELS", tmp_path / "models")
+    source = ls.default_model_file()
+    target = (
+        ls.CONVERTED_MODELS / ls.file_digest(source) / "SmolLM2-135M-Instruct.Q4_1.as-q8_0.gguf"
+    )
+    target.parent.mkdir(parents=True)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not a model")
+    for make in (target.mkdir, lambda: target.symlink_to(outside)):
+        make()
+        with pytest.raises(UserError, match="is not a regular file; remove it") as err:
+            ls.resolve(registry.local_model_server(None))
+        assert "\n" not in str(err.value)
+        assert target.is_symlink() or target.is_dir()
+        target.unlink() if target.is_symlink() else target.rmdir()
+    assert outside.read_text() == "not a model"
+    target.write_bytes(b"half a file")
+    assert ls.resolve(registry.local_model_server(None)).path == target
+    assert target.read_bytes()[:4] == b"GGUF"
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    monkeypatch.setattr(ls, "CONVERTED_MODELS", blocker / "models")
+    with pytest.raises(UserError, match="set XDG_CACHE_HOME to a folder you can write"):
+        ls.resolve(registry.local_model_server(None))
