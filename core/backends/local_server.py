@@ -323,6 +323,8 @@ def served_name(model_file: str | os.PathLike[str] | None, weights: str | None) 
 
 CONVERTED_MODELS = SETUP_STATE / "models"
 """Where converted copies of model files live: ``<source digest>/<name>.gguf``."""
+CONVERT_TIMEOUT_S = 600.0
+"""How long making a converted copy may take (SmolLM2-135M: seconds)."""
 
 
 def converted_copy(source: Path, weights: str) -> Path:
@@ -353,11 +355,17 @@ def converted_copy(source: Path, weights: str) -> Path:
             f"({err.strerror}); set XDG_CACHE_HOME to a folder you can write."
         ) from err
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "core.backends.local_server", "--convert", str(source),
-             part, weights],
-            capture_output=True, text=True, timeout=600, env=_server_env(),
-        )  # fmt: skip
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "core.backends.local_server", "--convert", str(source),
+                 part, weights],
+                capture_output=True, text=True, timeout=CONVERT_TIMEOUT_S, env=_server_env(),
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise UserError(
+                f"converting {source.name} to {weights} took over {CONVERT_TIMEOUT_S:.0f} s; "
+                "the machine may be overloaded: run again."
+            ) from None
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise UserError(f"converting {source.name} to {weights} failed: {last}")

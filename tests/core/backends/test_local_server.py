@@ -596,3 +596,14 @@ def test_a_converted_copy_never_writes_over_what_is_not_a_regular_file(
     monkeypatch.setattr(ls, "CONVERTED_MODELS", blocker / "models")
     with pytest.raises(UserError, match="set XDG_CACHE_HOME to a folder you can write"):
         ls.resolve(registry.local_model_server(None))
+
+
+def test_a_conversion_that_overruns_is_one_sentence_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ls, "CONVERTED_MODELS", tmp_path / "models")
+    monkeypatch.setattr(ls, "CONVERT_TIMEOUT_S", 0.01)
+    with pytest.raises(UserError, match=r"took over 0 s; .* run again\.$") as err:
+        ls.resolve(registry.local_model_server(None))
+    assert "\n" not in str(err.value)
+    assert [p for p in (tmp_path / "models").rglob("*") if p.is_file()] == []
