@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import re
+import weakref
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
@@ -340,6 +341,7 @@ class SpoolWriter:
         existing = [seq for seq, _ in segments(spool_dir, run_id)]
         self.seq = max(existing, default=-1) + 1
         self._fd = self._open_segment()
+        _PRODUCERS.add(self)
 
     @property
     def lock_path(self) -> Path:
@@ -394,12 +396,37 @@ class SpoolWriter:
 
     def close(self, *, remove: bool) -> None:
         """Release the lock; ``remove`` deletes the (fully ingested) spool files."""
+        if self._lock_fd < 0:
+            return  # a forked child's copy (:func:`_forsake_in_child`): not its run
         os.close(self._fd)
         if remove:
             for _, path in segments(self.dir, self.run_id):
                 path.unlink(missing_ok=True)
             self.lock_path.unlink(missing_ok=True)
         os.close(self._lock_fd)
+
+    def _forsake(self) -> None:
+        """Close this process's copies of the files without touching them (a forked child)."""
+        for fd in (self._fd, self._lock_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fd = self._lock_fd = -1
+
+
+_PRODUCERS: weakref.WeakSet[SpoolWriter] = weakref.WeakSet()
+"""The spool writers of this process (see :func:`_forsake_in_child`)."""
+
+
+def _forsake_in_child() -> None:
+    # A forked child (training's episode collector) shares its parent's open lock file, and
+    # a flock is released only when every copy is closed: a SIGKILLed run's child, until it
+    # noticed its parent's death, kept the run looking alive (``runs`` said "running" right
+    # after the kill; seen in a test run). The child writes nothing of its parent's run.
+    for writer in list(_PRODUCERS):
+        writer._forsake()
+
+
+os.register_at_fork(after_in_child=_forsake_in_child)
 
 
 def segment_path(spool_dir: Path, run_id: str, seq: int) -> Path:
