@@ -53,7 +53,7 @@ LOCAL_WEIGHTS = "q8_0"
 """The local model's recipe: the shipped SmolLM2-135M-Instruct (Q4_1) is served as a copy
 whose weights are stored as Q8_0 (:attr:`core.backends.local_server.LocalServerConfig.weights`),
 made once. llama.cpp 0.3.36 has no fast matrix kernel for Q4_1 on x86, so the copy
-processes prompts ~1.6x as fast on 2 cores at the same decoding speed, and it is the same
+processes prompts ~1.6x as fast on 2 cores and decodes ~12 % slower, and it is the same
 model: Q8_0 holds each Q4_1 block all but exactly (perplexity +0.4 % on HumanEval code,
 +0.3 % on GSM8K problems; Q4_0 would be faster still but +17 % / +14 %)
 (benchmarks/RESULTS.md, issue 18, "The shipped model's weights as Q8_0"). A ``--model-file``

@@ -151,15 +151,10 @@ def prompt_settings(opts: BackendSettings) -> dict[str, Any] | None:
     }
 
 
-def local_server_config(opts: BackendSettings) -> LocalServerConfig:
-    """The server ``--backend local`` runs on for these options: a process that starts it
-    for others (a sweep's driver) asks for this one, so that they attach to it."""
-    return local_model_server(opts.model_file)
-
-
 def local_model_server(model_file: str | None) -> LocalServerConfig:
     """The local recipe's server for ``model_file`` (``None`` = the shipped model): every
-    place that starts or looks for the local server asks this, so that they agree on it."""
+    place that starts or looks for the local server asks this, so that they agree on it
+    (a process that starts it for others, a sweep's driver or the lab, and its children)."""
     from core.backends.local_backend import local_weights
     from core.backends.local_server import LocalServerConfig
 
@@ -171,7 +166,7 @@ def _local(opts: BackendSettings) -> Backend:
     from core.backends.local_server import serve
 
     _cache_dir(opts)  # checked before the server starts
-    server = serve(local_server_config(opts))
+    server = serve(local_model_server(opts.model_file))
     return LocalBackend(
         server,
         _client_config(

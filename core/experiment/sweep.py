@@ -829,9 +829,9 @@ def run_sweep(
         )
     if opts.backend == "local":  # a bad model file or install: one sentence, nothing made
         from core.backends.local_server import check_installed, resolve
-        from core.backends.registry import local_server_config
+        from core.backends.registry import local_model_server
 
-        resolve(local_server_config(opts))
+        resolve(local_model_server(opts.model_file))
         check_installed()
     if log:
         open_store(db)  # a bad --db is one sentence before any work
@@ -953,9 +953,9 @@ def shared_local_server(opts: TeamOptions, sweep: SweepConfig) -> Iterator[Local
         yield None
         return
     from core.backends.local_server import serving
-    from core.backends.registry import local_server_config
+    from core.backends.registry import local_model_server
 
-    with serving(local_server_config(opts)) as server:
+    with serving(local_model_server(opts.model_file)) as server:
         yield server
 
 

@@ -262,10 +262,11 @@ class TeamOptions:
         """What plays the agents, as runs record it: the preset or the society file's name
         (sim), the model name (openai) or the GGUF file's name without ``.gguf`` (local)."""
         if self.backend == "local":
-            from core.backends.local_backend import local_weights
             from core.backends.local_server import served_name
+            from core.backends.registry import local_model_server
 
-            return served_name(self.model_file, local_weights(self.model_file))
+            server = local_model_server(self.model_file)
+            return served_name(server.model_file, server.weights)
         if self.model:
             return self.model
         return self.society_config().name if self.society else self.preset
