@@ -1,6 +1,6 @@
 """``agentqmix lab``: serve the Streamlit lab, run the first-start demo, stop both cleanly.
 
-``core/cli.py``'s ``lab`` command checks the database and the port, then replaces itself
+``core/cli/lab.py``'s ``lab`` command checks the database and the port, then replaces itself
 with ``python -m lab.launch`` (so a signal sent to ``agentqmix lab`` arrives here). This
 process
 

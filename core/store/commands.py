@@ -1,6 +1,6 @@
 """The store's CLI commands as functions that return data, plus a thin rich/JSON printer.
 
-``core/cli.py`` wires them into typer: ``runs``, ``sql``, ``export``, ``delete-run``,
+``core/cli/store.py`` wires them into typer: ``runs``, ``sql``, ``export``, ``delete-run``,
 ``repair``. Each takes ``db`` (``None`` = ``$AGENTQMIX_DB`` or ``./agentqmix.duckdb``).
 """
 

@@ -26,7 +26,8 @@ import ray
 
 from benchmarks.learning import from_sweep
 from core.baselines.training import BaselineTrainConfig
-from core.cli import _print_sweep, main
+from core.cli import main
+from core.cli.sweep import _print_sweep
 from core.errors import UserError
 from core.experiment.evaluate import learned_policy, log_run, run_policy
 from core.experiment.sweep import (
