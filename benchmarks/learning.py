@@ -35,7 +35,7 @@ import numpy as np
 from benchmarks.common import Parser, run_main, user_errors
 from core.errors import UserError
 from core.experiment import TeamOptions, run_policy, train_team
-from core.experiment.sweep import parse_seeds
+from core.experiment.sweep_plan import parse_seeds
 from core.qmix.policy import QMixPolicy
 from core.records import EpisodeRecord
 from core.team.options import options_from_dict

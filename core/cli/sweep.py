@@ -117,7 +117,8 @@ def sweep(
     weight, seed) on Ray, then evaluate every trial and fixed topology (under each rule) on
     the same held-out tasks."""
     from core.baselines.training import BaselineTrainConfig
-    from core.experiment.sweep import (
+    from core.experiment.sweep import run_sweep
+    from core.experiment.sweep_plan import (
         SweepConfig,
         parse_knobs,
         parse_methods,
@@ -125,7 +126,6 @@ def sweep(
         parse_seeds,
         parse_token_weights,
         parse_topologies,
-        run_sweep,
     )
     from core.team.recipes import recipe_config
 

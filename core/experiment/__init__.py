@@ -5,8 +5,10 @@
 * :mod:`core.experiment.train` — logged training runs (and ``--resume``), plus training on
   any protocol environment;
 * :mod:`core.experiment.evaluate` — held-out evaluation, comparison and robustness runs;
-* :mod:`core.experiment.sweep` — the token/accuracy sweep on Ray (not imported here: it
-  imports Ray).
+* :mod:`core.experiment.sweep` — the token/accuracy sweep's driver on Ray (not imported
+  here: it imports Ray), with :mod:`~core.experiment.sweep_plan` (its plan, stored results
+  and rows), :mod:`~core.experiment.sweep_trials` (its Ray tasks) and
+  :mod:`~core.experiment.sweep_resume` (what a resumed sweep finds stored).
 
 The CLI, the lab's worker and the benchmarks all go through here, so a run made anywhere
 is built and logged the same way; every episode is played by :func:`core.qmix.runner.rollout`.

@@ -1,6 +1,6 @@
 """What the store holds of a sweep being resumed (``agentqmix sweep --resume SWEEP_ID``).
 
-Every run of a sweep names its point in ``config["sweep"]`` (:mod:`core.experiment.sweep`).
+Every run of a sweep names its point in ``config["sweep"]`` (:mod:`core.experiment.sweep_plan`).
 A trial counts as done when the store holds exactly one finished ``train`` run and one
 finished ``eval`` run of it with all ``K`` held-out episodes; a fixed topology when it holds
 exactly one such ``eval`` run. Anything else of a point — a train run whose eval run never
@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from core.errors import UserError
-from core.experiment.sweep import (
+from core.experiment.sweep_plan import (
     TRIAL_FACTS,
     FixedSpec,
     StoredSweep,

@@ -30,19 +30,11 @@ from core.cli import main
 from core.cli.sweep import _print_sweep
 from core.errors import UserError
 from core.experiment.evaluate import learned_policy, log_run, run_policy
-from core.experiment.sweep import (
-    SweepConfig,
-    SweepStatus,
-    fixed_key,
-    pareto_front,
-    plan_fixed,
-    plan_trials,
-    ray_session,
-    run_sweep,
-    train_trial,
-    wilson_interval,
-)
+from core.experiment.policies import pareto_front, wilson_interval
+from core.experiment.sweep import SweepStatus, ray_session, run_sweep
+from core.experiment.sweep_plan import SweepConfig, fixed_key, plan_fixed, plan_trials
 from core.experiment.sweep_resume import read_stored_sweep
+from core.experiment.sweep_trials import train_trial
 from core.qmix.encoders import AgentNetConfig
 from core.qmix.training import TrainConfig
 from core.store.commands import delete_run
