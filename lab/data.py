@@ -21,6 +21,7 @@ import pandas as pd
 import streamlit as st
 
 from core.baselines.names import METHOD_KNOBS
+from core.host import process_alive
 from core.records import DECISION_AGENT, EpisodeRecord
 from core.store import queries as q
 from core.store.commands import export_run
@@ -418,7 +419,7 @@ def live_sweeps(db: str) -> dict[str, LiveSweep]:
         try:
             d = json.loads(path.read_text())
             state = d["state"]
-            if state == "running" and not jobs_module.process_alive(int(d["pid"]), None):
+            if state == "running" and not process_alive(int(d["pid"])):
                 state = "stopped"
             found.append(
                 LiveSweep(

@@ -27,14 +27,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from core.host import proc_start_time, process_alive
 from lab.jobs import (
     Step,
     TeamSpec,
     TrainParams,
     eval_command,
     lab_folder,
-    proc_start_time,
-    process_alive,
     robustness_command,
     train_command,
     workdir,

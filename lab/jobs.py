@@ -25,6 +25,7 @@ from typing import Any
 
 from core.baselines.names import METHOD_NAMES
 from core.errors import UserError
+from core.host import proc_start_time, process_alive
 from core.team.failures import FAILURE_MODES
 from core.team.options import TeamOptions, options_from_dict
 from core.team.runtime import DEFAULT_ROLES
@@ -423,30 +424,6 @@ def write_json(path: Path, obj: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(obj))
     os.replace(tmp, path)
-
-
-def proc_start_time(pid: int) -> str | None:
-    """Field 22 of ``/proc/PID/stat`` (start time in clock ticks); None off Linux or if gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2 :].split()
-    # fields[0] is the state (field 3); a zombie has exited already.
-    return None if fields[0] in "ZX" else fields[19]
-
-
-def process_alive(pid: int, start: str | None) -> bool:
-    if Path("/proc").is_dir():
-        now = proc_start_time(pid)
-        return now is not None and (start is None or now == start)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class JobManager:

@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import EndpointGone, UserError
+from core.host import HOST, check_port_free, process_alive
 
 SETUP_COMMAND = "bash scripts/setup.sh"
 """The set-up step that installs llama-cpp-python (built portably) and the default model."""
@@ -79,7 +80,6 @@ types that hold a 4- or 5-bit model's weights all but exactly, so the copy is th
 model, laid out for llama.cpp's faster CPU kernels."""
 ATTACH_ENV = "AGENTQMIX_LOCAL_SERVER"
 """JSON ``{"url", "identity"}`` of a running local server that child processes should use."""
-HOST = "127.0.0.1"
 
 
 @dataclass
@@ -235,29 +235,20 @@ def install_status() -> tuple[str, str]:
         return "ready", "local model: ready (SmolLM2-135M-Instruct on llama.cpp)"
     try:
         pid = int(pid_file.read_text().strip())
-        os.kill(pid, 0)
     except (OSError, ValueError):
+        pid = None
+    if pid is None or not process_alive(pid):
         return "missing", f"local model: not installed; run `{SETUP_COMMAND}`"
     return "installing", f"local model: installing… (llama.cpp builds once, ~5 min; log: {log})"
 
 
-def check_port_free(port: int) -> None:
-    """:class:`UserError` if something already listens on 127.0.0.1:``port``."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((HOST, port))
-        except OSError as err:
-            raise UserError(_port_in_use(port, f" ({err.strerror})")) from err
+# No flag sets the port (the CLI always lets the server pick a free one): only a caller of
+# this module that chose one can meet this, so the sentence names the setting.
+PORT_REMEDY = "choose another port (LocalServerConfig.port), or leave it unset to get a free one."
 
 
-def _port_in_use(port: int | None, why: str = "") -> str:
-    # No flag sets the port (the CLI always lets the server pick a free one): only a
-    # caller of this module that chose one can meet this, so the sentence names the setting.
-    return (
-        f"port {port} on 127.0.0.1 is in use{why}; choose another port "
-        "(LocalServerConfig.port), or leave it unset to get a free one."
-    )
+def _port_in_use(port: int | None) -> str:
+    return f"port {port} on {HOST} is in use; {PORT_REMEDY}"
 
 
 def file_digest(path: Path, chunk: int = 4 << 20) -> str:
@@ -578,7 +569,7 @@ def _start(model: ServedModel) -> LocalServer:
     check_installed()
     config = model.config
     if config.port is not None:
-        check_port_free(config.port)
+        check_port_free(config.port, PORT_REMEDY)
     fd, log_name = tempfile.mkstemp(prefix="agentqmix-llama-", suffix=".log")
     log_path = Path(log_name)
     argv = [

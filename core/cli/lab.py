@@ -12,6 +12,7 @@ from core.cli.app import app
 from core.cli.flags import Db
 from core.cli.output import console
 from core.errors import UserError
+from core.host import check_port_free
 
 
 @app.command()
@@ -32,7 +33,7 @@ def lab(
         raise UserError(f"the lab's app.py is missing from {root}; reinstall with pip install -e .")
     path = resolve_db(db)
     check_lab_database(path)
-    check_port_free(port)
+    check_port_free(port, "pass another --port.")
     argv = [sys.executable, "-m", "lab.launch", "--db", str(path), "--port", str(port)]
     sys.stdout.flush()
     sys.stderr.flush()
@@ -69,18 +70,3 @@ def check_lab_database(path: Path) -> None:
             "and deleting runs are off.",
             soft_wrap=True, markup=False, highlight=False,
         )  # fmt: skip
-
-
-def check_port_free(port: int) -> None:
-    """UserError if another program already listens on 127.0.0.1:``port``."""
-    import socket
-
-    with socket.socket() as s:
-        # As the server will: a port left in TIME_WAIT by a stopped lab is free to reuse.
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError as err:
-            raise UserError(
-                f"port {port} on 127.0.0.1 is in use ({err.strerror}); pass another --port."
-            ) from err

@@ -85,6 +85,7 @@ from core.experiment.sweep_trials import (
     train_trial_task,
     unpack_episodes,
 )
+from core.host import process_alive
 from core.paths import check_output_dir, write_file
 from core.qmix.training import TrainConfig
 from core.records import EpisodeRecord
@@ -441,7 +442,13 @@ def _resumed_plan(path: Path, skipped: int) -> dict[str, Any]:
     if not isinstance(before, dict):
         before = {}
     pid = before.get("pid")
-    if before.get("state") == "running" and isinstance(pid, int) and _alive(pid):
+    # Our own pid is a sweep this process ran before (in-process callers), not a live driver.
+    if (
+        before.get("state") == "running"
+        and isinstance(pid, int)
+        and pid != os.getpid()
+        and process_alive(pid)
+    ):
         raise UserError(
             f"sweep {path.stem} is still running (pid {pid}); stop it before resuming it."
         )
@@ -452,18 +459,6 @@ def _resumed_plan(path: Path, skipped: int) -> dict[str, Any]:
         "skipped": skipped,
         **({"started_at": first} if isinstance(first, int | float) else {}),
     }
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class _Driver:
