@@ -31,7 +31,7 @@ import torch
 
 from benchmarks.common import run_main, user_errors
 from core.errors import UserError
-from core.team.options import MAX_AGENTS
+from core.team.settings import MAX_AGENTS
 
 AGENTS = (3, 8, 16, 32, 64, 128)
 ROUNDS = (1, 3, 6)

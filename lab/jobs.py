@@ -29,6 +29,7 @@ from core.host import proc_start_time, process_alive
 from core.team.failures import FAILURE_MODES
 from core.team.options import TeamOptions, options_from_dict
 from core.team.runtime import DEFAULT_ROLES
+from core.team.settings import check
 
 
 def cli_command(*args: str) -> list[str]:
@@ -87,12 +88,11 @@ class TeamSpec:
     """What plays the agents: ``sim`` (the synthetic society) or ``local`` (the local model)."""
 
     def validate(self) -> None:
-        if not self.roles:
-            raise ValueError("roles is empty: a team needs at least one agent")
-        if not 1 <= self.rounds <= 10:
-            raise ValueError(f"rounds must be in 1..10, got {self.rounds}")
-        if self.token_weight < 0:
-            raise ValueError(f"token_weight must be >= 0, got {self.token_weight}")
+        """The team settings' own rules (:func:`core.team.settings.check`: the sentence the
+        CLI would print), and a back-end the lab's forms offer."""
+        check("agents", len(self.roles))
+        check("rounds", self.rounds)
+        check("token_weight", self.token_weight)
         if self.backend not in LAB_BACKENDS:
             raise ValueError(f"backend must be one of {LAB_BACKENDS}, got {self.backend!r}")
 

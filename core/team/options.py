@@ -9,7 +9,6 @@ not store take today's defaults).
 from __future__ import annotations
 
 import logging
-import math
 import os
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -40,18 +39,12 @@ from core.team.runtime import (
     TOKEN_PENALTIES,
     RuntimeConfig,
 )
+from core.team.settings import check
 
 log = logging.getLogger(__name__)
 
-MAX_ROUNDS = 64
-"""More rounds than anyone studies; a guard against a typo such as ``--rounds 100000``."""
-MAX_AGENTS = 64
 _SANDBOX_IN_FORCE: dict[tuple[str, str, int, str], str] = {}
 """code_sandbox() per (back-end, benchmark, seed, choice): decided, and warned about, once."""
-
-
-MAX_WEIGHT = 1e6
-"""Largest reward weight accepted (the penalty is at most a few units per episode)."""
 
 
 @dataclass
@@ -148,8 +141,7 @@ class TeamOptions:
                     )
         elif self.model_file is not None:
             raise UserError("--model-file is for --backend local.")
-        if self.max_tokens is not None and not 1 <= self.max_tokens <= 1_000_000:
-            raise UserError(f"--max-tokens must be between 1 and 1000000, not {self.max_tokens}.")
+        check("max_tokens", self.max_tokens)
         if self.prompt_layout is not None:
             if self.prompt_layout not in LAYOUTS:
                 raise UserError(
@@ -162,19 +154,9 @@ class TeamOptions:
             raise UserError(f"--preset must be one of {', '.join(PRESETS)}, not {self.preset!r}.")
         if self.society is not None:
             load_society(self.society)  # a bad file is one sentence, before any work
-        if not 1 <= self.rounds <= MAX_ROUNDS:
-            raise UserError(f"--rounds must be between 1 and {MAX_ROUNDS}, not {self.rounds}.")
-        if not 1 <= len(self.roles) <= MAX_AGENTS:
-            raise UserError(f"--agents needs 1 to {MAX_AGENTS} roles, not {len(self.roles)}.")
-        for name in ("token_weight", "accuracy_weight"):
-            value = getattr(self, name)
-            # Bounded: a weight of 1e308 times a token penalty overflows the reward to inf.
-            if not (math.isfinite(value) and 0 <= value <= MAX_WEIGHT):
-                flag = "--" + name.replace("_", "-")
-                raise UserError(f"{flag} must be a number in [0, {MAX_WEIGHT:g}], not {value}.")
-        budget = self.token_budget
-        if budget is not None and not (math.isfinite(budget) and budget > 0):
-            raise UserError(f"--token-budget must be a finite number > 0, not {budget}.")
+        check("agents", len(self.roles))
+        for name in ("rounds", "token_weight", "accuracy_weight", "token_budget"):
+            check(name, getattr(self, name))
         if self.token_penalty not in TOKEN_PENALTIES:
             raise UserError(
                 f"--token-penalty must be one of {', '.join(TOKEN_PENALTIES)}, "
@@ -187,14 +169,12 @@ class TeamOptions:
                 f"--pass-through must be one of {', '.join(PASS_THROUGH_RULES)}, "
                 f"not {self.pass_through!r}."
             )
-        if not 0.0 <= self.fail_prob < 1.0:
-            raise UserError(f"--fail-prob must be in [0, 1), not {self.fail_prob}.")
+        check("fail_prob", self.fail_prob)
         if self.embedding not in EMBEDDERS:
             raise UserError(
                 f"--embedding must be one of {', '.join(EMBEDDERS)}, not {self.embedding!r}."
             )
-        if not 1 <= self.concurrency <= 4096:
-            raise UserError(f"--concurrency must be between 1 and 4096, not {self.concurrency}.")
+        check("concurrency", self.concurrency)
         if self.base_url is not None and not is_http_url(self.base_url):
             raise UserError(
                 "--base-url must be an http:// or https:// address such as "
@@ -207,24 +187,15 @@ class TeamOptions:
                     "OPENAI_BASE_URL must be an http:// or https:// address such as "
                     f"http://127.0.0.1:8000/v1, not {env_url!r}; fix it or pass --base-url."
                 )
-        timeout = self.timeout_s
-        if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= 3600):
-            raise UserError(
-                f"--timeout must be a number of seconds in (0, 3600], not {self.timeout_s}."
-            )
+        check("timeout_s", self.timeout_s)
         if self.cache_dir is not None:
             check_folder(self.cache_dir, "--cache-dir")
-        deadline = self.deadline_s
-        if deadline is not None and not (math.isfinite(deadline) and 0 < deadline <= 86400):
-            raise UserError(
-                f"--deadline must be a number of seconds in (0, 86400], not {self.deadline_s}."
-            )
+        check("deadline_s", self.deadline_s)
         if self.sandbox not in SANDBOX_BACKENDS:
             raise UserError(
                 f"--sandbox must be one of {', '.join(SANDBOX_BACKENDS)}, not {self.sandbox!r}."
             )
-        if not 1 <= self.max_attempts <= 100:
-            raise UserError(f"--max-attempts must be between 1 and 100, not {self.max_attempts}.")
+        check("max_attempts", self.max_attempts)
         self.failure_specs()  # a bad --fail is reported before any work
 
     def failure_specs(self) -> tuple[FailureSpec, ...]:

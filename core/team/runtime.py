@@ -43,6 +43,7 @@ from core.tasks.base import Task
 from core.tasks.scoring import score, scoring_blocks
 from core.team.failures import SILENT_MODES, FailureSpec, fault_table
 from core.team.plan import RoundPlan
+from core.team.settings import check
 
 T = TypeVar("T")
 
@@ -88,10 +89,11 @@ class RuntimeConfig:
     call when they all agree; ``off``: it is called whenever two or more answers exist."""
 
     def validate(self) -> None:
-        if self.n_rounds < 1:
-            raise ValueError(f"n_rounds = {self.n_rounds} must be at least 1")
-        if self.token_budget <= 0:
-            raise ValueError(f"token_budget = {self.token_budget} must be positive")
+        """Numbers by the team settings' one rule (:mod:`core.team.settings`), so a config
+        built in code is held to what the flags are."""
+        check("rounds", self.n_rounds)
+        for name in ("token_budget", "token_weight", "accuracy_weight"):
+            check(name, getattr(self, name))
         if self.token_penalty not in TOKEN_PENALTIES:
             raise ValueError(
                 f"token_penalty = {self.token_penalty!r} is not one of {TOKEN_PENALTIES}"
@@ -101,10 +103,6 @@ class RuntimeConfig:
         if self.pass_through not in PASS_THROUGH_RULES:
             raise ValueError(
                 f"pass_through = {self.pass_through!r} is not one of {PASS_THROUGH_RULES}"
-            )
-        if self.token_weight < 0 or self.accuracy_weight < 0:
-            raise ValueError(
-                f"weights must be non-negative (w_acc={self.accuracy_weight}, w_tok={self.token_weight})"
             )
 
 
