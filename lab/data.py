@@ -23,7 +23,7 @@ import streamlit as st
 from core.baselines.names import METHOD_KNOBS
 from core.records import DECISION_AGENT, EpisodeRecord
 from core.store import queries as q
-from core.store.commands import export_run
+from core.store.commands import delete_run, export_run
 from core.store.engine import resolve_db, sweep_status_dir, write_problem
 from core.team.options import TeamOptions, options_from_dict
 from core.team.topologies import FIXED_TOPOLOGIES
@@ -633,6 +633,23 @@ def export_dir(db: str, folder: str, run_id: str) -> Path:
     if target != base and base not in target.parents:
         raise ValueError(f"export folders must be inside {base}; {folder!r} is not.")
     return target / run_id
+
+
+def export_to_folder(db: str, folder: str, run_id: str) -> tuple[Path, dict[str, int]]:
+    """Writes the run's tables as Parquet files into :func:`export_dir`; returns that folder
+    and the rows written per table. ValueError for a folder outside the database's folder,
+    UserError for an unknown run."""
+    target = export_dir(db, folder, run_id)
+    return target, export_run(run_id, target, db)
+
+
+def delete_logged_run(db: str, run_id: str) -> dict[str, int]:
+    """Deletes the run and everything logged under it (UserError for an unknown or live
+    run); returns the rows deleted per table. The cached queries are cleared: every page
+    must stop showing it."""
+    counts = delete_run(run_id, db)
+    clear()
+    return counts
 
 
 def export_zip(db: str, run_id: str) -> bytes:
