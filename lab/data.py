@@ -151,24 +151,34 @@ def _label_policies(df: pd.DataFrame, include_training: bool) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def _filters(
-    run_id: str | None = None,
-    benchmark: str | None = None,
-    policy: str | None = None,
-    correct: bool | None = None,
-    with_failures: bool | None = None,
-    from_episode: int | None = None,
-    text: str | None = None,
-) -> q.EpisodeFilter:
-    return q.EpisodeFilter(
-        run_ids=[run_id] if run_id else None,
-        benchmark=benchmark,
-        policy=policy,
-        correct=correct,
-        with_failures=with_failures,
-        from_episode=from_episode,
-        text=text or None,
-    )
+@dataclass(frozen=True)
+class Listing:
+    """Which episodes a page lists (``None``: no restriction): Replay's filters and search,
+    or one run's episodes for the other pages. The cached queries below key on it."""
+
+    run_id: str | None = None
+    """Only this run."""
+    benchmark: str | None = None
+    """Only this benchmark."""
+    policy: str | None = None
+    """Only this policy or fixed topology (its stored name)."""
+    correct: bool | None = None
+    """Only right (True) or wrong (False) team answers."""
+    with_failures: bool | None = None
+    """Only episodes with (True) or without (False) injected failures."""
+    text: str | None = None
+    """Only episodes whose task id or question contains this; empty searches nothing."""
+
+    def query(self) -> q.EpisodeFilter:
+        """The store's filter for this listing."""
+        return q.EpisodeFilter(
+            run_ids=[self.run_id] if self.run_id else None,
+            benchmark=self.benchmark,
+            policy=self.policy,
+            correct=self.correct,
+            with_failures=self.with_failures,
+            text=self.text or None,
+        )
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -200,23 +210,16 @@ def fork_run_ids(db: str) -> set[str]:
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def episodes(
     db: str,
-    run_id: str | None = None,
-    benchmark: str | None = None,
-    policy: str | None = None,
-    correct: bool | None = None,
-    with_failures: bool | None = None,
+    listing: Listing = Listing(),
     limit: int = 200,
-    from_episode: int | None = None,
-    text: str | None = None,
     order_by: str = "episode",
     descending: bool = False,
     offset: int = 0,
 ) -> pd.DataFrame:
-    """Up to ``limit`` episode headlines matching the filters (``text``: in the task id or
-    question), sorted by ``order_by``, skipping the first ``offset``."""
-    flt = _filters(run_id, benchmark, policy, correct, with_failures, from_episode, text)
+    """Up to ``limit`` headlines of the listing's episodes, sorted by ``order_by``, skipping
+    the first ``offset``."""
     return q.list_episodes(
-        db, flt, limit=limit, offset=offset, order_by=order_by, descending=descending
+        db, listing.query(), limit=limit, offset=offset, order_by=order_by, descending=descending
     )
 
 
@@ -240,38 +243,18 @@ def episode_labels(episodes: pd.DataFrame) -> dict[int, str]:
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
-def count(
-    db: str,
-    run_id: str | None = None,
-    benchmark: str | None = None,
-    policy: str | None = None,
-    correct: bool | None = None,
-    with_failures: bool | None = None,
-    text: str | None = None,
-) -> int:
-    """Episodes matching the filters."""
-    return q.count_episodes(
-        db, _filters(run_id, benchmark, policy, correct, with_failures, None, text)
-    )
+def count(db: str, listing: Listing = Listing()) -> int:
+    """Episodes in the listing."""
+    return q.count_episodes(db, listing.query())
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def episode_position(
-    db: str,
-    run_id: str,
-    index: int,
-    benchmark: str | None = None,
-    policy: str | None = None,
-    correct: bool | None = None,
-    with_failures: bool | None = None,
-    text: str | None = None,
-    order_by: str = "episode",
-    descending: bool = False,
+    db: str, listing: Listing, index: int, order_by: str = "episode", descending: bool = False
 ) -> int | None:
-    """Where episode ``index`` stands in the run's listing with these filters and this order
-    (for paging to it); None when it does not match them."""
-    flt = _filters(run_id, benchmark, policy, correct, with_failures, None, text)
-    return q.episode_rank(db, flt, index, order_by=order_by, descending=descending)
+    """Where episode ``index`` of the listing's run stands in the listing in this order (for
+    paging to it); None when it does not match the listing."""
+    return q.episode_rank(db, listing.query(), index, order_by=order_by, descending=descending)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -286,8 +269,8 @@ def run_values(db: str, run_id: str, column: str) -> list:
 def task_outcomes(db: str, run_id: str, policy: str, healthy: bool = True) -> pd.DataFrame:
     """One side of a run diff: per task, how one policy of one run did (healthy episodes
     only, unless ``healthy`` is False)."""
-    flt = _filters(run_id, None, policy, None, False if healthy else None)
-    return q.task_outcomes(db, flt)
+    listing = Listing(run_id, policy=policy, with_failures=False if healthy else None)
+    return q.task_outcomes(db, listing.query())
 
 
 @st.cache_data(ttl=600, show_spinner=False, max_entries=256)

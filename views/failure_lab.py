@@ -53,7 +53,7 @@ base_run = c1.selectbox(
 )  # fmt: skip
 with ui.friendly():
     info = data.run_info(db, base_run)
-    episodes = data.episodes(db, base_run, limit=MAX_LISTED)
+    episodes = data.episodes(db, data.Listing(base_run), limit=MAX_LISTED)
 if info is None or episodes.empty:
     st.info("This run has no episodes any more.")
     st.stop()
