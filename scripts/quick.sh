@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The quick tier, for the inner loop: the layer contracts, then every test but the files
-# tests/conftest.py marks slow (SLOW_FILES: the local model server, the browser, Ray, long
-# training, the page renders), on two workers as scripts/test.sh runs them. No set-up: run
+# tests/conftest.py marks slow (SLOW_FILES, a reason beside each: the local model server, the
+# browser, Ray, long training, benchmarks end to end...), on two workers as scripts/test.sh
+# runs them. No set-up: run
 # scripts/test.sh once first. Before a commit is merged the whole suite still runs
 # (scripts/test.sh). Extra arguments go to pytest (e.g. tests/core/team -x).
 set -euo pipefail

@@ -40,9 +40,26 @@ SLOW_FILES = {
     "tests/lab/test_real_demo.py": "the first-start demo's real episodes on the local model",
     "tests/lab/test_pages.py": "every page rendered on a seeded store (Streamlit's AppTest)",
     "tests/lab/test_page_state.py": "pages rerun through their widget states (AppTest)",
+    # From the first timing of the quick tier (benchmarks/RESULTS.md, "Quick tier"): its
+    # slowest tests, each a long training, a killed-and-resumed run or a benchmark end to end.
+    "tests/core/experiment/test_train.py": "trains on the society until it really learns",
+    "tests/core/experiment/test_disk_full.py": "training on a disk that fills up, resumed",
+    "tests/core/experiment/test_eval_resume.py": "evaluations SIGKILLed or stopped, resumed",
+    "tests/core/test_cli_resume.py": "a training run SIGKILLed, then resumed",
+    "tests/core/baselines/test_learning.py": "every method trained on three seeds",
+    "tests/benchmarks/test_speed_benchmarks.py": "the speed benchmarks end to end",
+    "tests/benchmarks/test_time_to_quality.py": "training runs timed and their copies evaluated",
+    "tests/benchmarks/test_learning_benchmark.py": "trains and evaluates every policy",
+    "tests/benchmarks/test_weights_benchmark.py": "serves the local model's weights",
+    "tests/benchmarks/test_real_benchmark.py": "real episodes on the local model",
+    "tests/benchmarks/test_calibration_real.py": "calibrates a society on recorded episodes",
+    "tests/lab/test_demo.py": "the first-start demo trains and evaluates",
+    "tests/lab/test_bench.py": "the lab benchmark times every page",
+    "tests/lab/test_read_only_store.py": "every page as an unprivileged user",
 }
 """Test files marked ``slow`` (the reason beside each): the local model server, the browser,
-Ray, long training, waited-out servers, the page renders. ``-m "not slow"`` leaves the
+Ray, long training, killed-and-resumed runs, benchmarks end to end, waited-out servers, the
+page renders. ``-m "not slow"`` leaves the
 quick tier for the inner loop (scripts/quick.sh); the README's command runs everything."""
 
 

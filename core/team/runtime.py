@@ -137,11 +137,13 @@ class _Round:
     index: int
     """The round's index, from 0."""
     plan: RoundPlan
+    """What the policy chose: actions, and any explicit, temporal or inactive parts."""
     faults: list[str | None]
     """``(N,)`` the failure mode active this round per agent (None: healthy)."""
     active: list[bool]
     """``(N,)`` which agents the plan lets take part (all when it says nothing)."""
     graph: RoundGraph
+    """The graph the plan induced over the agents that run, in topological layers."""
     edges: list[tuple[int, int]]
     """The graph's ``(src, dst)`` edges as a list (converted once per round)."""
     sources: list[list[int]]
