@@ -15,14 +15,13 @@ Plain functions of :class:`EpisodeRecord` (no Streamlit): the Replay page render
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from core.backends import prompts
 from core.records import DECISION_AGENT, AgentStep, Chat, EpisodeRecord, LLMCall
-from core.tasks.base import Task
+from core.tasks.base import task_of
 from core.team.runtime import KEPT_TEXT
 
 EXACT = "exact prompt sent"
@@ -30,8 +29,6 @@ REBUILT = "as the openai back-end would have asked (synthetic society: no real p
 NO_PROMPT = "no prompt"
 SIM = "sim"
 """The back-end whose calls are rebuilt (it stores no prompts: they would bloat the store)."""
-
-_DEF = re.compile(r"(?m)^def\s+([A-Za-z_]\w*)\s*\(")
 
 
 @dataclass
@@ -46,26 +43,6 @@ class Asked:
     """The chat messages, role by role (empty for :data:`NO_PROMPT`)."""
     call: LLMCall | None = None
     """The call's record (tokens, latency, retries, cache, error), if it made one."""
-
-
-def record_task(record: EpisodeRecord) -> Task:
-    """The task as the prompt builders need it, from what the record holds.
-
-    A code task's entry point is the last top-level ``def`` of its question (true of all
-    164 HumanEval problems); a multiple-choice question already lists its options.
-    """
-    meta = {}
-    if record.domain == "code" and (defs := _DEF.findall(record.question)):
-        meta["entry_point"] = defs[-1]
-    return Task(
-        task_id=record.task_id,
-        benchmark=record.benchmark,
-        domain=record.domain,
-        question=record.question,
-        answer=record.ground_truth,
-        difficulty=record.difficulty,
-        meta=meta,
-    )
 
 
 def call_of(record: EpisodeRecord, round_: int, agent: int) -> LLMCall | None:
@@ -112,7 +89,7 @@ def rebuilt_agent_prompt(record: EpisodeRecord, round_: int, agent: int) -> Chat
         (inbox if m.src in on_edge else earlier).append(m)
         on_edge.discard(m.src)
     return prompts.agent_chat(
-        record_task(record),
+        task_of(record),
         step.role,
         step.action,
         round_,
@@ -144,7 +121,7 @@ def final_steps(record: EpisodeRecord) -> list[AgentStep]:
 
 def rebuilt_decision_prompt(record: EpisodeRecord) -> Chat:
     """The chat the openai back-end would have sent the decision agent."""
-    return prompts.decision_chat(record_task(record), final_steps(record), len(record.rounds))
+    return prompts.decision_chat(task_of(record), final_steps(record), len(record.rounds))
 
 
 PASSED_WHY = {

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from core.actions import ACTION_NAMES, N_ACTIONS
+from core.qmix.games import CLIMBING_PAYOFF
 from core.qmix.mixers import MixerConfig, MixerView, QMixer
 from core.records import RoundRecord
 from core.team.options import TeamOptions
@@ -227,3 +228,9 @@ def view_round(view: MixerView) -> RoundRecord:
         round=0, edges=[], dropped_edges=[], layers=[], steps=[], q_tot=float(view.q_tot[0]),
         mixer_weights=view.w1[0].tolist(), credit=view.credit[0].tolist(),
     )  # fmt: skip
+
+
+def climbing_payoff() -> list[list[float]]:
+    """Claus & Boutilier's climbing game (core.qmix.games), the team's payoff ``[a0][a1]``:
+    the table monotonic mixing cannot represent, shown on the CTDE page."""
+    return [list(row) for row in CLIMBING_PAYOFF]

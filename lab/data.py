@@ -24,7 +24,7 @@ from core.baselines.names import METHOD_KNOBS
 from core.host import process_alive
 from core.records import DECISION_AGENT, EpisodeRecord
 from core.store import queries as q
-from core.store.commands import export_run
+from core.store.commands import delete_run, export_run
 from core.store.engine import resolve_db, sweep_status_dir, write_problem
 from core.team.options import TeamOptions, options_from_dict
 from core.team.topologies import FIXED_TOPOLOGIES
@@ -152,24 +152,34 @@ def _label_policies(df: pd.DataFrame, include_training: bool) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def _filters(
-    run_id: str | None = None,
-    benchmark: str | None = None,
-    policy: str | None = None,
-    correct: bool | None = None,
-    with_failures: bool | None = None,
-    from_episode: int | None = None,
-    text: str | None = None,
-) -> q.EpisodeFilter:
-    return q.EpisodeFilter(
-        run_ids=[run_id] if run_id else None,
-        benchmark=benchmark,
-        policy=policy,
-        correct=correct,
-        with_failures=with_failures,
-        from_episode=from_episode,
-        text=text or None,
-    )
+@dataclass(frozen=True)
+class Listing:
+    """Which episodes a page lists (``None``: no restriction): Replay's filters and search,
+    or one run's episodes for the other pages. The cached queries below key on it."""
+
+    run_id: str | None = None
+    """Only this run."""
+    benchmark: str | None = None
+    """Only this benchmark."""
+    policy: str | None = None
+    """Only this policy or fixed topology (its stored name)."""
+    correct: bool | None = None
+    """Only right (True) or wrong (False) team answers."""
+    with_failures: bool | None = None
+    """Only episodes with (True) or without (False) injected failures."""
+    text: str | None = None
+    """Only episodes whose task id or question contains this; empty searches nothing."""
+
+    def query(self) -> q.EpisodeFilter:
+        """The store's filter for this listing."""
+        return q.EpisodeFilter(
+            run_ids=[self.run_id] if self.run_id else None,
+            benchmark=self.benchmark,
+            policy=self.policy,
+            correct=self.correct,
+            with_failures=self.with_failures,
+            text=self.text or None,
+        )
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -201,23 +211,16 @@ def fork_run_ids(db: str) -> set[str]:
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def episodes(
     db: str,
-    run_id: str | None = None,
-    benchmark: str | None = None,
-    policy: str | None = None,
-    correct: bool | None = None,
-    with_failures: bool | None = None,
+    listing: Listing = Listing(),
     limit: int = 200,
-    from_episode: int | None = None,
-    text: str | None = None,
     order_by: str = "episode",
     descending: bool = False,
     offset: int = 0,
 ) -> pd.DataFrame:
-    """Up to ``limit`` episode headlines matching the filters (``text``: in the task id or
-    question), sorted by ``order_by``, skipping the first ``offset``."""
-    flt = _filters(run_id, benchmark, policy, correct, with_failures, from_episode, text)
+    """Up to ``limit`` headlines of the listing's episodes, sorted by ``order_by``, skipping
+    the first ``offset``."""
     return q.list_episodes(
-        db, flt, limit=limit, offset=offset, order_by=order_by, descending=descending
+        db, listing.query(), limit=limit, offset=offset, order_by=order_by, descending=descending
     )
 
 
@@ -241,38 +244,18 @@ def episode_labels(episodes: pd.DataFrame) -> dict[int, str]:
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
-def count(
-    db: str,
-    run_id: str | None = None,
-    benchmark: str | None = None,
-    policy: str | None = None,
-    correct: bool | None = None,
-    with_failures: bool | None = None,
-    text: str | None = None,
-) -> int:
-    """Episodes matching the filters."""
-    return q.count_episodes(
-        db, _filters(run_id, benchmark, policy, correct, with_failures, None, text)
-    )
+def count(db: str, listing: Listing = Listing()) -> int:
+    """Episodes in the listing."""
+    return q.count_episodes(db, listing.query())
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def episode_position(
-    db: str,
-    run_id: str,
-    index: int,
-    benchmark: str | None = None,
-    policy: str | None = None,
-    correct: bool | None = None,
-    with_failures: bool | None = None,
-    text: str | None = None,
-    order_by: str = "episode",
-    descending: bool = False,
+    db: str, listing: Listing, index: int, order_by: str = "episode", descending: bool = False
 ) -> int | None:
-    """Where episode ``index`` stands in the run's listing with these filters and this order
-    (for paging to it); None when it does not match them."""
-    flt = _filters(run_id, benchmark, policy, correct, with_failures, None, text)
-    return q.episode_rank(db, flt, index, order_by=order_by, descending=descending)
+    """Where episode ``index`` of the listing's run stands in the listing in this order (for
+    paging to it); None when it does not match the listing."""
+    return q.episode_rank(db, listing.query(), index, order_by=order_by, descending=descending)
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -287,8 +270,8 @@ def run_values(db: str, run_id: str, column: str) -> list:
 def task_outcomes(db: str, run_id: str, policy: str, healthy: bool = True) -> pd.DataFrame:
     """One side of a run diff: per task, how one policy of one run did (healthy episodes
     only, unless ``healthy`` is False)."""
-    flt = _filters(run_id, None, policy, None, False if healthy else None)
-    return q.task_outcomes(db, flt)
+    listing = Listing(run_id, policy=policy, with_failures=False if healthy else None)
+    return q.task_outcomes(db, listing.query())
 
 
 @st.cache_data(ttl=600, show_spinner=False, max_entries=256)
@@ -634,6 +617,23 @@ def export_dir(db: str, folder: str, run_id: str) -> Path:
     if target != base and base not in target.parents:
         raise ValueError(f"export folders must be inside {base}; {folder!r} is not.")
     return target / run_id
+
+
+def export_to_folder(db: str, folder: str, run_id: str) -> tuple[Path, dict[str, int]]:
+    """Writes the run's tables as Parquet files into :func:`export_dir`; returns that folder
+    and the rows written per table. ValueError for a folder outside the database's folder,
+    UserError for an unknown run."""
+    target = export_dir(db, folder, run_id)
+    return target, export_run(run_id, target, db)
+
+
+def delete_logged_run(db: str, run_id: str) -> dict[str, int]:
+    """Deletes the run and everything logged under it (UserError for an unknown or live
+    run); returns the rows deleted per table. The cached queries are cleared: every page
+    must stop showing it."""
+    counts = delete_run(run_id, db)
+    clear()
+    return counts
 
 
 def export_zip(db: str, run_id: str) -> bytes:

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from core.records import EpisodeRecord
-from core.team.failures import FailureSpec
+from core.team.failures import FAILURE_MODES, FailureSpec
 from core.team.options import TeamOptions, options_from_dict
+from core.team.topologies import FIXED_TOPOLOGIES
 
 FORK_KIND = "lab"
 """Run kind of the lab's forks (kept out of the evaluation pickers and of Compare)."""
@@ -28,6 +29,12 @@ FORK_SIDES = ("with failures", "without failures")
 
 ROBUSTNESS_TAG = {"lab": "failure lab"}
 """Joins a robustness run's config when the Failure lab measured it."""
+
+MODES = FAILURE_MODES
+"""How an agent can fail (core.team.failures), as the Failure lab offers them."""
+
+TOPOLOGIES = tuple(FIXED_TOPOLOGIES)
+"""The fixed topologies the Failure lab plays and measures (core.team.topologies)."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,18 @@ def failure_text(failures: Sequence[FailureSpec], roles: Sequence[str]) -> str:
         f"{f.from_round + 1}"
         for f in failures
     )
+
+
+def chosen_failures(agents: Sequence[int], mode: str, first_round: int) -> list[FailureSpec]:
+    """One failure per chosen agent, in agent order, from ``first_round`` counted from 1 as
+    the page shows it (a spec counts from 0)."""
+    return [FailureSpec(int(a), mode, int(first_round) - 1) for a in sorted(agents)]
+
+
+def stored_failure_text(stored: Sequence[dict[str, Any]], roles: Sequence[str]) -> str:
+    """:func:`failure_text` of the failures a fork run stored (``config["fork"]["failures"]``,
+    one dict per :class:`FailureSpec`)."""
+    return failure_text([FailureSpec(**f) for f in stored], roles)
 
 
 @dataclass

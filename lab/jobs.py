@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.backends.local_server import install_status
 from core.baselines.names import METHOD_NAMES
 from core.errors import UserError
 from core.host import proc_start_time, process_alive
+from core.tasks.registry import BENCHMARKS
 from core.team.failures import FAILURE_MODES
 from core.team.options import TeamOptions, options_from_dict
 from core.team.runtime import DEFAULT_ROLES
@@ -65,6 +67,17 @@ def team_roles(n_agents: int) -> tuple[str, ...]:
 
 LAB_BACKENDS = ("sim", "local")
 """What the lab's forms offer: the back-ends that need no key or URL."""
+LAB_BENCHMARKS = BENCHMARKS
+"""What the Train page offers: every benchmark of core.tasks.registry."""
+
+
+def offered_backends() -> tuple[list[str], str]:
+    """The back-ends a form offers now — ``local`` only once the local model is installed —
+    and the sentence on the local model's state (ready, installing, missing) shown beside."""
+    state, note = install_status()
+    return [b for b in LAB_BACKENDS if b != "local" or state == "ready"], note
+
+
 _TEAM = TeamOptions()
 """Every default of the lab's team specs is the team options' own."""
 

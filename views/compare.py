@@ -95,9 +95,10 @@ point = st.selectbox(
 if point is not None:
     run_id, policy_id = point.split(":", 1)
     with ui.friendly():
-        eps = data.episodes(
-            db, run_id, benchmark, policy_id, None, False if healthy else None, limit=500
+        listing = data.Listing(
+            run_id, benchmark, policy_id, with_failures=False if healthy else None
         )
+        eps = data.episodes(db, listing, limit=500)
     eps = eps.assign(replay=[ui.replay_link(run_id, e) for e in eps["episode"]])
     st.dataframe(
         eps[

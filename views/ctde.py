@@ -7,7 +7,6 @@ import pandas as pd
 import streamlit as st
 
 from core.actions import ACTION_NAMES
-from core.qmix.games import CLIMBING_PAYOFF
 from lab import ctde, figures, params, ui
 
 st.title("Centralised training, decentralised execution")
@@ -172,7 +171,7 @@ with st.expander("The price of monotonicity: the climbing game (a known limit)")
         "of three actions and the team is paid this table (agent 0 picks the row):"
     )
     st.dataframe(
-        pd.DataFrame(CLIMBING_PAYOFF, index=["a0", "a1", "a2"], columns=["a0", "a1", "a2"]),
+        pd.DataFrame(ctde.climbing_payoff(), index=["a0", "a1", "a2"], columns=["a0", "a1", "a2"]),
         key="ctde_climbing",
     )
     st.markdown(

@@ -12,8 +12,6 @@ from dataclasses import asdict
 
 import streamlit as st
 
-from core.team.failures import FAILURE_MODES, FailureSpec
-from core.team.topologies import FIXED_TOPOLOGIES
 from lab import data, figures, forks, params, ui
 
 # Episodes offered per evaluation run (any index forks as fast as another).
@@ -55,7 +53,7 @@ base_run = c1.selectbox(
 )  # fmt: skip
 with ui.friendly():
     info = data.run_info(db, base_run)
-    episodes = data.episodes(db, base_run, limit=MAX_LISTED)
+    episodes = data.episodes(db, data.Listing(base_run), limit=MAX_LISTED)
 if info is None or episodes.empty:
     st.info("This run has no episodes any more.")
     st.stop()
@@ -90,7 +88,7 @@ choices = {
     f"learned · {r['policy']} · {r['id']}": forks.PolicyChoice("checkpoint", r["checkpoint"])
     for _, r in ckpts.iterrows()
 }
-choices |= {f"fixed · {name}": forks.PolicyChoice("topology", name) for name in FIXED_TOPOLOGIES}
+choices |= {f"fixed · {name}": forks.PolicyChoice("topology", name) for name in forks.TOPOLOGIES}
 if ckpts.empty:
     st.caption(
         "No learned checkpoint for this team yet — train one on the **Train** page to fail a "
@@ -99,7 +97,7 @@ if ckpts.empty:
 n_agents, n_rounds = len(record.roles), len(record.rounds)
 url.seed("fail_policy", "policy", params.one_of(list(choices), "policy"))
 url.seed("fail_agents", "agents", params.some_of(range(n_agents), "agent of this team"))
-url.seed("fail_mode", "mode", params.one_of(FAILURE_MODES, "failure mode"))
+url.seed("fail_mode", "mode", params.one_of(forks.MODES, "failure mode"))
 url.seed("fail_from_round", "from", params.whole(1, n_rounds))
 if st.session_state.get("fail_policy") not in choices:
     st.session_state.pop("fail_policy", None)
@@ -114,7 +112,7 @@ agents = p2.multiselect(
     "Agents to fail", list(range(n_agents)),
     format_func=lambda i: figures.agent_labels(record.roles)[i], key="fail_agents",
 )  # fmt: skip
-mode = p3.selectbox("How", FAILURE_MODES, key="fail_mode")
+mode = p3.selectbox("How", forks.MODES, key="fail_mode")
 from_round = p4.number_input(
     "From round",
     1,
@@ -133,7 +131,7 @@ def _policy(choice: forks.PolicyChoice):
 
 
 choice = choices[policy_label]
-failures = [FailureSpec(int(a), mode, int(from_round) - 1) for a in sorted(agents)]
+failures = forks.chosen_failures(agents, mode, from_round)
 read_only = ui.read_only_notice(db, "playing and logging a fork")
 if st.button(
     "Run it now", type="primary", key="fail_run_now",
@@ -193,7 +191,7 @@ if fork_ids:
             f"Forked from [{meta.get('run')} #{meta.get('episode')}]"
             f"({ui.replay_link(meta.get('run', ''), int(meta.get('episode', 0)), 0)}) · "
             f"{meta.get('policy', fork_info.policy)} · failed: "
-            f"{forks.failure_text([FailureSpec(**f) for f in meta.get('failures', [])], recs[0].roles)}"
+            f"{forks.stored_failure_text(meta.get('failures', []), recs[0].roles)}"
         )
         last = len(recs[0].rounds) - 1
         r_show = st.slider("Round", 0, last, last, key="fail_show_round")
@@ -283,14 +281,14 @@ with st.form("fail_measure_form", border=True):
     )
     m1, m2, m3, m4 = st.columns([3, 1, 1, 1])
     topologies = m1.multiselect(
-        "Fixed topologies", list(FIXED_TOPOLOGIES), default=list(ROBUST_DEFAULT),
+        "Fixed topologies", list(forks.TOPOLOGIES), default=list(ROBUST_DEFAULT),
         key="fail_robust_topologies",
     )  # fmt: skip
     n_eps = m2.number_input("Episodes per point", 10, 2000, 200, 10, key="fail_robust_episodes")
     max_failed = m3.number_input(
         "Up to k failed", 0, max(n_agents - 1, 0), min(2, n_agents - 1), key="fail_robust_k"
     )
-    r_mode = m4.selectbox("How", FAILURE_MODES, key="fail_robust_mode")
+    r_mode = m4.selectbox("How", forks.MODES, key="fail_robust_mode")
     go = st.form_submit_button("Measure robustness now", key="fail_measure", disabled=read_only)
 if go:
     started = time.perf_counter()

@@ -86,7 +86,7 @@ def real_demo_status(job) -> None:
         st.error(f"The real episodes {status}: {job.log_tail(3) or 'no output'}")
     if run is not None and done:
         with ui.friendly():
-            eps = data.episodes(db, run["id"], limit=total)
+            eps = data.episodes(db, data.Listing(run["id"]), limit=total)
         links = [
             f"[episode {e} ({'right' if c else 'wrong'})]({ui.replay_link(run['id'], e)})"
             for e, c in zip(eps["episode"], eps["correct"], strict=True)

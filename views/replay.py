@@ -111,7 +111,8 @@ search = c_search.text_input(
 order = c_sort.selectbox("Sort by", list(ORDERS), key="replay_order", on_change=_reset_page)
 order_by, descending = ORDERS[order]
 with ui.friendly():
-    n_match = data.count(db, run_id, benchmark, policy, correct, failed, search)
+    listing = data.Listing(run_id, benchmark, policy, correct, failed, search)
+    n_match = data.count(db, listing)
 n_pages = max(1, math.ceil(n_match / PAGE))
 if link_page is not None:
     try:
@@ -124,10 +125,7 @@ if link_episode is not None:
     try:
         linked = params.whole(0, MAX_INDEX)(link_episode)
         with ui.friendly():
-            position = data.episode_position(
-                db, run_id, linked, benchmark, policy, correct, failed, search or None,
-                order_by, descending,
-            )  # fmt: skip
+            position = data.episode_position(db, listing, linked, order_by, descending)
             exists = position is not None or data.episode(db, run_id, linked) is not None
         if position is None:
             raise params.BadParam(
@@ -160,10 +158,7 @@ view = dict(
     page=None if page_no == 1 else int(page_no),
 )  # fmt: skip
 with ui.friendly():
-    episodes = data.episodes(
-        db, run_id, benchmark, policy, correct, failed, PAGE, None, search, order_by, descending,
-        (int(page_no) - 1) * PAGE,
-    )  # fmt: skip
+    episodes = data.episodes(db, listing, PAGE, order_by, descending, (int(page_no) - 1) * PAGE)
 if episodes.empty:
     st.info("No episode of this run matches the filters and search.")
     url.write(**view, episode=None, round=None)

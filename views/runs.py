@@ -8,7 +8,6 @@ confirmation belongs to one run and is gone as soon as the choice changes.
 import streamlit as st
 
 from core.errors import UserError
-from core.store.commands import delete_run, export_run
 from lab import data, params, ui
 
 db = data.db_path()
@@ -101,8 +100,7 @@ url.write(kind=kinds, status=statuses, run=run_id)
 
 def _export(run: str, folder: str) -> None:
     try:
-        target = data.export_dir(db, folder, run)
-        counts = export_run(run, target, db)
+        target, counts = data.export_to_folder(db, folder, run)
     except (UserError, ValueError) as err:
         st.session_state["runs_message"] = ("error", str(err))
     else:
@@ -119,11 +117,10 @@ def _delete(run: str) -> None:
         st.session_state["runs_message"] = ("error", f"Type {run} to confirm deleting it.")
         return
     try:
-        counts = delete_run(run, db)
+        counts = data.delete_logged_run(db, run)
     except UserError as err:
         st.session_state["runs_message"] = ("error", str(err))
         return
-    data.clear()
     for key in [k for k in st.session_state if str(k).startswith("runs_confirm_")]:
         del st.session_state[key]
     st.session_state.pop("runs_pick", None)

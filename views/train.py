@@ -11,15 +11,14 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.backends.local_server import install_status
-from core.tasks.registry import BENCHMARKS
 from lab import data, figures, params, ui
 from lab.jobs import (
-    LAB_BACKENDS,
+    LAB_BENCHMARKS,
     ROLE_POOL,
     TRAIN_METHODS,
     TeamSpec,
     TrainParams,
+    offered_backends,
     resume_command,
     team_roles,
     train_command,
@@ -50,7 +49,7 @@ with st.form("train_form", border=True):
     )
     c1, c2, c3, c4 = st.columns(4)
     benchmark = c1.selectbox(
-        "Benchmark", BENCHMARKS, index=BENCHMARKS.index("mixed"), key="train_benchmark"
+        "Benchmark", LAB_BENCHMARKS, index=LAB_BENCHMARKS.index("mixed"), key="train_benchmark"
     )
     agents = c2.number_input("Agents", 1, len(ROLE_POOL), 4, key="train_agents")
     rounds = c3.number_input("Rounds", 1, 10, 3, key="train_rounds")
@@ -59,8 +58,7 @@ with st.form("train_form", border=True):
     token_weight = c5.slider("Token weight w_tok", 0.0, 1.0, 0.1, 0.05, key="train_token_weight")
     fail_prob = c6.slider("Failure probability", 0.0, 0.9, 0.0, 0.05, key="train_fail_prob")
     seed = c7.number_input("Seed", 0, 2**31 - 1, 0, key="train_seed")
-    local_state, local_note = install_status()
-    backends = [b for b in LAB_BACKENDS if b != "local" or local_state == "ready"]
+    backends, local_note = offered_backends()
     backend = c8.selectbox("Agents played by", backends, key="train_backend", help=local_note)
     st.caption(local_note)
     method = st.selectbox(

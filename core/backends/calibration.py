@@ -51,7 +51,7 @@ from scipy import optimize
 from core.actions import Action
 from core.backends.society import SimBackend, SocietyConfig, _clip
 from core.records import DECISION_AGENT, AgentStep, EpisodeRecord, LLMCall
-from core.tasks.base import DOMAINS, Task
+from core.tasks.base import DOMAINS, Task, task_of
 
 Z95 = 1.959963984540054
 LEVELS = 5
@@ -104,18 +104,6 @@ class SocietyFit:
 
 
 # ----------------------------------------------------------------------------- observations
-
-
-def task_of(record: EpisodeRecord) -> Task:
-    """The task of a logged episode, as the society sees it (id, domain, level, text, truth)."""
-    return Task(
-        task_id=record.task_id,
-        benchmark=record.benchmark,
-        domain=record.domain,
-        question=record.question,
-        answer=record.ground_truth,
-        difficulty=int(record.difficulty),
-    )
 
 
 @dataclass

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from core.actions import Action
-from core.backends.calibration import CalibrationConfig, SocietyFit, fit_society, task_of
+from core.backends.calibration import CalibrationConfig, SocietyFit, fit_society
 from core.backends.society import (
     DEFAULT_PRESET,
     PRESETS,
@@ -41,7 +41,7 @@ from core.backends.society import (
 )
 from core.errors import UserError
 from core.records import EpisodeRecord
-from core.tasks.base import TaskList
+from core.tasks.base import TaskList, task_of
 from core.team.env import TeamEnv
 from core.team.options import TeamOptions, options_from_dict
 from core.team.plan import RoundPlan

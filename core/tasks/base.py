@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from core.records import EpisodeRecord
 
 DOMAINS = ("math", "code", "mcq")
 
@@ -36,6 +39,31 @@ class Task:
     choices: tuple[str, ...] = ()
     distractors: tuple[str, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+_DEF = re.compile(r"(?m)^def\s+([A-Za-z_]\w*)\s*\(")
+
+
+def task_of(record: EpisodeRecord) -> Task:
+    """The task of a logged episode, from what its record holds (id, benchmark, domain,
+    difficulty, question, ground truth): what the prompt builders and the synthetic society
+    need to ask it again. The record keeps no options, distractors or tests.
+
+    A code task's entry point is the last top-level ``def`` of its question (true of all
+    164 HumanEval problems); a multiple-choice question already lists its options.
+    """
+    meta = {}
+    if record.domain == "code" and (defs := _DEF.findall(record.question)):
+        meta["entry_point"] = defs[-1]
+    return Task(
+        task_id=record.task_id,
+        benchmark=record.benchmark,
+        domain=record.domain,
+        question=record.question,
+        answer=record.ground_truth,
+        difficulty=int(record.difficulty),
+        meta=meta,
+    )
 
 
 class TaskSource(Protocol):

@@ -33,7 +33,7 @@ import asyncio
 import random
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from core.actions import Action, RoundGraph, induce_graph, resolve_edges
 from core.backends.base import AgentTurn, Backend, DecisionTurn, PastTurn, TurnResult
@@ -113,6 +113,49 @@ def garble(text: str, seed: int) -> str:
     return "".join(chars).replace(":", "#")
 
 
+def _message(step: AgentStep, src: int, dst: int, round_index: int) -> Message:
+    """``src``'s answer as ``dst`` reads it in ``round_index``: the whole response of the step
+    that produced it (the message's tokens are that step's completion tokens)."""
+    return Message(
+        src=src,
+        dst=dst,
+        round=round_index,
+        text=step.text,
+        answer=step.answer,
+        confidence=step.confidence,
+        tokens=step.completion_tokens,
+    )
+
+
+@dataclass
+class _Round:
+    """One round being played: the plan, the graph it induced, who reads whom, and the steps
+    and messages so far (filled layer by layer)."""
+
+    index: int
+    """The round's index, from 0."""
+    plan: RoundPlan
+    """What the policy chose: actions, and any explicit, temporal or inactive parts."""
+    faults: list[str | None]
+    """``(N,)`` the failure mode active this round per agent (None: healthy)."""
+    active: list[bool]
+    """``(N,)`` which agents the plan lets take part (all when it says nothing)."""
+    graph: RoundGraph
+    """The graph the plan induced over the agents that run, in topological layers."""
+    edges: list[tuple[int, int]]
+    """The graph's ``(src, dst)`` edges as a list (converted once per round)."""
+    sources: list[list[int]]
+    """``(N, *)`` per agent, the agents it reads along this round's in-edges, ascending."""
+    speaks: list[bool]
+    """``(N,)`` whether some agent reads this agent this round."""
+    earlier: list[list[Message]]
+    """``(N, *)`` per agent, what its temporal in-edges carry (:meth:`TeamEpisode._earlier`)."""
+    steps: list[AgentStep | None]
+    """``(N,)`` each agent's step once played (None until then)."""
+    messages: list[Message] = field(default_factory=list)
+    """Every message read this round, in the order read (the record sorts them)."""
+
+
 class TeamEpisode:
     """One episode in progress; ``play_round`` R times, then ``finish``."""
 
@@ -144,6 +187,7 @@ class TeamEpisode:
         self.last: list[AgentStep | None] = [None] * self.n_agents
         """Each agent's step in the last played round."""
         self._producing: list[AgentStep | None] = [None] * self.n_agents
+        """The step that produced each agent's latest answer (what a temporal edge carries)."""
         self._held = [False] * self.n_agents
         """Which agents held an answer after the last round (one a temporal edge can carry)."""
         self._memory: list[AgentStep | None] = [None] * self.n_agents
@@ -183,9 +227,9 @@ class TeamEpisode:
 
     def agent_tokens(self) -> list[int]:
         totals = [0] * self.n_agents
-        for r in self.rounds:
-            for s in r.steps:
-                totals[s.agent] += s.tokens
+        for played in self.rounds:
+            for step in played.steps:
+                totals[step.agent] += step.tokens
         return totals
 
     async def _gather(self, jobs: list) -> list[AgentStep]:
@@ -201,16 +245,30 @@ class TeamEpisode:
     # -- one round -----------------------------------------------------------------------
 
     async def play_round(self, plan: RoundPlan) -> RoundRecord:
-        """Run one round of ``plan`` and return its record."""
+        """Run one round of ``plan`` and return its record: the graph first, then the idle
+        agents kept, the layers played, the silent and inactive agents filled in."""
         if self.done:
             raise RuntimeError(f"all {self.config.n_rounds} rounds were already played")
-        r, n = self.round_index, self.n_agents
-        if len(plan.actions) != n:
-            raise ValueError(f"plan has {len(plan.actions)} actions for {n} agents")
-        faults = self.faults[r]
+        if len(plan.actions) != self.n_agents:
+            raise ValueError(f"plan has {len(plan.actions)} actions for {self.n_agents} agents")
+        rnd = self._open_round(plan)
+        kept = self._idle_agents(rnd) if self.config.idle == "keep" else []
+        for agent in kept:
+            rnd.steps[agent] = self._keep(agent, rnd)
+        await self._play_layers(rnd)
+        for agent in range(self.n_agents):
+            if rnd.steps[agent] is None:
+                rnd.steps[agent] = self._idle(agent, rnd)
+            self._fill_policy_view(rnd.steps[agent], plan)
+        return self._close_round(rnd, kept)
+
+    def _open_round(self, plan: RoundPlan) -> _Round:
+        """The round's graph over the agents that run (live and active), and who reads whom."""
+        round_index, n = self.round_index, self.n_agents
+        faults = self.faults[round_index]
         active = plan.active if plan.active is not None else [True] * n
         runs = [faults[i] not in SILENT_MODES and bool(active[i]) for i in range(n)]
-        confidence = None if r == 0 else [s.confidence if s else 0.0 for s in self.last]
+        confidence = None if round_index == 0 else [s.confidence if s else 0.0 for s in self.last]
         if plan.edges is None:
             graph = induce_graph(plan.actions, runs, confidence)
         else:
@@ -221,222 +279,202 @@ class TeamEpisode:
         for src, dst in edges:
             sources[dst].append(src)
             speaks[src] = True
-        sources = [sorted(x) for x in sources]
-        earlier = self._earlier(plan, r, runs)
-
-        steps: list[AgentStep | None] = [None] * n
-        messages: list[Message] = []
-        timed_out = [i for i in range(n) if faults[i] == "timeout" and active[i]]
-        kept = (
-            self._idle_agents(r, plan, sources, speaks, earlier)
-            if self.config.idle == "keep"
-            else ()
-        )
-        for i in kept:
-            steps[i] = self._keep(i, r, plan)
-        for k, layer in enumerate(graph.layers):
-            jobs = [
-                self._agent(i, r, plan, sources[i], steps, messages, earlier[i])
-                for i in layer
-                if steps[i] is None
-            ]
-            if k == 0:
-                jobs += [self._timeout(i, r, plan) for i in timed_out]
-            done = await self._gather(jobs)
-            for step in done:
-                steps[step.agent] = step
-        if not graph.layers and timed_out:
-            for step in await self._gather([self._timeout(i, r, plan) for i in timed_out]):
-                steps[step.agent] = step
-        for i in range(n):
-            if steps[i] is None:
-                steps[i] = self._idle(i, r, plan, faults[i])
-            self._fill_policy_view(steps[i], plan)
-        record = RoundRecord(
-            round=r,
+        return _Round(
+            index=round_index,
+            plan=plan,
+            faults=faults,
+            active=active,
+            graph=graph,
             edges=edges,
-            dropped_edges=list(graph.dropped),
-            layers=[list(layer) for layer in graph.layers],
+            sources=[sorted(readers) for readers in sources],
+            speaks=speaks,
+            earlier=self._earlier(plan, round_index, runs),
+            steps=[None] * n,
+        )
+
+    async def _play_layers(self, rnd: _Round) -> None:
+        """The graph's layers in topological order, the agents of one layer at once; the
+        timed-out agents make their (discarded) calls beside the first layer."""
+        timed_out = [
+            agent
+            for agent in range(self.n_agents)
+            if rnd.faults[agent] == "timeout" and rnd.active[agent]
+        ]
+        for depth, layer in enumerate(rnd.graph.layers):
+            jobs = [self._agent(agent, rnd) for agent in layer if rnd.steps[agent] is None]
+            if depth == 0:
+                jobs += [self._timeout(agent, rnd) for agent in timed_out]
+            for step in await self._gather(jobs):
+                rnd.steps[step.agent] = step
+        if not rnd.graph.layers and timed_out:
+            for step in await self._gather([self._timeout(agent, rnd) for agent in timed_out]):
+                rnd.steps[step.agent] = step
+
+    def _close_round(self, rnd: _Round, kept: Sequence[int]) -> RoundRecord:
+        """The round's record, kept; what the next round remembers and can read."""
+        steps = cast(list[AgentStep], rnd.steps)  # play_round filled every agent's step
+        plan = rnd.plan
+        record = RoundRecord(
+            round=rnd.index,
+            edges=rnd.edges,
+            dropped_edges=list(rnd.graph.dropped),
+            layers=[list(layer) for layer in rnd.graph.layers],
             steps=list(steps),
-            messages=sorted(messages, key=lambda m: (m.dst, m.src)),
+            messages=sorted(rnd.messages, key=lambda m: (m.dst, m.src)),
             q_tot=plan.q_tot,
             mixer_weights=plan.mixer_weights,
             credit=plan.credit,
         )
         self.rounds.append(record)
-        self.graphs.append(graph)
+        self.graphs.append(rnd.graph)
         self.last = list(steps)
-        for i in set(range(n)).difference(kept):
-            self._memory[i] = steps[i]
+        for agent in set(range(self.n_agents)).difference(kept):
+            self._memory[agent] = steps[agent]
         # Who holds an answer it produced or kept this round: what a temporal edge carries next.
         self._held = [
-            steps[i].answer is not None and (i in kept or steps[i].text != "") for i in range(n)
+            step.answer is not None and (step.agent in kept or step.text != "") for step in steps
         ]
         return record
 
-    def _earlier(self, plan: RoundPlan, r: int, runs: list[bool]) -> list[list[Message]]:
+    def _earlier(self, plan: RoundPlan, round_index: int, runs: list[bool]) -> list[list[Message]]:
         """Per agent, the messages its temporal in-edges carry this round: the answer each
         source held after the previous round (the step that produced it), in source order.
         A source that is silent this round (failed agents send nothing), or held no answer
         after the last one (inactive, crashed, garbled), sends nothing; one that is merely
         inactive this round still does (its answer is history). A reader that does not run
         reads nothing."""
-        n = self.n_agents
-        out: list[list[Message]] = [[] for _ in range(n)]
-        if r == 0 or not plan.temporal:
+        out: list[list[Message]] = [[] for _ in range(self.n_agents)]
+        if round_index == 0 or not plan.temporal:
             return out
-        silent = self.silent_at(r)
+        silent = self.silent_at(round_index)
         for src, dst in sorted({(int(s), int(d)) for s, d in plan.temporal}):
             if src == dst or not runs[dst] or silent[src] or not self._held[src]:
                 continue
-            step = self._producing[src]
-            out[dst].append(
-                Message(
-                    src=src,
-                    dst=dst,
-                    round=r,
-                    text=step.text,
-                    answer=step.answer,
-                    confidence=step.confidence,
-                    tokens=step.completion_tokens,
-                )
-            )
+            out[dst].append(_message(self._producing[src], src, dst, round_index))
         return out
 
-    async def _agent(
-        self,
-        i: int,
-        r: int,
-        plan: RoundPlan,
-        sources: list[int],
-        steps: list,
-        messages: list,
-        earlier: list[Message],
-    ) -> AgentStep:
-        inbox = []
-        for j in sources:
-            src = steps[j]
-            msg = Message(
-                src=j,
-                dst=i,
-                round=r,
-                text=src.text,
-                answer=src.answer,
-                confidence=src.confidence,
-                tokens=src.completion_tokens,
-            )
-            inbox.append(msg)
-            messages.append(msg)
-        messages.extend(earlier)
-        fault = self.faults[r][i]
-        turn = AgentTurn(
+    def _turn(self, agent: int, rnd: _Round, **seen: Any) -> AgentTurn:
+        """What ``agent`` is shown this round; ``seen``: what it reads (inbox, earlier), its
+        injected fault and its history, when it reads any."""
+        return AgentTurn(
             task=self.task,
-            agent=i,
-            role=self.roles[i],
-            round=r,
+            agent=agent,
+            role=self.roles[agent],
+            round=rnd.index,
             n_rounds=self.config.n_rounds,
-            action=Action(plan.actions[i]),
-            previous=self._memory[i],
+            action=Action(rnd.plan.actions[agent]),
+            previous=self._memory[agent],
+            episode_seed=self.seed,
+            **seen,
+        )
+
+    def _step(self, agent: int, rnd: _Round, **played: Any) -> AgentStep:
+        """``agent``'s step this round; ``played``: what it did, beyond who and which action."""
+        return AgentStep(
+            agent=agent,
+            role=self.roles[agent],
+            round=rnd.index,
+            action=int(rnd.plan.actions[agent]),
+            **played,
+        )
+
+    async def _agent(self, agent: int, rnd: _Round) -> AgentStep:
+        """``agent``'s call this round: it reads its in-edges and temporal messages, answers,
+        and its answer is scored against the task and the answers it read."""
+        inbox = [_message(rnd.steps[src], src, agent, rnd.index) for src in rnd.sources[agent]]
+        earlier = rnd.earlier[agent]
+        rnd.messages.extend(inbox)
+        rnd.messages.extend(earlier)
+        fault = rnd.faults[agent]
+        turn = self._turn(
+            agent,
+            rnd,
             inbox=inbox,
             earlier=list(earlier),
             fault="byzantine" if fault == "byzantine" else None,
-            episode_seed=self.seed,
-            history=list(self._history[i]),
+            history=list(self._history[agent]),
         )
         result = await self.backend.agent_turn(turn)
         self.calls.append(result.call)
-        step = AgentStep(
-            agent=i,
-            role=self.roles[i],
-            round=r,
-            action=int(plan.actions[i]),
+        step = self._step(
+            agent,
+            rnd,
             fault=fault,
             answer=result.answer,
             confidence=float(result.confidence),
             text=result.text,
             prompt_tokens=result.call.prompt_tokens,
             completion_tokens=result.call.completion_tokens,
-            read_from=sorted({*sources, *(m.src for m in earlier)}),
+            read_from=sorted({*rnd.sources[agent], *(m.src for m in earlier)}),
             verified=result.verified,
         )
         if result.failed:
             step.fault, step.answer, step.confidence = "call_error", None, 0.0
         elif fault == "garbled":
-            step.text = garble(result.text, self.seed * 7919 + r * 31 + i)
+            step.text = garble(result.text, self.seed * 7919 + rnd.index * 31 + agent)
             step.answer, step.confidence = None, 0.0
-        step.correct = None if step.answer is None else await self._score(step.answer) >= 1.0
-        read = [m.answer for m in (*inbox, *earlier) if m.answer is not None]
-        if read and step.answer is not None:
-            step.agreement = sum(a == step.answer for a in read) / len(read)
-        if step.answer is not None:
-            self._producing[i] = step
-        if not result.failed:
-            self._history[i].append(
-                PastTurn(
-                    replace(turn, history=[]),
-                    step.text,
-                    step.prompt_tokens + step.completion_tokens,
-                )
-            )
+        await self._judge(step, [*inbox, *earlier])
+        self._remember(turn, step, result.failed)
         return step
 
-    def _idle_agents(
-        self,
-        r: int,
-        plan: RoundPlan,
-        sources: list[list[int]],
-        speaks: list[bool],
-        earlier: list[list[Message]],
-    ) -> list[int]:
+    async def _judge(self, step: AgentStep, read: Sequence[Message]) -> None:
+        """Whether the step's answer is right, and how far it agrees with the answers read."""
+        step.correct = None if step.answer is None else await self._score(step.answer) >= 1.0
+        answers = [m.answer for m in read if m.answer is not None]
+        if answers and step.answer is not None:
+            step.agreement = sum(a == step.answer for a in answers) / len(answers)
+
+    def _remember(self, turn: AgentTurn, step: AgentStep, failed: bool) -> None:
+        """What later rounds see of this call: the answer it produced, and the turn in the
+        agent's history unless the call failed."""
+        if step.answer is not None:
+            self._producing[step.agent] = step
+        if not failed:
+            reply_tokens = step.prompt_tokens + step.completion_tokens
+            self._history[step.agent].append(
+                PastTurn(replace(turn, history=[]), step.text, reply_tokens)
+            )
+
+    def _idle_agents(self, rnd: _Round) -> list[int]:
         """Agents with nothing to do this round: solo_process after round 0, healthy, holding
         a readable answer, reading nothing (this round or along a temporal edge) and read by
         nobody this round. A call would only re-solve the task alone with the same memory, so
         the idle rule keeps their answer instead."""
-        if r == 0:
+        if rnd.index == 0:
             return []
-        faults = self.faults[r]
+        plan = rnd.plan
         return [
-            i
-            for i in range(self.n_agents)
-            if plan.actions[i] == Action.SOLO_PROCESS
-            and faults[i] is None
-            and not sources[i]
-            and not earlier[i]
-            and not speaks[i]
-            and self.last[i] is not None
-            and self.last[i].answer is not None
-            and (plan.active is None or bool(plan.active[i]))
+            agent
+            for agent in range(self.n_agents)
+            if plan.actions[agent] == Action.SOLO_PROCESS
+            and rnd.faults[agent] is None
+            and not rnd.sources[agent]
+            and not rnd.earlier[agent]
+            and not rnd.speaks[agent]
+            and self.last[agent] is not None
+            and self.last[agent].answer is not None
+            and (plan.active is None or bool(plan.active[agent]))
         ]
 
-    def _keep(self, i: int, r: int, plan: RoundPlan) -> AgentStep:
+    def _keep(self, agent: int, rnd: _Round) -> AgentStep:
         """An idle agent's step: its last answer kept, no call, no tokens."""
-        prev = self.last[i]
-        return AgentStep(
-            agent=i,
-            role=self.roles[i],
-            round=r,
-            action=int(plan.actions[i]),
+        prev = self.last[agent]
+        return self._step(
+            agent,
+            rnd,
             answer=prev.answer,
             confidence=prev.confidence,
             correct=prev.correct,
             text=KEPT_TEXT,
         )
 
-    async def _timeout(self, i: int, r: int, plan: RoundPlan) -> AgentStep:
-        turn = AgentTurn(
-            task=self.task,
-            agent=i,
-            role=self.roles[i],
-            round=r,
-            n_rounds=self.config.n_rounds,
-            action=Action(plan.actions[i]),
-            previous=self._memory[i],
-            episode_seed=self.seed,
-        )
-        result: TurnResult = await self.backend.agent_turn(turn)
+    async def _timeout(self, agent: int, rnd: _Round) -> AgentStep:
+        """A timed-out agent's call: made without an inbox, then discarded (its prompt tokens
+        are spent, its completion tokens are not)."""
+        result: TurnResult = await self.backend.agent_turn(self._turn(agent, rnd))
         call = LLMCall(
-            agent=i,
-            round=r,
+            agent=agent,
+            round=rnd.index,
             prompt_hash=result.call.prompt_hash,
             prompt_tokens=result.call.prompt_tokens,
             completion_tokens=0,
@@ -447,33 +485,19 @@ class TeamEpisode:
             prompt=result.call.prompt,
         )
         self.calls.append(call)
-        return AgentStep(
-            agent=i,
-            role=self.roles[i],
-            round=r,
-            action=int(plan.actions[i]),
-            alive=False,
-            fault="timeout",
-            prompt_tokens=call.prompt_tokens,
+        return self._step(
+            agent, rnd, alive=False, fault="timeout", prompt_tokens=call.prompt_tokens
         )
 
-    def _idle(self, i: int, r: int, plan: RoundPlan, fault: str | None) -> AgentStep:
+    def _idle(self, agent: int, rnd: _Round) -> AgentStep:
         """A crashed agent (nothing), or an inactive one (its previous answer carried)."""
+        fault = rnd.faults[agent]
         if fault == "crash":
-            return AgentStep(
-                agent=i,
-                role=self.roles[i],
-                round=r,
-                action=int(plan.actions[i]),
-                alive=False,
-                fault="crash",
-            )
-        prev = self.last[i]
-        return AgentStep(
-            agent=i,
-            role=self.roles[i],
-            round=r,
-            action=int(plan.actions[i]),
+            return self._step(agent, rnd, alive=False, fault="crash")
+        prev = self.last[agent]
+        return self._step(
+            agent,
+            rnd,
             alive=fault not in SILENT_MODES,
             fault=fault,
             answer=prev.answer if prev else None,
@@ -490,11 +514,11 @@ class TeamEpisode:
 
     @staticmethod
     def _fill_policy_view(step: AgentStep, plan: RoundPlan) -> None:
-        i = step.agent
+        agent = step.agent
         if plan.q_values is not None:
-            step.q_values = [float(q) for q in plan.q_values[i]]
+            step.q_values = [float(q) for q in plan.q_values[agent]]
         if plan.greedy is not None:
-            step.greedy = bool(plan.greedy[i])
+            step.greedy = bool(plan.greedy[agent])
         if plan.epsilon is not None:
             step.epsilon = float(plan.epsilon)
 
@@ -504,11 +528,11 @@ class TeamEpisode:
         """The steps that produced the live agents' final answers (in agent order)."""
         last_round = self.config.n_rounds - 1
         out = []
-        for i in range(self.n_agents):
-            step = self._producing[i]
-            if step is None or self.faults[last_round][i] in SILENT_MODES:
+        for agent in range(self.n_agents):
+            step = self._producing[agent]
+            if step is None or self.faults[last_round][agent] in SILENT_MODES:
                 continue
-            if self.last[i] is not None and self.last[i].answer is None:
+            if self.last[agent] is not None and self.last[agent].answer is None:
                 continue  # garbled or failed in its last round: nothing readable
             out.append(step)
         return out
@@ -522,6 +546,23 @@ class TeamEpisode:
         if self.record is not None:
             return self.record
         finals = self.finals()
+        passed = self._pass_through(finals)
+        decision = await self._decide(finals, passed)
+        team_score = await self._score(decision.answer) if decision.answer is not None else 0.0
+        decision.correct = None if decision.answer is None else team_score >= 1.0
+        if decision.answer is not None:
+            read = [s.answer for s in finals]
+            decision.agreement = sum(a == decision.answer for a in read) / len(read)
+        # Concurrent calls finish in any order; records must not depend on it.
+        self.calls.sort(key=lambda c: (c.round, c.agent))
+        record = self._episode_record(decision, float(team_score), passed)
+        record.reward = reward(record.score, record.tokens, self.config)
+        self.record = record
+        return record
+
+    async def _decide(self, finals: list[AgentStep], passed: str | None) -> AgentStep:
+        """The decision agent's step: the answer passed through (``passed``), or its call
+        over the final answers, or nothing when no agent has a readable one."""
         decision = AgentStep(
             agent=DECISION_AGENT,
             role="decision",
@@ -529,7 +570,6 @@ class TeamEpisode:
             action=int(Action.AGGREGATE_REFINE),
             read_from=[s.agent for s in finals],
         )
-        passed = self._pass_through(finals)
         if passed == "single":
             only = finals[0]
             decision.answer, decision.confidence = only.answer, only.confidence
@@ -558,15 +598,14 @@ class TeamEpisode:
                 decision.answer, decision.confidence = result.answer, float(result.confidence)
         else:
             decision.text = "[decision] No agent has a readable answer."
-        team_score = await self._score(decision.answer) if decision.answer is not None else 0.0
-        decision.correct = None if decision.answer is None else team_score >= 1.0
-        if decision.answer is not None:
-            read = [s.answer for s in finals]
-            decision.agreement = sum(a == decision.answer for a in read) / len(read)
-        # Concurrent calls finish in any order; records must not depend on it.
-        self.calls.sort(key=lambda c: (c.round, c.agent))
+        return decision
+
+    def _episode_record(
+        self, decision: AgentStep, team_score: float, passed: str | None
+    ) -> EpisodeRecord:
+        """The finished episode as the store keeps it (its reward still to set)."""
         task = self.task
-        record = EpisodeRecord(
+        return EpisodeRecord(
             task_id=task.task_id,
             benchmark=task.benchmark,
             domain=task.domain,
@@ -579,16 +618,13 @@ class TeamEpisode:
             rounds=self.rounds,
             decision=decision,
             team_answer=decision.answer,
-            score=float(team_score),
+            score=team_score,
             failures=[f.to_dict() for f in self.failures],
             calls=list(self.calls),
             backend=self.backend.name,
             model=self.backend.model,
             pass_through=passed,
         )
-        record.reward = reward(record.score, record.tokens, self.config)
-        self.record = record
-        return record
 
     def _pass_through(self, finals: list[AgentStep]) -> str | None:
         """Why the decision agent makes no call: ``single`` (one final answer), ``unanimous``

@@ -19,7 +19,7 @@ from core.backends.base import AgentTurn, DecisionTurn, TurnResult
 from core.backends.society import SimBackend
 from core.records import DECISION_AGENT, EpisodeRecord
 from core.store import RunLogger, load_episode
-from core.tasks.base import Task
+from core.tasks.base import Task, task_of
 from core.tasks.registry import load_benchmark
 from core.team.failures import FailureSpec
 from core.team.plan import RoundPlan
@@ -161,7 +161,7 @@ def test_a_stored_prompt_is_shown_as_sent(played):
 def test_a_code_task_keeps_its_entry_point(tmp_path: Path):
     task = next(t for t in _tasks() if t.domain == "code")
     record, _ = _play(task, [], 0)
-    assert asked.record_task(record).meta["entry_point"] == task.meta["entry_point"]
+    assert task_of(record).meta["entry_point"] == task.meta["entry_point"]
 
 
 def test_replay_says_why_the_decision_agent_made_no_call(tmp_path: Path):

@@ -112,7 +112,7 @@ def test_replay_reads_its_own_result_parameter(lab_env):
 
 def test_an_episode_link_keeps_the_filters_search_and_sort(lab_env):
     db, ids = lab_env
-    wrong = data.episodes.__wrapped__(str(db), ids["qmix"], correct=False, limit=50)
+    wrong = data.episodes.__wrapped__(str(db), data.Listing(ids["qmix"], correct=False), limit=50)
     target = wrong.iloc[-1]
     link = {
         "run": ids["qmix"], "result": "wrong", "q": "task-", "sort": "tokens, most first",
@@ -149,7 +149,7 @@ def test_a_shared_replay_link_reopens_the_same_view(lab_env):
 
 def test_a_search_never_leaves_the_picker_outside_its_results(lab_env):
     db, ids = lab_env
-    eps = data.episodes.__wrapped__(str(db), ids["qmix"], limit=50)
+    eps = data.episodes.__wrapped__(str(db), data.Listing(ids["qmix"]), limit=50)
     outside, task = int(eps.iloc[7]["episode"]), str(eps.iloc[2]["task_id"])
     at = _open("views/replay.py", run=ids["qmix"], episode=str(outside), q=task)
     picked = at.selectbox(key="replay_episode")

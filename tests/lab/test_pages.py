@@ -172,7 +172,7 @@ def test_switching_run_resets_filters_and_offers_only_its_policies(lab_env):
 def test_episodes_are_searchable_and_sortable(lab_env):
     db, ids = lab_env
     at = _open("views/replay.py", run=ids["qmix"])
-    episodes = data.episodes.__wrapped__(db, ids["qmix"], limit=50)
+    episodes = data.episodes.__wrapped__(db, data.Listing(ids["qmix"]), limit=50)
     task = episodes.iloc[5]["task_id"]
     at.text_input(key="replay_search").input(task).run()
     options = at.selectbox(key="replay_episode").options
@@ -187,7 +187,7 @@ def test_episodes_are_searchable_and_sortable(lab_env):
 
 def test_a_wrong_answer_shows_no_up_arrow(lab_env):
     db, ids = lab_env
-    wrong = data.episodes.__wrapped__(db, ids["qmix"], correct=False, limit=1).iloc[0]
+    wrong = data.episodes.__wrapped__(db, data.Listing(ids["qmix"], correct=False), limit=1).iloc[0]
     at = _open("views/replay.py", run=ids["qmix"], episode=str(int(wrong["episode"])))
     answer = next(m for m in at.metric if m.label == "Team answer")
     assert not answer.proto.delta  # no delta, so no arrow
