@@ -51,12 +51,12 @@ from core.backends.registry import local_model_server
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "core" / "tasks" / "data" / "reader_replies.jsonl"
 PLAN = (
-    ("math", "random", 3, 0),
     ("mcq", "random", 3, 0),
-    ("gsm8k", "random", 3, 0),
-    ("math", "star", 3, 3),
     ("mcq", "full", 3, 3),
+    ("gsm8k", "random", 3, 0),
     ("gsm8k", "debate", 3, 3),
+    ("math", "random", 3, 0),
+    ("math", "star", 3, 3),
 )
 """(benchmark, fixed policy, episodes, first held-out episode): ``random`` gives every
 action (execute_verify's re-derivation included), the others the hub and debate prompts."""
@@ -91,7 +91,7 @@ ORDER BY e.benchmark, s.run_id, s.episode, s.round, s.seq
 """
 
 
-def read_steps(db: Path, old: dict[tuple, dict], source: str = "eval") -> list[dict]:
+def read_steps(db: Path, old: dict[tuple, dict], source: str = "eval", tag: str = "") -> list[dict]:
     """Every called reply of the logged episodes, as fixture rows (a reply whose text
     repeats an earlier one's for the same task and role is kept once)."""
     with duckdb.connect(str(db), read_only=True) as con:
@@ -121,7 +121,7 @@ def read_steps(db: Path, old: dict[tuple, dict], source: str = "eval") -> list[d
         label = old.get((bench, task_id, role, text), {})
         rows.append(
             {
-                "id": f"{task_id}/{policy}/r{rnd}/{role}", "kind": kind, "benchmark": bench, "task_id": task_id, "role": role,
+                "id": f"{tag}{task_id}/{policy}/r{rnd}/{role}", "kind": kind, "benchmark": bench, "task_id": task_id, "role": role,
                 "action": action, "round": rnd, "max_tokens": cap, "reply": text,
                 "usage": {"prompt_tokens": prompt, "completion_tokens": done},
                 "at_cap": done >= cap, "split": split_of(task_id),
@@ -139,7 +139,7 @@ def from_store(path: Path, old: dict[tuple, dict]) -> list[dict]:
         if path.suffix == ".gz":
             db = Path(tmp) / path.stem
             db.write_bytes(gzip.decompress(path.read_bytes()))
-        return read_steps(db, old, source=f"store:{path.name}")
+        return read_steps(db, old, source=f"store:{path.name}", tag="store/")
 
 
 def from_issue18(path: Path, old: dict[tuple, dict]) -> list[dict]:
