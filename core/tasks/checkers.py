@@ -97,7 +97,7 @@ _MARKERS = tuple(
         r"(?i)\bfinal\s+answer(?:\s+(?:of|for)\s[^.:=\n]{0,40}?\s+is\b|\s*(?:is|:|=))?\s*:?",
         r"(?i)(?<!\()(?<!;\s)(?<!let\s)(?<!var\s)(?<!const\s)"
         r"\b(?:answer(?:\s+to\s+(?:this|the)\s+(?:problem|question|round))?|solution)"
-        r"\s*(?:is|:|=)\s*:?",
+        r"\s*(?:is|:|=|(?:must|should|would)\s+be)\s*:?",
     )
 )
 """The answer markers, strongest first. The last marker of the strongest kind present
@@ -503,7 +503,7 @@ def extract_choice(
         return _consistent(letter, text[last.end() :], letters, choices)
 
     listed = list(_option_line(letters).finditer(text))
-    if len(listed) >= 2:
+    if len(listed) >= 2 or any(_ANOTHER_OPTION.search(m.group(2)) for m in listed):
         for m in reversed(listed):
             text = text[: m.start()] + text[m.end() :]
     elif listed:
@@ -531,12 +531,18 @@ def extract_choice(
 def _consistent(
     letter: str, after: str, letters: str, choices: tuple[str, ...] | list[str]
 ) -> str | None:
-    """``letter``, unless the text right after it (``A) 3``) is another option's text."""
+    """``letter``, unless the text right after it contradicts it: another option's text
+    (``A) 3`` when 3 is option C's), a number that is no option's text (``D) 10``), or
+    another option named (``D, which corresponds to option B``)."""
     if len(choices) != len(letters):
         return letter
-    head = re.sub(r"^[\s*_)\].:]+", "", after).split("\n", 1)[0]
-    named = _options_named(_option_key(head), [_option_key(c) for c in choices])
-    return None if named and letters.index(letter) not in named else letter
+    head = re.sub(r"^[\s*_)\].:,]+", "", after).split("\n", 1)[0]
+    key = _option_key(head)
+    named = _options_named(key, [_option_key(c) for c in choices])
+    if named:
+        return letter if letters.index(letter) in named else None
+    others = {x.upper() for x in re.findall(r"(?i)\boption\s+([a-z])\b", head)} - {letter}
+    return None if others or re.match(r"[-+]?\$?\d", key) else letter
 
 
 def _options_named(head: str, keys: list[str]) -> list[int]:
@@ -544,12 +550,16 @@ def _options_named(head: str, keys: list[str]) -> list[int]:
     return [
         i
         for i, key in enumerate(keys)
-        if key and (head == key or re.match(rf"{re.escape(key)}(?![\w.])", head))
+        if key and (head == key or re.match(rf"{re.escape(key)}(?!\w|\.\w)", head))
     ]
 
 
 def _option_line(letters: str) -> re.Pattern[str]:
-    return re.compile(rf"^[ \t*#>-]*\(?\**([{letters}])\**[.):]\s*(.+?)\s*$", re.MULTILINE)
+    return re.compile(rf"^[ \t*#>-]*\(?\**([{letters}])\**[.):,]\s*(.+?)\s*$", re.MULTILINE)
+
+
+_ANOTHER_OPTION = re.compile(r"(?:^|[\s,;])\(?[A-Z]\)\s*\S")
+"""An option line whose text holds another option (``D) 12, E) 24``) is a list."""
 
 
 def _option_key(text: str) -> str:
