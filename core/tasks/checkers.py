@@ -1,7 +1,8 @@
 """Scoring a response against a task: answer extraction and equivalence (docs/team.md, Tasks).
 
-* Maths: :func:`extract_math_answer` finds the final answer in free text (``\\boxed{}``
-  with nested braces, ``####``, "final answer is", "Answer:", else the last number);
+* Maths: :func:`extract_math_answer` finds the answer a reply commits to (``\\boxed{}``
+  with nested braces, else the value after the last ``####`` / "final answer" / "Answer:"
+  marker, else a reply that is one value; never a number from the reasoning);
   :func:`math_equal` compares it with the ground truth exactly as a number (ints,
   decimals, fractions, percentages, LaTeX ``\\frac``) and, failing that, as an expression
   (``\\sqrt{8}``, ``2^{10}``, ``(x+1)^2``) evaluated by :func:`eval_expr` at several points.
