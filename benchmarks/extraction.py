@@ -1,7 +1,17 @@
-"""Our maths answer reading against PyPI ``math-verify``: right more often, and bounded?
+"""Our answer reader against PyPI ``math-verify``: how precise, how complete, and bounded?
 
-Two parts, one JSON object:
+Three parts, one JSON object:
 
+* ``reader``: the labelled fixture ``tests/core/tasks/data/reader_replies.jsonl`` (real
+  SmolLM2-135M replies recorded by ``benchmarks/record_replies.py`` plus the hostile cases
+  of issue 32, each labelled by reading it: the answer it commits to, or none). Per
+  reader, per domain (maths, mcq) and per half of the fixture (``dev``, ``heldout``):
+  **precision** (of the replies a reader reads an answer from, the share whose answer is
+  the committed one) and **recall** (of the replies that commit to an answer, the share
+  read as that answer), with the counts and the ids of false reads and misses. Ours is
+  :func:`core.tasks.checkers.read_answer`; math-verify's is ``parse`` with its default
+  extraction on maths (a read is right when ``verify`` finds it equal to the label) and
+  with the option letters as strings on multiple choice.
 * ``recorded``: the real SmolLM2-135M replies of ``tests/core/tasks/data/smollm_replies.jsonl``
   (GSM8K), each labelled by hand with the answer a careful reader finds in it (or none).
   Per reader: how many replies it reads as the label says (``read_right``: the same value,
@@ -18,7 +28,7 @@ Two parts, one JSON object:
   it runs there. Per reader and thread: how many finished within the limit, the slowest,
   and how many were judged wrong (the right verdict).
 
-    agentqmix bench extraction [--limit-s 20] [--part recorded|hostile|both]
+    agentqmix bench extraction [--limit-s 20] [--part reader|recorded|hostile|all]
 """
 
 from __future__ import annotations
@@ -30,10 +40,12 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import Parser, float_in, run_main
+from benchmarks.common import Parser, float_in, run_main, user_errors
+from core.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
 REPLIES = ROOT / "tests" / "core" / "tasks" / "data" / "smollm_replies.jsonl"
+FIXTURE = ROOT / "tests" / "core" / "tasks" / "data" / "reader_replies.jsonl"
 HOSTILE = (
     "10^{10^{10^{10}}}",
     "99^99^99^99",
@@ -114,6 +126,88 @@ def recorded(path: Path) -> dict:
         counts[name]["seconds"] = round(counts[name]["seconds"], 3)
         counts[name]["misread"] = misses[name]
     return {"replies": len(rows), **counts}
+
+
+def fixture_tasks(rows: list[dict]) -> dict[tuple[str, str], object]:
+    """The tasks the fixture's rows answer, by (benchmark, task_id)."""
+    from core.tasks.registry import load_benchmark
+
+    tasks = {}
+    for bench in sorted({r["benchmark"] for r in rows}):
+        source = load_benchmark(bench)
+        for i in range(len(source)):
+            task = source.get(i)
+            tasks[(bench, task.task_id)] = task
+    return tasks
+
+
+def same_answer(task, got: str | None, label: str | None) -> bool:
+    """Whether ``got`` (our reader's answer) is the label (``None`` is ``None``)."""
+    from core.tasks.checkers import math_equal
+
+    if label is None or got is None:
+        return got is label
+    return math_equal(got, label) if task.domain == "math" else got == label
+
+
+def mv_reading(task, text: str, label: str | None) -> tuple[bool, bool]:
+    """(math-verify reads an answer, that answer is ``label``)."""
+    from math_verify import StringExtractionConfig, parse, verify
+
+    if task.domain == "mcq":
+        letters = tuple(chr(ord("A") + i) for i in range(len(task.choices) or 4))
+        found = parse(text, extraction_config=[StringExtractionConfig(strings=letters)])
+        got = str(found[-1]).upper() if found else None
+        return got is not None, got is not None and got == label
+    found = parse(text)
+    return bool(found), bool(found) and label is not None and bool(
+        verify(parse(f"${label}$"), found)
+    )
+
+
+def _rates(read: int, read_right: int, committed: int, committed_right: int) -> dict:
+    return {
+        "precision": round(read_right / read, 3) if read else None,
+        "recall": round(committed_right / committed, 3) if committed else None,
+        "read": read,
+        "read_right": read_right,
+        "committed": committed,
+    }
+
+
+def reader_part(path: Path) -> dict:
+    """Precision and recall of both readers on the labelled fixture, per domain and half."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    tasks = fixture_tasks(rows)
+    tallies: dict[tuple[str, str, str], dict] = {}
+    for row in rows:
+        task, label, text = tasks[(row["benchmark"], row["task_id"])], row["reads_as"], row["reply"]
+        ours = ours_read(task, text)
+        readings = {
+            "ours": (ours is not None, ours is not None and same_answer(task, ours, label)),
+            "math_verify": mv_reading(task, text, label),
+        }
+        for name, (has_read, right) in readings.items():
+            for half in (row["split"], "all"):
+                t = tallies.setdefault(
+                    (name, task.domain, half),
+                    {"read": 0, "read_right": 0, "committed": 0, "hit": 0, "false": [], "miss": []},
+                )
+                t["read"] += has_read
+                t["read_right"] += right
+                t["committed"] += label is not None
+                t["hit"] += label is not None and right
+                if has_read and not right:
+                    t["false"].append(row["id"])
+                elif label is not None and not right and half != "all":
+                    t["miss"].append(row["id"])
+    out: dict = {"items": len(rows), "fixture": path.name}
+    for (name, domain, half), t in sorted(tallies.items()):
+        entry = _rates(t["read"], t["read_right"], t["committed"], t["hit"])
+        if half != "all":
+            entry |= {"false_reads": t["false"], "misses": t["miss"]}
+        out.setdefault(name, {}).setdefault(domain, {})[half] = entry
+    return out
 
 
 _JUDGE = """
@@ -198,16 +292,22 @@ def main() -> None:
         help="wall-clock limit per hostile answer (seconds)",
     )
     parser.add_argument("--replies", type=Path, default=REPLIES)
-    parser.add_argument("--part", choices=("recorded", "hostile", "both"), default="both")
+    parser.add_argument("--fixture", type=Path, default=FIXTURE)
+    parser.add_argument("--part", choices=("reader", "recorded", "hostile", "all"), default="all")
     args = parser.parse_args()
     try:
         import math_verify  # noqa: F401
     except ImportError:
         parser.error("this benchmark compares with math-verify: pip install math-verify")
     result = {}
-    if args.part in ("recorded", "both"):
+    if args.part in ("reader", "all"):
+        with user_errors():
+            if not args.fixture.is_file():
+                raise UserError(f"--fixture {args.fixture} is not a file.")
+            result["reader"] = reader_part(args.fixture)
+    if args.part in ("recorded", "all"):
         result["recorded"] = recorded(args.replies)
-    if args.part in ("hostile", "both"):
+    if args.part in ("hostile", "all"):
         result["hostile"] = hostile(args.limit_s)
     result["load_average"] = [round(x, 2) for x in __import__("os").getloadavg()]
     run_main(result)

@@ -23,7 +23,7 @@ BENCHMARKS: dict[str, str] = {
     "headroom": "the oracle, a hand-written adaptive plan and the best fixed plan per task",
     "fuzz-checker": "the maths checker on random explosive expressions (time per check)",
     "humaneval-checker": "every HumanEval reference passes and an exit-0 forgery fails",
-    "extraction": "our maths answer reading vs math-verify: recorded replies, hostile answers",
+    "extraction": "our answer reader vs math-verify: precision/recall on the labelled fixture, recorded replies, hostile answers",
     "learning": "learned policy vs every fixed topology on held-out episodes, paired SEs",
     "rollouts": "rollout episodes/s of the learned policy on the simulator, per lockstep width",
     "scaling": "learner updates/s and rollout episodes/s against agents N and rounds T, memory",

@@ -1,7 +1,8 @@
 """Scoring a response against a task: answer extraction and equivalence (docs/team.md, Tasks).
 
-* Maths: :func:`extract_math_answer` finds the final answer in free text (``\\boxed{}``
-  with nested braces, ``####``, "final answer is", "Answer:", else the last number);
+* Maths: :func:`extract_math_answer` finds the answer a reply commits to (``\\boxed{}``
+  with nested braces, else the value after the last ``####`` / "final answer" / "Answer:"
+  marker, else a reply that is one value; never a number from the reasoning);
   :func:`math_equal` compares it with the ground truth exactly as a number (ints,
   decimals, fractions, percentages, LaTeX ``\\frac``) and, failing that, as an expression
   (``\\sqrt{8}``, ``2^{10}``, ``(x+1)^2``) evaluated by :func:`eval_expr` at several points.
@@ -58,42 +59,106 @@ def extract_boxed(text: str) -> str | None:
 
 
 def extract_math_answer(text: str, question: str = "") -> str | None:
-    """The final answer a response gives, normalised, or ``None`` if it gives none.
+    """The final answer a response commits to, normalised, or ``None`` if it commits to none.
 
-    Looked for in this order: the last ``\\boxed{}``; the text after the last ``####``;
-    after "final answer is/:"; after the last "answer is/:" ("The answer is: 96"); the
-    last number of the reply's last sentence. ``Confidence: 80`` statements and echoed
-    placeholders (``<final answer>``) never count as an answer, and for the last-sentence
-    fallback the sentences that repeat ``question`` (small models often restate the
-    problem) are dropped first.
+    Read in this order, the first that applies deciding (docs/openai.md, Reading answers):
+
+    1. the last closed ``\\boxed{}``;
+    2. after the last ``####``, else the last "final answer", else the last "answer is" /
+       "answer:" / "answer =" / "solution is" / "solution:" (:data:`_MARKERS`): a value
+       that opens the rest of that line (or, when the line ends there, the next line),
+       read by :func:`_value_of`; when none is there the reply gives no answer;
+    3. a reply that is one value and nothing else (``42``, ``x = 5``, ``$\\frac{3}{4}$``).
+
+    Nothing else is read: a number inside reasoning, a restated question, a reply cut off
+    mid-sentence, quoting marks after a marker. ``Confidence: 80`` statements, echoed
+    placeholders (``<final answer>``), fenced code and the prompt's own headers
+    (``(answer: 12, confidence 0.50)``) never count. ``question`` is kept for the readers'
+    shared signature: with markers only, a restated question gives no answer anyway.
     """
+    del question
     if not text or not text.strip():
         return None
-    text = _PLACEHOLDER.sub(" ", drop_confidence(text))
+    text = _PLACEHOLDER.sub(" ", drop_confidence(_CODE_BLOCK.sub(" ", text)))
     boxed = extract_boxed(text)
     if boxed is not None:
         return normalize_answer(boxed)
-    for marker in (r"####", r"final answer\s*(?:is|:|=)?\s*:?", _ANSWER_IS):
-        found_markers = list(re.finditer(marker, text, flags=re.IGNORECASE))
-        if found_markers:
-            found = _answer_from_tail(_first_line(text[found_markers[-1].end() :]))
-            if found is not None:
-                return found
-    last = _last_sentence(drop_echo(text, question))
-    numbers = _NUMBER_RE.findall(last)
-    return normalize_answer(numbers[-1]) if numbers else None
+    for marker in _MARKERS:
+        found = list(marker.finditer(text))
+        if found:
+            return _value_after(text[found[-1].end() :])
+    lines = [line for line in text.splitlines() if line.strip() and not _QUOTES.fullmatch(line)]
+    return _value_of(lines[0]) if len(lines) == 1 else None
 
 
-def _last_sentence(text: str) -> str:
-    """The reply's last sentence or line: where a reply without an answer marker states
-    its result ("... so 12 in total."). A reply cut off mid-thought ends in a sentence
-    without a number, so its reasoning's numbers are not taken for an answer."""
-    pieces = [p for p in re.split(r"(?<=[.?!])\s+|\n+", text.strip()) if p.strip()]
-    return pieces[-1] if pieces else ""
+_MARKERS = tuple(
+    re.compile(pattern)
+    for pattern in (
+        r"####",
+        r"(?i)\bfinal\s+answer(?:\s+(?:of|for)\s[^.:=\n]{0,40}?\s+is\b|\s*(?:is|:|=))?\s*:?",
+        r"(?i)(?<!\()(?<!;\s)(?<!let\s)(?<!var\s)(?<!const\s)"
+        r"\b(?:answer(?:\s+to\s+(?:this|the)\s+(?:problem|question|round))?|solution)"
+        r"\s*(?:is|:|=|(?:must|should|would)\s+be)\s*:?",
+    )
+)
+"""The answer markers, strongest first. The last marker of the strongest kind present
+decides; when no value follows it the reply gives none (a weaker marker is not consulted).
+``answer:`` right after ``(`` or ``;`` is a prompt header a model echoes (``(solver;
+answer: 32)``); ``let answer =`` is code."""
+
+_CODE_BLOCK = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+_QUOTES = re.compile(r"\s*[<>`]{2,}\s*")
+"""A line of quoting marks only (``<<<``, ``>>>``): how prompts quote replies, echoed."""
+
+_NOT_UNITS = re.compile(r"(?i)(?:of|times|more|less|fewer|than|plus|minus|x)\b")
+"""What, right after a number, makes it part of a phrase rather than the answer
+(``0.5% of the class's profit``, ``50 x``, ``3 times as many``)."""
+_ARITHMETIC = re.compile(r"[\d\s.,+\-*/×^()$%]+")
+_CLAUSE_END = re.compile(r"[.;:!?](?:\s|$)|,\s|\s(?:because|since)\b")
 
 
-_ANSWER_IS = r"\banswer(?:\s+to\s+(?:this|the)\s+(?:problem|question))?\s*(?:is|:|=)\s*:?"
-"""'answer is', 'Answer:', 'answer =', 'The answer to this problem is'."""
+def _value_after(tail: str) -> str | None:
+    """The value after an answer marker: on its line, or alone on the next line."""
+    line, _, rest = tail.partition("\n")
+    if not re.sub(r"[\s*_`]", "", line):
+        following = [piece for piece in rest.splitlines() if piece.strip()]
+        line = following[0] if following else ""
+    return _value_of(line)
+
+
+def _value_of(line: str) -> str | None:
+    """The value a line opens with, normalised, or ``None``.
+
+    The line is cut at the end of its first clause (``. `` ``; `` ``: `` ``, ``) or before
+    a justification (``because``, ``since``). A clause that is a calculation
+    (``30 + $2 = 32``) gives its result, after the last ``=``. The value is a number, or an
+    expression :func:`eval_expr` can read; a number may be followed by words (a unit:
+    ``pounds per duck``) and asides in parentheses, but by no other number and by nothing
+    that continues the phrase (:data:`_NOT_UNITS`: ``0.5% of the profit``, ``50 x``)."""
+    clause = _CLAUSE_END.split(re.sub(r"^[\s*_:`\"']+", "", line))[0]
+    clause = clause.strip().rstrip("*_`").strip()
+    if "=" in clause and _ARITHMETIC.fullmatch(clause.split("=", 1)[0]):
+        clause = clause.rsplit("=", 1)[1].strip()
+    m = _NUMBER_THEN_WORDS.fullmatch(clause)
+    if m:
+        after = re.sub(r"\([^()]*\)", " ", m.group(2)).strip()
+        if not after:
+            return normalize_answer(m.group(1))
+        if re.search(r"\d", after) or re.match(r"[a-zA-Z]", after) and _NOT_UNITS.match(after):
+            return None
+        if re.match(r"[a-zA-Z]", after):
+            return normalize_answer(m.group(1))
+    whole = normalize_answer(clause)
+    return whole if _is_value(whole) else None
+
+
+_NUMBER_THEN_WORDS = re.compile(rf"\$?\s*((?:{_NUMBER})(?:\s*/\s*\d+)?\s*%?)\$?((?:\s|\().*)")
+"""A number, then the rest of its clause (``35 pounds per duck``, ``70 (9 days old)``)."""
+
+
+def _is_value(text: str) -> bool:
+    return bool(text) and (parse_number(text) is not None or _looks_symbolic(text))
+
 
 _PLACEHOLDER = re.compile(r"<[^<>\n]{1,40}>")
 """``<final answer>``, ``<0-100>``: the answer format's placeholders, which a model echoes."""
@@ -106,52 +171,6 @@ _CONFIDENCE_STATEMENT = re.compile(
 def drop_confidence(text: str) -> str:
     """``text`` without its ``Confidence: 80`` statements (the reply format's last line)."""
     return _CONFIDENCE_STATEMENT.sub(" ", text)
-
-
-def _squash(text: str) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"[^\w\s.,/%$-]", " ", text.lower())).strip()
-
-
-def drop_echo(text: str, question: str) -> str:
-    """``text`` without the sentences (or lines) that repeat ``question`` word for word.
-
-    A sentence counts as an echo when it has at least three words and its squashed form
-    (lower case, punctuation and spacing evened out) is part of the question's.
-    """
-    if not question:
-        return text
-    asked = _squash(question)
-    pieces = re.split(r"(?<=[.?!])\s+|\n+", text)
-    kept = [
-        piece
-        for piece in pieces
-        if not (len(_squash(piece).split()) >= 3 and _squash(piece).strip(" .") in asked)
-    ]
-    return "\n".join(kept)
-
-
-def _first_line(tail: str) -> str:
-    return tail.strip().splitlines()[0] if tail.strip() else ""
-
-
-def _answer_from_tail(tail: str) -> str | None:
-    """The answer in the text after an "Answer:" marker: an expression, else its first number."""
-    tail = re.sub(r"^[\s*_:]+", "", tail)  # "**Answer:** 42": the closing bold marks
-    tail = re.split(r"\.\s+(?=[A-Z])|[;!?]\s", tail.strip())[0]  # its first sentence
-    if "=" in tail:  # "Answer: 3 + 4 = 7" gives its result last
-        tail = tail.rsplit("=", 1)[1].strip()
-    inline = re.fullmatch(r"\$+(.+?)\$+.*", tail)
-    if inline:
-        return normalize_answer(inline.group(1))
-    norm = normalize_answer(tail)
-    if norm and (parse_number(norm) is not None or _looks_symbolic(norm)):
-        return norm
-    numbers = _NUMBER_RE.findall(tail)
-    if numbers:
-        return normalize_answer(numbers[0])
-    if re.search(r"[A-Za-z]{2,}[\s`'\"*,]+[A-Za-z]{2,}", tail):
-        return None  # prose ("the final answer to a multi-round problem ..."), not an answer
-    return norm or None
 
 
 def normalize_answer(text: str) -> str:
@@ -430,11 +449,22 @@ _ANSWER_PHRASE = (
 )
 
 
+_INSTRUCTION = re.compile(
+    r"(?i)answer\s+with\s+the\s+letter\s+of\s+the\s+correct\s+option\s*\([^()\n]*\)\.?"
+)
+"""The question's own instruction (:func:`core.tasks.mcq.format_mcq`), which a model echoes:
+it names a range of letters, never a choice."""
+
+
 def _letter_token(letters: str) -> str:
     """A letter standing alone: ``B``, ``(B)``, ``**B**``, ``B)``; lower case only at an end
-    of sentence so that the article "a" never counts."""
+    of sentence so that the article "a" never counts; never the start of a range
+    (``(A-D)``)."""
     up, low = letters.upper(), letters.lower()
-    return rf"(?:\*\*|\\boxed\{{|\(|\[)?\s*(?:([{up}])(?![A-Za-z0-9])|([{low}])(?=\s*(?:$|[.,;:!?)\]*}}])))"
+    return (
+        rf"(?:\*\*|\\boxed\{{|\(|\[)?\s*"
+        rf"(?:([{up}])(?![A-Za-z0-9])(?!\s*-\s*[A-Z]\b)|([{low}])(?=\s*(?:$|[.,;:!?)\]*}}])))"
+    )
 
 
 def extract_choice(
@@ -459,7 +489,7 @@ def extract_choice(
     """
     if not text or not text.strip() or not 2 <= n_options <= 26:
         return None
-    text = drop_confidence(text)
+    text = _INSTRUCTION.sub(" ", drop_confidence(text))
     letters = "".join(chr(ord("A") + i) for i in range(n_options))
     token = _letter_token(letters)
     span = letters[0] + "-" + letters[-1]
@@ -474,7 +504,7 @@ def extract_choice(
         return _consistent(letter, text[last.end() :], letters, choices)
 
     listed = list(_option_line(letters).finditer(text))
-    if len(listed) >= 2:
+    if len(listed) >= 2 or any(_ANOTHER_OPTION.search(m.group(2)) for m in listed):
         for m in reversed(listed):
             text = text[: m.start()] + text[m.end() :]
     elif listed:
@@ -502,12 +532,18 @@ def extract_choice(
 def _consistent(
     letter: str, after: str, letters: str, choices: tuple[str, ...] | list[str]
 ) -> str | None:
-    """``letter``, unless the text right after it (``A) 3``) is another option's text."""
+    """``letter``, unless the text right after it contradicts it: another option's text
+    (``A) 3`` when 3 is option C's), a number that is no option's text (``D) 10``), or
+    another option named (``D, which corresponds to option B``)."""
     if len(choices) != len(letters):
         return letter
-    head = re.sub(r"^[\s*_)\].:]+", "", after).split("\n", 1)[0]
-    named = _options_named(_option_key(head), [_option_key(c) for c in choices])
-    return None if named and letters.index(letter) not in named else letter
+    head = re.sub(r"^[\s*_)\].:,]+", "", after).split("\n", 1)[0]
+    key = _option_key(head)
+    named = _options_named(key, [_option_key(c) for c in choices])
+    if named:
+        return letter if letters.index(letter) in named else None
+    others = {x.upper() for x in re.findall(r"(?i)\boption\s+([a-z])\b", head)} - {letter}
+    return None if others or re.match(r"[-+]?\$?\d", key) else letter
 
 
 def _options_named(head: str, keys: list[str]) -> list[int]:
@@ -515,12 +551,16 @@ def _options_named(head: str, keys: list[str]) -> list[int]:
     return [
         i
         for i, key in enumerate(keys)
-        if key and (head == key or re.match(rf"{re.escape(key)}(?![\w.])", head))
+        if key and (head == key or re.match(rf"{re.escape(key)}(?!\w|\.\w)", head))
     ]
 
 
 def _option_line(letters: str) -> re.Pattern[str]:
-    return re.compile(rf"^[ \t*#>-]*\(?\**([{letters}])\**[.):]\s*(.+?)\s*$", re.MULTILINE)
+    return re.compile(rf"^[ \t*#>-]*\(?\**([{letters}])\**[.):,]\s*(.+?)\s*$", re.MULTILINE)
+
+
+_ANOTHER_OPTION = re.compile(r"(?:^|[\s,;])\(?[A-Z]\)\s*\S")
+"""An option line whose text holds another option (``D) 12, E) 24``) is a list."""
 
 
 def _option_key(text: str) -> str:

@@ -27,3 +27,44 @@ def test_recorded_part_counts_what_each_reader_gets_right():
 def test_a_bad_limit_is_one_sentence():
     proc = bench("extraction", "--limit-s", "0")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+
+
+def test_reader_part_prints_precision_and_recall_per_reader_domain_and_half():
+    from benchmarks.extraction import FIXTURE, fixture_tasks, same_answer
+    from core.tasks.checkers import read_answer
+
+    proc = bench("extraction", "--part", "reader")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)["reader"]
+    rows = [json.loads(line) for line in FIXTURE.read_text(encoding="utf-8").splitlines()]
+    assert out["items"] == len(rows)
+    tasks = fixture_tasks(rows)
+    for domain in ("math", "mcq"):
+        for half in ("dev", "heldout"):
+            mine = [
+                (read_answer(tasks[(r["benchmark"], r["task_id"])], r["reply"]), r)
+                for r in rows
+                if r["split"] == half and tasks[(r["benchmark"], r["task_id"])].domain == domain
+            ]
+            read = [(got, r) for got, r in mine if got is not None]
+            right = [
+                r
+                for got, r in read
+                if same_answer(tasks[(r["benchmark"], r["task_id"])], got, r["reads_as"])
+            ]
+            committed = [r for _, r in mine if r["reads_as"] is not None]
+            ours = out["ours"][domain][half]
+            assert (ours["read"], ours["read_right"], ours["committed"]) == (
+                len(read),
+                len(right),
+                len(committed),
+            )
+            assert ours["precision"] == round(len(right) / len(read), 3)
+            assert ours["false_reads"] == [r["id"] for got, r in read if r not in right]
+            mv = out["math_verify"][domain][half]
+            assert mv["committed"] == len(committed) and 0 <= mv["read_right"] <= mv["read"]
+
+
+def test_a_missing_fixture_is_one_sentence():
+    proc = bench("extraction", "--part", "reader", "--fixture", "/nonexistent.jsonl")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1

@@ -32,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[3]
         (r"First \boxed{3}, corrected: \boxed{\frac{7}{2}}", r"\frac{7}{2}"),
         (r"\boxed{\{1, 2\}} and \boxed{x^{2}+1}", "x^{2}+1"),
         ("Answer: 1,234.", "1234"),
-        ("We have 5 apples, then 7, so 12 in total.", "12"),
+        # No marker, no answer (issue 32: a number in reasoning is no commitment).
+        ("We have 5 apples, then 7, so 12 in total.", None),
         ("The final answer is -17", "-17"),
         ("Step 1: 6*7 = 42\n#### 42", "42"),
         ("#### 1,234,567", "1234567"),
@@ -41,13 +42,24 @@ ROOT = Path(__file__).resolve().parents[3]
         ("Answer: -\\frac{5}{2}", "-\\frac{5}{2}"),
         ("I first thought answer: 5, but the answer is 6.", "6"),
         ("So answer = 7. Check: 7*2 = 14", "7"),
-        ("Total cost: $1,250.50", "1250.50"),
+        ("Total cost: $1,250.50", None),
+        ("$1,250.50", "1250.50"),
         ("Answer: 12 apples", "12"),
         ("The final answer is 25%.", "25%"),
         ("x = 5", "5"),
         ("Answer: 3 + 4 = 7", "7"),
         ("The answer is 42 because 6*7 = 42 and 41 < 42.", "42"),
-        ("It drops to -3.5 degrees", "-3.5"),
+        ("It drops to -3.5 degrees", None),
+        ("The answer is 0.5% of the profit.", None),
+        ("The answer is 30 + $2 = 32 (only 4 kids).", "32"),
+        ("Solution: 70 (9 days old)", "70"),
+        ("The final answer is\n<<<", None),
+        ("The final answer is:\n82.50 (rounded)", "82.50"),
+        ("the final answer is 50 x", None),
+        ("The answer is 19 + 40*((Number of friends) / 2)", None),
+        ("Each box contains 5*6 = 30 apples", None),
+        ("Agent 1 (solver; answer: 32)", None),
+        ("let answer = (208765438 / 1.99);", None),
         ("no numbers at all", None),
         ("", None),
     ],
@@ -323,15 +335,18 @@ def test_option_texts_need_the_options():
     [
         ("The answer is: 96", "96"),
         ("#### 22", "22"),
-        ("She had 5 left and sold 13, so 18.\nConfidence: 90", "18"),
+        ("She had 5 left and sold 13, so 18.\nConfidence: 90", None),
+        ("18\nConfidence: 90", "18"),
         ("Answer: 18\nConfidence: 85%", "18"),
         ("**Confidence: 80**", None),
-        # Restating the problem does not make its last number the answer.
+        # Restating the problem does not make its last number the answer, nor does a
+        # statement without a marker (issue 32).
         (
             "Melanie started with 18 cleaners. If Melanie has 5 vacuum cleaners left, how "
             "many did she start with?",
-            "18",
+            None,
         ),
+        ("He buys 90 more books.", None),
     ],
 )
 def test_extract_math_answer_from_small_model_replies(text, expected):

@@ -44,7 +44,7 @@ def test_gsm8k(tmp_path):
     )
     assert len(set(task.distractors)) == 4 and "1034" not in task.distractors
     assert "4301" in task.distractors  # digit swap
-    assert check(task, "So he has 1,034 pens left.") == 1.0
+    assert check(task, "So he has 1,034 pens left.\nAnswer: 1,034 pens") == 1.0
     assert check(task, task.distractors[0]) == 0.0
 
 

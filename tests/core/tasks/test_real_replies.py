@@ -49,16 +49,16 @@ def test_the_recording_is_real_and_labelled():
     assert any("answer" not in r["reply"].lower() for r in ROWS)
 
 
-KNOWN_MISREADS = {
-    "gsm8k-test-0919-verifier": "2",  # rambles, ends "... for $2 per piece (...)."
-    "gsm8k-test-0859-analyst": "5",  # cut off in a sentence holding a number
-    "gsm8k-test-0285-verifier": "18",  # "your answer should take 18 days to reach the finish"
-    "gsm8k-test-0689-analyst": "5",  # cut off in a sentence holding a number
-    "gsm8k-test-0664-decision": "(208765438 / 1.99)",  # JavaScript: `let answer = (...)`
+KNOWN_MISREADS: dict[str, str | None] = {
+    # Issue 32's reader reads an answer after a marker only. The five false reads this
+    # list held before (a number in a rambling last sentence, JavaScript assigning an
+    # ``answer``) now read nothing, as labelled; these two labelled replies do too:
+    "gsm8k-test-0919-analyst": None,  # "The answer is 0.5% of the class's profit": a share
+    "gsm8k-test-0664-solver": None,  # "Therefore, he will spend ... = 9 days": no marker
 }
-"""Replies the reading gets wrong, and what it reads instead: rambling whose last
-sentence holds a number that is no answer, and code that assigns an ``answer``. Listed so
-that a change in what is read shows (benchmarks/RESULTS.md, answer reading)."""
+"""Replies the reading gets wrong against this file's labels, and what it reads instead.
+Issue 32 labels the first of them "no answer" (tests/core/tasks/data/reader_replies.jsonl);
+listed so that a change in what is read shows (benchmarks/RESULTS.md, answer reading)."""
 
 
 def _reads_right(task, got: str | None, label: str | None) -> bool:
@@ -82,16 +82,19 @@ def test_what_the_first_real_episodes_could_not_read_is_read():
     # Issue 18 (a): "The answer is: 96", "#### 22", "The correct answer is 13." (option A)
     # and "Boron" (option C) all stored no answer; replies that only echo the options
     # must stay unreadable. Here, in real replies:
-    readable = [r for r in ROWS if r["reads_as"] is not None]
+    readable = [r for r in ROWS if r["reads_as"] is not None and _id(r) not in KNOWN_MISREADS]
     assert sum(read_answer(_task(r), r["reply"]) is not None for r in readable) == len(readable)
     echoes = [r for r in ROWS if r["benchmark"] == "mcq" and r["reads_as"] is None]
     assert len(echoes) >= 8 and all(read_answer(_task(r), r["reply"]) is None for r in echoes)
 
 
 def test_held_out_replies_read_as_measured():
-    # Recorded and labelled after the reading was written (benchmarks/RESULTS.md): the
-    # figure there, 17 of 24, stays true.
+    # Recorded and labelled after the reading was written (benchmarks/RESULTS.md): 17 of
+    # 24 then; 19 with issue 32's reader, which reads after a marker only: it misses
+    # "Sure, 10.", "... = 64 / 2 = 32.", "which is 8 * 5 = 40 minutes", "... = 6x" (an
+    # expression in x after a calculation) and the "4" of a reply whose final answer is
+    # "3-5" (issue 32 labels that one "no answer").
     path = REPLIES.with_name("smollm_replies_heldout.jsonl")
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     right = [_reads_right(_task(r), read_answer(_task(r), r["reply"]), r["reads_as"]) for r in rows]
-    assert (sum(right), len(rows)) == (17, 24)
+    assert (sum(right), len(rows)) == (19, 24)

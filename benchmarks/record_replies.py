@@ -1,0 +1,213 @@
+"""Makes the answer reader's labelled fixture from real SmolLM2-135M replies (issue 32).
+
+The fixture, ``tests/core/tasks/data/reader_replies.jsonl``, gathers real replies of the
+shipped model to the project's own prompts from three sources, one command each (rows of
+the other sources, and the hand-written hostile items of issue 32, are kept):
+
+    # the calibration tests' recorded store (math; 3 agents, 2 rounds, 48-token caps)
+    PYTHONPATH=$PWD python -m benchmarks.record_replies \
+        --from-store tests/core/backends/data/smollm_real.duckdb.gz
+    # issue 18's recorded replies (gsm8k and mcq; round 0 and the decision agent)
+    PYTHONPATH=$PWD python -m benchmarks.record_replies \
+        --from-issue18 tests/core/tasks/data/smollm_replies.jsonl    # and ..._heldout.jsonl
+    # new episodes: eval --backend local with the local recipe (math, gsm8k, mcq)
+    PYTHONPATH=$PWD python -m benchmarks.record_replies [--db /tmp/reader_replies.duckdb]
+
+The last starts the local model once (as the local recipe serves it), runs the episodes of
+:data:`PLAN` through the real CLI (``eval --backend local --idle call --no-cache``: the
+recipe's prompts, caps and conversation layout; every agent called every round, then the
+decision agent) and reads every reply back from the DuckDB store the runs logged to,
+rewriting the fixture after each run. A reply repeated word for word by the same role on
+the same task is kept once.
+
+One JSON line per reply, the design of ``smollm_replies.jsonl`` plus fields: ``id``,
+``kind`` (agent | decision), ``benchmark``, ``task_id``, ``role``, ``action``, ``round``,
+``max_tokens`` (the call's cap), ``reply``, ``usage``, ``at_cap`` (the reply used its whole
+cap: cut off), ``split`` (``dev`` or ``heldout``, fixed by the task, :func:`split_of`: the
+reader is changed while looking at ``dev`` only), ``source``, and the label, written by
+hand by reading the reply: ``reads_as`` (the answer it commits to, or null) and
+``reason`` (one line). A rerun keeps the labels of replies whose text did not change and
+leaves new ones null with an empty reason, for review.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+
+from core.backends.local_backend import LOCAL_MAX_TOKENS
+from core.backends.local_server import serve
+from core.backends.registry import local_model_server
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "tests" / "core" / "tasks" / "data" / "reader_replies.jsonl"
+PLAN = (
+    ("mcq", "random", 3, 0),
+    ("mcq", "full", 3, 3),
+    ("gsm8k", "random", 3, 0),
+    ("gsm8k", "debate", 3, 3),
+    ("math", "random", 3, 0),
+    ("math", "star", 3, 3),
+)
+"""(benchmark, fixed policy, episodes, first held-out episode): ``random`` gives every
+action (execute_verify's re-derivation included), the others the hub and debate prompts."""
+ROUNDS = 2
+
+
+def split_of(task_id: str) -> str:
+    """``dev`` or ``heldout``, fixed by the task (replies to one task stay in one half)."""
+    return "dev" if hashlib.sha256(task_id.encode()).digest()[0] % 2 == 0 else "heldout"
+
+
+def run_episodes(db: Path, env: dict[str, str]) -> Iterator[None]:
+    """Runs :data:`PLAN`'s evaluations one by one into ``db``, yielding after each."""
+    for benchmark, policy, episodes, first in PLAN:
+        cmd = [
+            sys.executable, "-m", "core.cli", "eval", "--backend", "local",
+            "--benchmark", benchmark, "--policy", policy, "--episodes", str(episodes),
+            "--first", str(first), "--rounds", str(ROUNDS), "--idle", "call",
+            "--no-cache", "--db", str(db), "--json",
+        ]  # fmt: skip
+        print(" ".join(cmd[2:]), file=sys.stderr, flush=True)
+        subprocess.run(cmd, check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
+        yield
+
+
+_STEPS = """
+SELECT e.benchmark, e.domain, e.task_id, r.policy, r.config, s.round, s.agent, s.role,
+       s.action, s.text, s.prompt_tokens, s.completion_tokens
+FROM agent_steps s JOIN episodes e USING (run_id, episode) JOIN runs r ON r.id = s.run_id
+WHERE s.completion_tokens > 0 AND s.text IS NOT NULL
+ORDER BY e.benchmark, s.run_id, s.episode, s.round, s.seq
+"""
+
+
+def read_steps(db: Path, old: dict[tuple, dict], source: str = "eval", tag: str = "") -> list[dict]:
+    """Every called reply of the logged episodes, as fixture rows (a reply whose text
+    repeats an earlier one's for the same task and role is kept once)."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        steps = con.execute(_STEPS).fetchall()
+    rows, seen = [], set()
+    for (
+        bench,
+        domain,
+        task_id,
+        policy,
+        config,
+        rnd,
+        agent,
+        role,
+        action,
+        text,
+        prompt,
+        done,
+    ) in steps:
+        if (task_id, role, text) in seen:
+            continue
+        seen.add((task_id, role, text))
+        kind = "decision" if agent < 0 else "agent"
+        # A recording that set one cap for every call says so in its run config.
+        cap = json.loads(config).get("recording", {}).get("max_tokens")
+        cap = cap or LOCAL_MAX_TOKENS[(domain, kind)]
+        label = old.get((bench, task_id, role, text), {})
+        rows.append(
+            {
+                "id": f"{tag}{task_id}/{policy}/r{rnd}/{role}", "kind": kind, "benchmark": bench, "task_id": task_id, "role": role,
+                "action": action, "round": rnd, "max_tokens": cap, "reply": text,
+                "usage": {"prompt_tokens": prompt, "completion_tokens": done},
+                "at_cap": done >= cap, "split": split_of(task_id),
+                "source": source, "reads_as": label.get("reads_as"),
+                "reason": label.get("reason", ""),
+            }
+        )  # fmt: skip
+    return rows
+
+
+def from_store(path: Path, old: dict[tuple, dict]) -> list[dict]:
+    """The replies logged in an existing store (``.duckdb`` or ``.duckdb.gz``)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = path
+        if path.suffix == ".gz":
+            db = Path(tmp) / path.stem
+            db.write_bytes(gzip.decompress(path.read_bytes()))
+        return read_steps(db, old, source=f"store:{path.name}", tag="store/")
+
+
+def from_issue18(path: Path, old: dict[tuple, dict]) -> list[dict]:
+    """The replies of ``tests/core/tasks/data/record_smollm_replies.py`` (issue 18), in
+    this fixture's schema (their old ``reads_as`` is dropped: every row is labelled anew)."""
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+        r = json.loads(line)
+        label = old.get((r["benchmark"], r["task_id"], r["role"], r["reply"]), {})
+        rows.append(
+            {
+                "id": f"{r['task_id']}/{path.stem}-{n}/r0/{r['role']}", "kind": r["kind"],
+                "benchmark": r["benchmark"], "task_id": r["task_id"], "role": r["role"],
+                "action": r["action"], "round": 0, "max_tokens": r["max_tokens"],
+                "reply": r["reply"], "usage": r["usage"],
+                "at_cap": r["finish_reason"] == "length", "split": split_of(r["task_id"]),
+                "source": f"issue18:{path.name}", "reads_as": label.get("reads_as"),
+                "reason": label.get("reason", ""),
+            }
+        )  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--db", type=Path, help="DuckDB file to log to (default: a temporary one)")
+    parser.add_argument(
+        "--from-store", type=Path, help="read the replies of this store instead of recording"
+    )
+    parser.add_argument(
+        "--from-issue18", type=Path, help="read this smollm_replies*.jsonl instead of recording"
+    )
+    args = parser.parse_args()
+    old: dict[tuple, dict] = {}
+    rows: list[dict] = []
+    if args.out.is_file():
+        rows = [json.loads(line) for line in args.out.read_text(encoding="utf-8").splitlines()]
+        old = {(r["benchmark"], r["task_id"], r["role"], r["reply"]): r for r in rows}
+    if args.from_store:
+        new = from_store(args.from_store, old)
+    elif args.from_issue18:
+        new = from_issue18(args.from_issue18, old)
+    else:
+        new = []
+    if new:  # rows of other sources (the hand-written hostile items too) stay as they are
+        write(args.out, [r for r in rows if r["source"] != new[0]["source"]] + new)
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        db = args.db or Path(tmp) / "replies.duckdb"
+        server = serve(local_model_server(None))
+        env = {**os.environ, "PYTHONPATH": str(ROOT), **server.attach_env()}
+        kept = [r for r in rows if r["source"] != "eval"]
+        try:
+            for _ in run_episodes(db, env):  # written after each run: labelling can start
+                write(args.out, kept + read_steps(db, old))
+        finally:
+            server.stop()
+
+
+def write(out: Path, rows: list[dict]) -> None:
+    with out.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    print(f"wrote {len(rows)} replies to {out}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()
