@@ -31,7 +31,7 @@ from core.tasks.registry import BENCHMARKS
 from core.team.failures import FAILURE_MODES
 from core.team.options import TeamOptions, options_from_dict
 from core.team.runtime import DEFAULT_ROLES
-from core.team.settings import check
+from core.team.settings import SETTINGS, check
 
 
 def cli_command(*args: str) -> list[str]:
@@ -132,6 +132,21 @@ class TeamSpec:
 
 TRAIN_METHODS = ("qmix", *METHOD_NAMES)
 """What the Train page can train: Agent Q-Mix first, then the learned-topology methods."""
+TRAIN_METHOD_LABELS = {
+    "qmix": "Agent Q-Mix",
+    "gptswarm": "GPTSwarm",
+    "agentprune": "AgentPrune",
+    "agentdropout": "AgentDropout",
+    "gdesigner": "G-Designer",
+}
+"""Each trainable method as its paper names it."""
+
+
+def setting_range(name: str) -> tuple[int, int]:
+    """A whole-number team setting's range (:data:`core.team.settings.SETTINGS`), for a
+    control that must offer what the CLI accepts and nothing it refuses."""
+    setting = SETTINGS[name]
+    return int(setting.low), int(setting.high)
 
 
 @dataclass

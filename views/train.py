@@ -15,11 +15,13 @@ from lab import data, figures, params, ui
 from lab.jobs import (
     LAB_BENCHMARKS,
     ROLE_POOL,
+    TRAIN_METHOD_LABELS,
     TRAIN_METHODS,
     TeamSpec,
     TrainParams,
     offered_backends,
     resume_command,
+    setting_range,
     team_roles,
     train_command,
 )
@@ -28,13 +30,6 @@ from lab.policies import short_policy
 # The training curves' default smoothing (EMA weight on the past).
 SMOOTHING = 0.6
 
-METHOD_LABELS = {
-    "qmix": "Agent Q-Mix",
-    "gptswarm": "GPTSwarm",
-    "agentprune": "AgentPrune",
-    "agentdropout": "AgentDropout",
-    "gdesigner": "G-Designer",
-}
 
 db = data.db_path()
 st.title("Train a team")
@@ -51,18 +46,27 @@ with st.form("train_form", border=True):
     benchmark = c1.selectbox(
         "Benchmark", LAB_BENCHMARKS, index=LAB_BENCHMARKS.index("mixed"), key="train_benchmark"
     )
-    agents = c2.number_input("Agents", 1, len(ROLE_POOL), 4, key="train_agents")
-    rounds = c3.number_input("Rounds", 1, 10, 3, key="train_rounds")
+    defaults = TrainParams()  # every default is the team options' own (lab.jobs.TeamSpec)
+    agents = c2.number_input(
+        "Agents", 1, len(ROLE_POOL), len(defaults.team.roles), key="train_agents"
+    )
+    rounds = c3.number_input(
+        "Rounds", *setting_range("rounds"), defaults.team.rounds, key="train_rounds"
+    )
     episodes = c4.number_input("Episodes", 1, 100_000, 300, step=50, key="train_episodes")
     c5, c6, c7, c8 = st.columns(4)
-    token_weight = c5.slider("Token weight w_tok", 0.0, 1.0, 0.1, 0.05, key="train_token_weight")
-    fail_prob = c6.slider("Failure probability", 0.0, 0.9, 0.0, 0.05, key="train_fail_prob")
+    token_weight = c5.slider(
+        "Token weight w_tok", 0.0, 1.0, defaults.team.token_weight, 0.05, key="train_token_weight"
+    )
+    fail_prob = c6.slider(
+        "Failure probability", 0.0, 0.9, defaults.fail_prob, 0.05, key="train_fail_prob"
+    )
     seed = c7.number_input("Seed", 0, 2**31 - 1, 0, key="train_seed")
     backends, local_note = offered_backends()
     backend = c8.selectbox("Agents played by", backends, key="train_backend", help=local_note)
     st.caption(local_note)
     method = st.selectbox(
-        "Method", TRAIN_METHODS, key="train_method", format_func=METHOD_LABELS.get,
+        "Method", TRAIN_METHODS, key="train_method", format_func=TRAIN_METHOD_LABELS.get,
         help="Agent Q-Mix, or a learned topology from the field at its defaults "
         "(docs/baselines.md; `agentqmix train --method NAME --set KEY=VALUE` for its settings).",
     )  # fmt: skip
