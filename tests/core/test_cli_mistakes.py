@@ -194,7 +194,37 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with RunLogger(f["db"], "train", config, settings=LoggerConfig(background=False)) as logger:
         f["train_run"] = Path(logger.run_id)
     (d / "random.duckdb").write_bytes(os.urandom(8192))
+    write_societies(d)
     return f
+
+
+SOCIETY_HEAD = '{"format": "agentqmix-society", "version": 1, "society": '
+SOCIETIES = {
+    "deep": "[" * 100_000 + "]" * 100_000,
+    "digits": '{"preamble_tokens": ' + "7" * 5000 + "}",
+    "negative_preamble": {"preamble_tokens": -5},
+    "huge_tokens": {"completion_tokens": {"math": 1e30, "code": 330, "mcq": 150}},
+    "huge_budget": {"token_budget": 1e30},
+    "negative_verbosity": {"role_verbosity": {"solver": -1}},
+    "negative_action_verbosity": {"action_verbosity": [1, 1, 1, 1, 1, -1]},
+    "negative_zipf": {"distractor_zipf": -2},
+    "negative_jitter": {"difficulty_jitter": -1},
+    "empty_role_skill": {"role_skill": {}},
+    "unknown_role": {"role_skill": {"wizard": {"math": 1.0}}},
+    "unknown_kind": {"verify_catch": {"math": 0.3, "code": 0.7, "mcq": 0.1, "poetry": 0.5}},
+}
+"""Society files (``--society``) a hostile user writes: the ``society`` object of each."""
+
+
+def write_societies(d: Path) -> None:
+    for name, body in SOCIETIES.items():
+        text = body if isinstance(body, str) else json.dumps(body)
+        (d / f"society_{name}.json").write_text(SOCIETY_HEAD + text + "}")
+    os.mkfifo(d / "society_pipe.json")  # opening it for reading would wait for a writer
+
+
+def society(f: dict[str, Path], name: str) -> list[str]:
+    return team("--society", str(f["dir"] / f"society_{name}.json"))
 
 
 def team(*extra: str) -> list[str]:
@@ -396,6 +426,49 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
     "sweep n-envs 99999": (lambda f: sweep_flags(f) + ["--n-envs", "99999"], "--n-envs", INPROC),
     "jsonl answer NaN": (lambda f: jsonl(f["dir"], "nan_answer.jsonl"), "answer", INPROC),
     "jsonl answer 1e400": (lambda f: jsonl(f["dir"], "inf_answer.jsonl"), "answer", INPROC),
+    # --society files: bounded, regular, and every value meaningful
+    "society nested 100000 deep": (lambda f: society(f, "deep"), "nested too deeply", INPROC),
+    "society 5000-digit integer": (lambda f: society(f, "digits"), "cannot be read", INPROC),
+    "society a named pipe": (lambda f: society(f, "pipe"), "not a regular file", INPROC),
+    "society empty path": (lambda f: team("--society", ""), "--society is empty", INPROC),
+    "society negative preamble": (
+        lambda f: society(f, "negative_preamble"),
+        "preamble_tokens = -5 is not in",
+        INPROC,
+    ),
+    "society 1e30 tokens": (
+        lambda f: society(f, "huge_tokens"),
+        "completion_tokens.math",
+        INPROC,
+    ),
+    "society 1e30 budget": (lambda f: society(f, "huge_budget"), "token_budget", INPROC),
+    "society negative verbosity": (
+        lambda f: society(f, "negative_verbosity"),
+        "role_verbosity.solver",
+        INPROC,
+    ),
+    "society negative action verbosity": (
+        lambda f: society(f, "negative_action_verbosity"),
+        "action_verbosity[5]",
+        INPROC,
+    ),
+    "society negative zipf": (lambda f: society(f, "negative_zipf"), "distractor_zipf", INPROC),
+    "society negative jitter": (
+        lambda f: society(f, "negative_jitter"),
+        "difficulty_jitter",
+        INPROC,
+    ),
+    "society empty role_skill": (
+        lambda f: society(f, "empty_role_skill"),
+        "role_skill is empty",
+        INPROC,
+    ),
+    "society unknown role": (lambda f: society(f, "unknown_role"), "role 'wizard'", INPROC),
+    "society unknown task kind": (
+        lambda f: society(f, "unknown_kind"),
+        "task kind 'poetry'",
+        INPROC,
+    ),
     # benchmarks (their own process, started by the CLI)
     "bench learning seeds a,b": (
         lambda f: ["bench", "learning", "--seeds", "a,b"],
