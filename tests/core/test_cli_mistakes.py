@@ -500,6 +500,31 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
         "--token-weight",
         INPROC,
     ),
+    "bench headroom episodes -3": (
+        lambda f: ["bench", "headroom", "--episodes", "-3"],
+        "--episodes: -3 is not between",
+        INPROC,
+    ),
+    "bench headroom preset nope": (
+        lambda f: ["bench", "headroom", "--preset", "nope"],
+        "invalid choice: 'nope'",
+        INPROC,
+    ),
+    "bench fuzz-checker n -1": (
+        lambda f: ["bench", "fuzz-checker", "--n", "-1"],
+        "--n: -1 is not between",
+        INPROC,
+    ),
+    "bench rollouts unknown flag": (
+        lambda f: ["bench", "rollouts", "--episode", "3"],
+        "unrecognized arguments",
+        INPROC,
+    ),
+    "bench learning benchmark nope": (
+        lambda f: ["bench", "learning", "--benchmark", "nope", "--episodes", "1"],
+        "Unknown benchmark 'nope'",
+        INPROC,
+    ),
 }
 
 
@@ -533,6 +558,20 @@ def test_user_mistake_is_one_sentence_and_exit_2(
     assert len(lines) == 1, err
     assert lines[0].startswith("error:") and needle in lines[0], lines[0]
     assert not (files["dir"] / "m.pt").exists()
+
+
+def test_every_benchmark_parses_like_the_cli() -> None:
+    # A benchmark's flags go through benchmarks.common.Parser (one sentence, exit 2, no usage
+    # block) with bounded numbers (int_in/float_in): a plain argparse parser printed its
+    # usage, and `--episodes -3` reached the benchmark as a traceback.
+    from core.cli import BENCHMARKS
+
+    for name in BENCHMARKS:
+        source = (REPO / "benchmarks" / (name.replace("-", "_") + ".py")).read_text()
+        assert "argparse.ArgumentParser(" not in source, name
+        assert "Parser(" in source, name
+        for unbounded in ("type=int,", "type=int)", "type=float,", "type=float)"):
+            assert unbounded not in source, (name, unbounded)
 
 
 PASSWORD = "hunter2-PASS-0042"
