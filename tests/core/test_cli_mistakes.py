@@ -426,6 +426,27 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
     "sweep n-envs 99999": (lambda f: sweep_flags(f) + ["--n-envs", "99999"], "--n-envs", INPROC),
     "jsonl answer NaN": (lambda f: jsonl(f["dir"], "nan_answer.jsonl"), "answer", INPROC),
     "jsonl answer 1e400": (lambda f: jsonl(f["dir"], "inf_answer.jsonl"), "answer", INPROC),
+    # learned-topology settings: checked by the method's own rules, each given once
+    "sweep knob out of the method's range": (
+        lambda f: sweep_flags(f) + ["--methods", "agentprune", "--knob", "agentprune=2.0"],
+        "--knob agentprune: prune_ratio = 2.0 is not in [0, 1]",
+        INPROC,
+    ),
+    "sweep knob not a whole number": (
+        lambda f: sweep_flags(f) + ["--methods", "gdesigner", "--knob", "gdesigner.hidden=2.5"],
+        "takes whole numbers",
+        INPROC,
+    ),
+    "train --set out of range": (
+        lambda f: train_out("m.pt") + ["--method", "agentprune", "--set", "prune_ratio=1.5"],
+        "prune_ratio = 1.5 is not in [0, 1]",
+        INPROC,
+    ),
+    "train --set twice": (
+        lambda f: train_out("m.pt") + ["--method", "agentprune", "--set", "k=1", "--set", "k=2"],
+        "--set gives k twice",
+        INPROC,
+    ),
     # --society files: bounded, regular, and every value meaningful
     "society nested 100000 deep": (lambda f: society(f, "deep"), "nested too deeply", INPROC),
     "society 5000-digit integer": (lambda f: society(f, "digits"), "cannot be read", INPROC),
@@ -558,6 +579,7 @@ def test_user_mistake_is_one_sentence_and_exit_2(
     assert len(lines) == 1, err
     assert lines[0].startswith("error:") and needle in lines[0], lines[0]
     assert not (files["dir"] / "m.pt").exists()
+    assert not (files["dir"] / "sweep").exists()  # no sweep folder either
 
 
 def test_every_benchmark_parses_like_the_cli() -> None:
