@@ -26,7 +26,7 @@ from core.errors import StoreBusy, UserError
 from core.qmix.config import PRECISIONS
 from core.tasks.registry import TASK_SOURCES
 from core.team.failures import FAILURE_MODES
-from core.team.options import TeamOptions
+from core.team.options import TeamOptions, parse_roles
 from core.team.recipes import ENV_RECIPE, RECIPES, TEAM_RECIPE, recipe_value
 from core.team.runtime import IDLE_RULES, PASS_THROUGH_RULES, TOKEN_PENALTIES
 from core.team.topologies import FIXED_TOPOLOGIES
@@ -120,10 +120,6 @@ Resume = Annotated[
 ]
 
 
-def _roles(text: str) -> tuple[str, ...]:
-    return tuple(r.strip() for r in text.split(",") if r.strip())
-
-
 @dataclass(frozen=True)
 class TeamFlag:
     """One command-line flag that sets a :class:`TeamOptions` field (declared once, here)."""
@@ -189,7 +185,7 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
     "agents": TeamFlag(
         "roles",
         Annotated[str, typer.Option(help="Comma-separated roles, one per agent.")],
-        _roles,
+        parse_roles,
         ",".join,
     ),
     "rounds": TeamFlag(

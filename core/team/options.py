@@ -166,6 +166,8 @@ class TeamOptions:
             raise UserError(f"--rounds must be between 1 and {MAX_ROUNDS}, not {self.rounds}.")
         if not 1 <= len(self.roles) <= MAX_AGENTS:
             raise UserError(f"--agents needs 1 to {MAX_AGENTS} roles, not {len(self.roles)}.")
+        for position, role in enumerate(self.roles, start=1):
+            check_role(role, position)
         for name in ("token_weight", "accuracy_weight"):
             value = getattr(self, name)
             # Bounded: a weight of 1e308 times a token penalty overflows the reward to inf.
@@ -304,6 +306,37 @@ class TeamOptions:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+MAX_ROLE_CHARS = 40
+"""Longest role name: a role is a word or two of a prompt ("You are the {role} of ...")."""
+
+
+def parse_roles(text: str) -> tuple[str, ...]:
+    """``--agents solver,coder`` -> ``("solver", "coder")``; an empty role (``solver,,``, a
+    trailing comma) is a mistake, not an agent fewer."""
+    parts = tuple(part.strip() for part in text.split(","))
+    if not any(parts):
+        raise UserError(f"--agents needs 1 to {MAX_AGENTS} roles, not {text!r}.")
+    for position, role in enumerate(parts, start=1):
+        check_role(role, position)
+    return parts
+
+
+def check_role(role: object, position: int) -> None:
+    """UserError unless ``role`` (the ``position``-th of ``--agents``) is a role name: a
+    short line of printable text."""
+    if not isinstance(role, str) or not role.strip():
+        raise UserError(
+            f"--agents has an empty role at position {position}; give one role per agent, "
+            "separated by commas (e.g. solver,coder)."
+        )
+    if len(role) > MAX_ROLE_CHARS or not role.isprintable() or role != role.strip():
+        shown = role if len(role) <= MAX_ROLE_CHARS else role[:MAX_ROLE_CHARS] + "…"
+        raise UserError(
+            f"--agents role {position} ({shown!r}) must be at most {MAX_ROLE_CHARS} printable "
+            "characters without leading or trailing spaces."
+        )
 
 
 def is_http_url(text: str) -> bool:

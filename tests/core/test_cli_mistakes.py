@@ -368,6 +368,12 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
     "fail-prob nan": (lambda f: team("--fail-prob", "nan"), "--fail-prob", INPROC),
     "max-attempts 0": (lambda f: team("--max-attempts", "0"), "--max-attempts", INPROC),
     "no agents": (lambda f: team("--agents", " , "), "--agents", INPROC),
+    "agents with empty roles": (
+        lambda f: team("--agents", "solver,solver,,"),
+        "--agents has an empty role at position 3",
+        INPROC,
+    ),
+    "agents role of 50 characters": (lambda f: team("--agents", "x" * 50), "at most 40", INPROC),
     "episodes 0": (lambda f: team("--episodes", "0"), "--episodes", INPROC),
     "base-url not a url": (lambda f: team("--base-url", "not a url"), "--base-url", INPROC),
     "checkpoint-every-s nan": (
