@@ -23,6 +23,7 @@ from core.backends.registry import BACKENDS
 from core.backends.society import PRESETS
 from core.baselines.names import METHOD_NAMES
 from core.errors import StoreBusy, UserError
+from core.paths import check_no_empty_path
 from core.qmix.config import PRECISIONS
 from core.tasks.registry import TASK_SOURCES
 from core.team.failures import FAILURE_MODES
@@ -1710,6 +1711,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     try:
         _check_utf8(args)
+        check_no_empty_path(args)
         result = app(args=args, standalone_mode=False)
         return_code = result if isinstance(result, int) else 0
     except (UserError, StoreBusy) as exc:

@@ -395,6 +395,29 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
         INPROC,
     ),
     "unknown flag": (lambda f: train_out("m.pt") + ["--hiden", "8"], "No such option", INPROC),
+    # empty paths (the parser reads "" as ".", the current folder)
+    "export --parquet empty": (
+        lambda f: ["export", "--run", str(f["run"]), "--db", str(f["db"]), "--parquet", ""],
+        "--parquet is empty",
+        INPROC,
+    ),
+    "export --parquet= empty": (
+        lambda f: ["export", "--run", str(f["run"]), "--db", str(f["db"]), "--parquet="],
+        "--parquet is empty",
+        INPROC,
+    ),
+    "train --out empty": (lambda f: train_out(""), "--out is empty", INPROC),
+    "runs --db empty": (lambda f: ["runs", "--db", ""], "--db is empty", INPROC),
+    "eval --checkpoint empty": (
+        lambda f: team("--checkpoint", " "),
+        "--checkpoint is empty",
+        INPROC,
+    ),
+    "calibrate --out empty": (
+        lambda f: ["calibrate", "--run", str(f["run"]), "--db", str(f["db"]), "--out", ""],
+        "--out is empty",
+        INPROC,
+    ),
     # the store
     "export unwritable": (
         lambda f: ["export", "--run", str(f["run"]), "--db", str(f["db"]), "--parquet", "/proc/x"],
@@ -586,6 +609,7 @@ def test_user_mistake_is_one_sentence_and_exit_2(
     assert lines[0].startswith("error:") and needle in lines[0], lines[0]
     assert not (files["dir"] / "m.pt").exists()
     assert not (files["dir"] / "sweep").exists()  # no sweep folder either
+    assert not list(files["dir"].glob("*.parquet"))  # nor an export into the current folder
 
 
 def test_every_benchmark_parses_like_the_cli() -> None:
