@@ -190,6 +190,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with RunLogger(f["db"], "eval", {}, settings=LoggerConfig(background=False)) as logger:
         logger.log_episodes([synthetic_episode(0)])
         f["run"] = Path(logger.run_id)
+    simulated = {"team": asdict(TeamOptions())}
+    with RunLogger(f["db"], "eval", simulated, settings=LoggerConfig(background=False)) as logger:
+        logger.log_episodes([synthetic_episode(k) for k in range(4)])
+        f["sim_run"] = Path(logger.run_id)
     config = {"team": asdict(TeamOptions()), "train": asdict(TrainConfig())}
     with RunLogger(f["db"], "train", config, settings=LoggerConfig(background=False)) as logger:
         f["train_run"] = Path(logger.run_id)
@@ -395,6 +399,19 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
         INPROC,
     ),
     "unknown flag": (lambda f: train_out("m.pt") + ["--hiden", "8"], "No such option", INPROC),
+    "calibrate on a simulated run": (
+        lambda f: [
+            "calibrate",
+            "--run",
+            str(f["sim_run"]),
+            "--db",
+            str(f["db"]),
+            "--out",
+            "s.json",
+        ],
+        "made no real calls",
+        INPROC,
+    ),
     # empty paths (the parser reads "" as ".", the current folder)
     "export --parquet empty": (
         lambda f: ["export", "--run", str(f["run"]), "--db", str(f["db"]), "--parquet", ""],
@@ -610,6 +627,7 @@ def test_user_mistake_is_one_sentence_and_exit_2(
     assert not (files["dir"] / "m.pt").exists()
     assert not (files["dir"] / "sweep").exists()  # no sweep folder either
     assert not list(files["dir"].glob("*.parquet"))  # nor an export into the current folder
+    assert not (files["dir"] / "s.json").exists()  # nor a "calibrated" society
 
 
 def test_every_benchmark_parses_like_the_cli() -> None:
