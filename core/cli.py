@@ -817,7 +817,8 @@ def _train_baseline(
         summary["spent"] = {"tokens": meter.tokens, "calls": meter.calls}
         summary["stopped"] = outcome.stopped
     if as_json:
-        return emit_json(summary)
+        emit_json(summary)
+        return _exit_if_no_call_answered([outcome.evaluation] if outcome.evaluation else [])
     line = (
         f"[green]trained[/green] {method}: {state.episodes_done} episodes, {state.updates} updates"
     )
@@ -837,6 +838,7 @@ def _train_baseline(
             soft_wrap=True,
             highlight=False,
         )
+    _exit_if_no_call_answered([ev] if ev else [])
     return None
 
 
@@ -880,6 +882,7 @@ def _report_training(outcome: Any, as_json: bool, meter: Any = None) -> None:
         summary["stopped"] = outcome.stopped
     if as_json:
         emit_json(summary)
+        _exit_if_no_call_answered([outcome.evaluation] if outcome.evaluation else [])
         return
     ev = outcome.evaluation
     line = f"[green]trained[/green] {summary['episodes']} episodes, {summary['updates']} updates"
@@ -898,6 +901,7 @@ def _report_training(outcome: Any, as_json: bool, meter: Any = None) -> None:
             soft_wrap=True,
             highlight=False,
         )
+    _exit_if_no_call_answered([outcome.evaluation] if outcome.evaluation else [])
 
 
 def _check_store_exists(db: str | None) -> None:
@@ -1023,12 +1027,6 @@ def evaluate(
 
 
 def _report_evaluation(summary: dict[str, Any], as_json: bool) -> None:
-    if summary["calls"] and summary["failed_calls"] == summary["calls"]:
-        console.print(
-            "[yellow]warning:[/yellow] every call to the back-end failed (errors are in the "
-            "llm_calls table); with --backend openai, check --model, --base-url and the API key.",
-            soft_wrap=True,
-        )
     if as_json:
         emit_json(summary)
     else:
@@ -1037,6 +1035,17 @@ def _report_evaluation(summary: dict[str, Any], as_json: bool) -> None:
             f"mean tokens {summary['mean_tokens']:.0f}, mean reward {summary['mean_reward']:.3f}",
             soft_wrap=True,
         )
+    _exit_if_no_call_answered([summary])
+
+
+def _exit_if_no_call_answered(rows: list[dict[str, Any]]) -> None:
+    """Exit 1 with one sentence when every call of the run failed (after its figures were
+    printed and logged: nothing is lost, but the run must not look like a success)."""
+    from core.experiment.evaluate import no_call_answered
+
+    if (sentence := no_call_answered(rows)) is not None:
+        console.print(f"[red]error:[/red] {sentence}", soft_wrap=True, highlight=False)
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -1092,6 +1101,7 @@ def _report_comparison(
             + ("" if token_weight is None else f" (reward at w_tok {token_weight:g})")
             + "; front: on the accuracy/token front",
         )
+    _exit_if_no_call_answered(rows)
 
 
 def _shown(row: dict[str, Any]) -> dict[str, Any]:
@@ -1160,6 +1170,7 @@ def _report_robustness(
             ["policy", "method", "failed_agents", "accuracy", "mean_tokens", "mean_reward"],
             f"robustness ({mode})",
         )
+    _exit_if_no_call_answered(rows)
 
 
 @app.command()

@@ -209,6 +209,15 @@ class TeamOptions:
                     "OPENAI_BASE_URL must be an http:// or https:// address such as "
                     f"http://127.0.0.1:8000/v1, not {env_url!r}; fix it or pass --base-url."
                 )
+        if self.backend == "openai" and not (self.base_url or env_url):
+            if not os.environ.get("OPENAI_API_KEY", "").strip():
+                # No request leaves for OpenAI's public endpoint without a key: it would
+                # only collect refusals (98 retry lines, then a run of failed calls).
+                raise UserError(
+                    "--backend openai without --base-url sends to OpenAI's public endpoint, "
+                    "which needs a key: set OPENAI_API_KEY, or pass --base-url of your "
+                    "server (e.g. http://127.0.0.1:8000/v1)."
+                )
         timeout = self.timeout_s
         if timeout is not None and not (math.isfinite(timeout) and 0 < timeout <= 3600):
             raise UserError(

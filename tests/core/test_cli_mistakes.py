@@ -380,6 +380,11 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
     "agents role of 50 characters": (lambda f: team("--agents", "x" * 50), "at most 40", INPROC),
     "episodes 0": (lambda f: team("--episodes", "0"), "--episodes", INPROC),
     "base-url not a url": (lambda f: team("--base-url", "not a url"), "--base-url", INPROC),
+    "openai without a key or a url": (
+        lambda f: team("--backend", "openai", "--model", "m"),
+        "needs a key: set OPENAI_API_KEY, or pass --base-url",
+        INPROC,
+    ),
     "checkpoint-every-s nan": (
         lambda f: train_out("m.pt") + ["--checkpoint-every-s", "nan"],
         "--checkpoint-every-s",
@@ -605,6 +610,8 @@ def test_user_mistake_is_one_sentence_and_exit_2(
     build, needle, how = MISTAKES[name]
     argv = build(files)
     monkeypatch.chdir(files["dir"])
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):  # rows never depend on the shell's
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.syspath_prepend(str(files["dir"] / "importboom"))
     if how == PROC:
         env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "80"}
@@ -671,3 +678,31 @@ def test_a_malformed_url_never_prints_its_password(
     out = captured.out + captured.err
     assert "Traceback" not in out and len(out.strip().splitlines()) == 1, out
     assert "PASS" not in out and "hunter2" not in out and "never-printed" not in out, out
+
+
+def test_a_run_whose_every_call_failed_exits_1_with_one_sentence(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A real server on 127.0.0.1 that refuses every call (401): the run is played and logged
+    # (nothing lost), its figures printed, and then it ends non-zero, saying why.
+    from core.store.queries import list_runs
+    from tests.core.backends.fake_openai import FakeOpenAIServer
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    db = tmp_path / "runs.duckdb"
+    with FakeOpenAIServer() as srv:
+        srv.always = "401"
+        flags = ["--backend", "openai", "--model", "m", "--base-url", srv.url, "--no-cache"]
+        flags += ["--agents", "solver", "--rounds", "1", "--max-attempts", "1", "--db", str(db)]
+        code = main(
+            ["eval", "--benchmark", "math", "--policy", "single", "--episodes", "1"] + flags
+        )
+        refused = srv.request_count
+    err = capfd.readouterr().err
+    assert code == 1, err
+    assert refused >= 1  # the calls were sent, and every one failed
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: every one of the run's") and "Traceback" not in err, err
+    assert sum(line.startswith("error:") for line in err.splitlines()) == 1, err
+    logged = list_runs(db)
+    assert len(logged) == 1 and int(logged.iloc[0]["episodes"]) == 1  # the run is kept
