@@ -807,12 +807,13 @@ def _read_society_text(path: str | os.PathLike[str], where: str) -> str:
         raise UserError(f"society file {where} is a folder, not a file.") from None
     except OSError as err:
         raise UserError(f"cannot read society file {where} ({err.strerror or err}).") from None
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
             raise UserError(f"society file {where} is a folder, not a file.")
-        if not stat.S_ISREG(info.st_mode):
-            raise UserError(f"society file {where} is not a regular file (a pipe or a device).")
+        raise UserError(f"society file {where} is not a regular file (a pipe or a device).")
+    with os.fdopen(fd, "rb") as fh:
         try:
             data = fh.read(MAX_SOCIETY_BYTES + 1)
         except OSError as err:

@@ -503,6 +503,7 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
     "society 5000-digit integer": (lambda f: society(f, "digits"), "cannot be read", INPROC),
     "society a named pipe": (lambda f: society(f, "pipe"), "not a regular file", INPROC),
     "society empty path": (lambda f: team("--society", ""), "--society is empty", INPROC),
+    "society a folder": (lambda f: team("--society", str(f["dir"])), "is a folder", INPROC),
     "society negative preamble": (
         lambda f: society(f, "negative_preamble"),
         "preamble_tokens = -5 is not in",
