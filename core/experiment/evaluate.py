@@ -432,10 +432,10 @@ def no_call_answered(rows: Sequence[dict[str, Any]]) -> str | None:
     failed = sum(int(row.get("failed_calls", 0)) for row in rows)
     if not calls or failed < calls:
         return None
+    which = "the run's one call" if calls == 1 else f"every one of the run's {calls} calls"
     return (
-        f"every one of the run's {calls} calls to the back-end failed, so its figures measure "
-        "nothing; check --model, --base-url and the API key (a logged run keeps each error in "
-        "its llm_calls table)."
+        f"{which} to the back-end failed, so its figures measure nothing; check --model, "
+        "--base-url and the API key (a logged run keeps each error in its llm_calls table)."
     )
 
 
