@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import Parser, int_in, run_main, user_errors
+from benchmarks.common import Parser, float_in, int_in, run_main, user_errors
 from core.experiment.evaluate import learned_policy, run_policy
 from core.experiment.methods import new_method
 from core.experiment.policies import (
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--benchmark", default="mixed")
     parser.add_argument("--episodes", type=int_in(1, 100_000), default=1000)
     parser.add_argument("--eval-seed", type=int_in(0, 2**62), default=2000)
-    parser.add_argument("--token-weight", type=float, default=None)
+    parser.add_argument("--token-weight", type=float_in(0.0, 1e6), default=None)
     parser.add_argument("--fail", default="", help="failures injected in every episode")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)

@@ -27,7 +27,11 @@ def run_main(result: dict[str, Any], as_json: bool = True, line: str | None = No
 
 
 class Parser(argparse.ArgumentParser):
-    """``argparse`` whose errors are one line, ``error: ...``, and exit code 2."""
+    """``argparse`` whose errors are one line, ``error: ...``, and exit code 2; a flag is
+    spelt out, as ``agentqmix``'s are (``--episode 3`` is an unknown flag, not ``--episodes``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, allow_abbrev=False, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         fail(message)
@@ -36,7 +40,7 @@ class Parser(argparse.ArgumentParser):
 def fail(message: str) -> NoReturn:
     """End the benchmark for a user mistake: one line on stderr, exit code 2."""
     line = " ".join(part.strip() for part in message.splitlines() if part.strip())
-    sys.stderr.write(f"error: {line}\n")
+    sys.stderr.write(f"error: {line}{'' if line.endswith('.') else '.'}\n")
     sys.exit(2)
 
 

@@ -11,11 +11,11 @@ evaluated, the slowest time and expression, the total. Before scoring was bounde
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import time
 
+from benchmarks.common import Parser, int_in
 from core.tasks.checkers import latex_to_expr, math_equal
 
 ATOMS = ("9", "99", "999", "10", "2", "x", "y", "\\pi", "0.5", "1/3", "\\sqrt{2}", "0")
@@ -36,9 +36,9 @@ def draw(rng: random.Random, depth: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=20000, help="expressions to draw")
-    parser.add_argument("--seed", type=int, default=0)
+    parser = Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int_in(1, 10**7), default=20000, help="expressions to draw")
+    parser.add_argument("--seed", type=int_in(0, 2**63 - 1), default=0)
     args = parser.parse_args()
     rng = random.Random(args.seed)
     worst, evaluated, start = (0.0, ""), 0, time.perf_counter()

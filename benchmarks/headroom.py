@@ -14,14 +14,14 @@ agrees; otherwise debate, then verify). Alongside: every fixed topology.
 
 from __future__ import annotations
 
-import argparse
 import itertools
 from typing import Any
 
 import numpy as np
 
-from benchmarks.common import run_main
+from benchmarks.common import Parser, float_in, int_in, run_main, user_errors
 from core.actions import Action
+from core.backends.society import PRESETS
 from core.team.env import TeamEnv
 from core.team.options import TeamOptions
 from core.team.plan import RoundPlan
@@ -135,18 +135,21 @@ def headroom(opts: TeamOptions, episodes: int, rounds: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--benchmark", default="mixed")
-    parser.add_argument("--preset", default="flash-lite")
-    parser.add_argument("--episodes", type=int, default=300)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--token-weight", type=float, default=0.1)
+    parser.add_argument("--preset", default="flash-lite", choices=list(PRESETS))
+    parser.add_argument("--episodes", type=int_in(1, 10**5), default=300)
+    parser.add_argument("--seed", type=int_in(0, 2**63 - 1), default=7)
+    parser.add_argument("--token-weight", type=float_in(0.0, 1e6), default=0.1)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     opts = TeamOptions(
         benchmark=args.benchmark, preset=args.preset, seed=args.seed, token_weight=args.token_weight
     )
-    run_main(headroom(opts, args.episodes, opts.rounds), args.json)
+    with user_errors():  # a bad --benchmark is one sentence before any work
+        opts.validate()
+        result = headroom(opts, args.episodes, opts.rounds)
+    run_main(result, args.json)
 
 
 if __name__ == "__main__":

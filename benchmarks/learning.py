@@ -32,12 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import Parser, run_main, user_errors
+from benchmarks.common import Parser, float_in, int_in, run_main, user_errors
 from core.errors import UserError
 from core.experiment import TeamOptions, run_policy, train_team
 from core.experiment.sweep_plan import parse_seeds
 from core.qmix.policy import QMixPolicy
 from core.records import EpisodeRecord
+from core.tasks.registry import benchmark_domains
 from core.team.options import options_from_dict
 from core.team.recipes import TEAM_RECIPE, recipe_config, recipe_value
 from core.team.runtime import IDLE_RULES, PASS_THROUGH_RULES, reward
@@ -191,22 +192,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sweep-id", help="with --from-sweep: which sweep (default newest)")
     parser.add_argument("--seeds", default="0,1,2", help="training seeds")
     parser.add_argument("--benchmark", default="mixed")
-    parser.add_argument("--episodes", type=int, default=recipe_value(TEAM_RECIPE, "episodes"))
-    parser.add_argument("--max-updates", type=int, default=recipe_value(TEAM_RECIPE, "max_updates"))
     parser.add_argument(
-        "--epsilon-anneal", type=float,
+        "--episodes", type=int_in(1, 10**9), default=recipe_value(TEAM_RECIPE, "episodes")
+    )
+    parser.add_argument(
+        "--max-updates", type=int_in(0, 10**9), default=recipe_value(TEAM_RECIPE, "max_updates")
+    )
+    parser.add_argument(
+        "--epsilon-anneal", type=float_in(1e-9, 1.0),
         default=recipe_value(TEAM_RECIPE, "exploration.anneal_fraction"),
         help="share of the training episodes over which ε falls (train's --epsilon-anneal)",
     )  # fmt: skip
-    parser.add_argument("--token-weight", type=float, default=TeamOptions.token_weight)
+    parser.add_argument("--token-weight", type=float_in(0.0, 1e6), default=TeamOptions.token_weight)
     parser.add_argument("--idle", choices=IDLE_RULES, default=TeamOptions.idle)
     parser.add_argument(
         "--pass-through", choices=PASS_THROUGH_RULES, default=TeamOptions.pass_through,
         help="the decision agent's rule, in training and for every policy evaluated",
     )  # fmt: skip
-    parser.add_argument("--fail-prob", type=float, default=0.0)
-    parser.add_argument("--eval-seed", type=int, default=1000)
-    parser.add_argument("--eval-episodes", type=int, default=1000)
+    parser.add_argument("--fail-prob", type=float_in(0.0, 0.99), default=0.0)
+    parser.add_argument("--eval-seed", type=int_in(0, 2**62), default=1000)
+    parser.add_argument("--eval-episodes", type=int_in(1, 10**6), default=1000)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.from_sweep is not None:
@@ -218,6 +223,12 @@ def main(argv: list[str] | None = None) -> None:
         return
     with user_errors():
         seeds = parse_seeds(args.seeds)
+        # Every flag of the team checked before the first seed trains (a bad --benchmark).
+        TeamOptions(
+            benchmark=args.benchmark, token_weight=args.token_weight, fail_prob=args.fail_prob,
+            idle=args.idle, pass_through=args.pass_through,
+        ).validate()  # fmt: skip
+        benchmark_domains(args.benchmark, 0)  # loads the tasks: an unknown name is a sentence
     learned: dict[int, QMixPolicy] = {}
     timings = {}
     for seed in seeds:

@@ -14,7 +14,7 @@ import json
 import tempfile
 import time
 
-from benchmarks.common import Parser, float_in, int_in
+from benchmarks.common import Parser, float_in, int_in, user_errors
 from core.tasks.base import Task, TaskList
 from core.team.env import TeamEnv
 from core.team.options import TeamOptions
@@ -66,6 +66,9 @@ def main() -> None:
     parser.add_argument("--episodes", type=int_in(1, 10_000), default=4)
     parser.add_argument("--policies", default="debate,full")
     args = parser.parse_args()
+    with user_errors():  # an unknown topology, before the server starts
+        for policy in args.policies.split(","):
+            make_policy(policy)
     rows = []
     with tempfile.TemporaryDirectory(), FakeOpenAIServer(latency_s=args.latency_ms / 1000) as srv:
         for policy in args.policies.split(","):

@@ -127,6 +127,8 @@ def main() -> None:
             prompt_layout=args.prompt_layout,
         )
         opts.validate()
+        for name in args.topologies.split(","):
+            make_policy(name)  # an unknown topology, before the model server starts
         rows = play(opts, args.topologies.split(","), args.episodes, args.first_episode)
     print(
         json.dumps(

@@ -15,13 +15,12 @@ Prints one JSON object (with ``--json``; a line otherwise).
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from dataclasses import replace
 from typing import Any
 
-from benchmarks.common import run_main, user_errors
+from benchmarks.common import Parser, int_in, run_main, user_errors
 from core.qmix.buffer import ReplayBuffer
 from core.qmix.encoders import AgentNetConfig, AgentNetwork
 from core.qmix.env import EnvShapes
@@ -120,12 +119,12 @@ def rollout_benchmark(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--widths", default=",".join(map(str, WIDTHS)))
-    parser.add_argument("--episodes", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--agents", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--episodes", type=int_in(1, 10**6), default=256)
+    parser.add_argument("--repeats", type=int_in(1, 1000), default=3)
+    parser.add_argument("--agents", type=int_in(1, 64), default=4)
+    parser.add_argument("--rounds", type=int_in(1, 64), default=3)
     parser.add_argument("--benchmark", default="mixed")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--no-explain", action="store_true", help="skip the mixer's view")

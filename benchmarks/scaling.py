@@ -19,7 +19,6 @@ Prints one JSON object (with ``--json``; a table otherwise).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -29,7 +28,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import run_main, user_errors
+from benchmarks.common import Parser, float_in, int_in, run_main, user_errors
 from core.errors import UserError
 from core.team.settings import MAX_AGENTS
 
@@ -191,18 +190,21 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--cell"]:
         return cell_main(argv[1:])
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--agents", default=None, help="comma-separated N")
     parser.add_argument("--rounds", default=None, help="comma-separated T")
-    parser.add_argument("--seconds", type=float, default=None)
-    parser.add_argument("--episodes", type=int, default=None)
-    parser.add_argument("--width", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seconds", type=float_in(0.01, 3600), default=None)
+    parser.add_argument("--episodes", type=int_in(1, 10**6), default=None)
+    parser.add_argument("--width", type=int_in(1, 4096), default=32)
+    parser.add_argument("--threads", type=int_in(1, 256), default=1)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     with user_errors():
+        from core.qmix.seeding import resolve_device
+
+        resolve_device(args.device)  # here, not in the first cell's process
         agents = ints(args.agents, "--agents") if args.agents else None
         rounds = ints(args.rounds, "--rounds") if args.rounds else None
         result = scaling(
@@ -219,14 +221,14 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def cell_main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="benchmarks.scaling --cell")
+    parser = Parser(prog="benchmarks.scaling --cell")
     parser.add_argument("kind", choices=("learner", "rollouts"))
-    parser.add_argument("--agents", type=int, required=True)
-    parser.add_argument("--rounds", type=int, required=True)
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--episodes", type=int, default=64)
-    parser.add_argument("--width", type=int, default=32)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--agents", type=int_in(1, 256), required=True)
+    parser.add_argument("--rounds", type=int_in(1, 64), required=True)
+    parser.add_argument("--seconds", type=float_in(0.01, 3600), default=3.0)
+    parser.add_argument("--episodes", type=int_in(1, 10**6), default=64)
+    parser.add_argument("--width", type=int_in(1, 4096), default=32)
+    parser.add_argument("--threads", type=int_in(1, 256), default=1)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
     with user_errors():

@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true")
     # The timed process's own arguments (run_one passes them).
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--started", type=float, help=argparse.SUPPRESS)
-    parser.add_argument("--seed", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--started", type=float_in(0.0, 1e12), help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int_in(0, 2**63 - 1), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
         worker(args, shlex.split(args.train))

@@ -49,6 +49,24 @@ def _shown(path: Path) -> str:
     return text if len(text) <= 120 else text[:60] + "…" + text[-40:]
 
 
+PATH_FLAGS = (
+    "--out", "--parquet", "--db", "--cache-dir", "--init", "--checkpoint", "--society",
+    "--model-file", "--env", "--from-sweep", "--replies", "--reference", "--reference-script",
+)  # fmt: skip
+"""Every flag of ``agentqmix`` (and of its benchmarks) whose value is a file or folder."""
+
+
+def check_no_empty_path(args: list[str]) -> None:
+    """UserError if a path flag of ``args`` (a command line) is given an empty value: the
+    parser would read ``--parquet ""`` as ``.``, the current folder, and write into it."""
+    for i, arg in enumerate(args):
+        flag, sep, value = arg.partition("=")
+        if flag not in PATH_FLAGS:
+            continue
+        if sep and not value.strip() or not sep and i + 1 < len(args) and not args[i + 1].strip():
+            raise UserError(f'{flag} is empty; give a path ("." names the current folder).')
+
+
 def name_problem(path: str | os.PathLike[str]) -> str | None:
     """Why ``path`` cannot be a file name here (a part or the whole too long), else None."""
     path = Path(path)

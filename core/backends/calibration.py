@@ -49,7 +49,7 @@ import numpy as np
 from scipy import optimize
 
 from core.actions import Action
-from core.backends.society import SimBackend, SocietyConfig, _clip
+from core.backends.society import ROLES, SimBackend, SocietyConfig, _clip
 from core.records import DECISION_AGENT, AgentStep, EpisodeRecord, LLMCall
 from core.tasks.base import DOMAINS, Task, task_of
 
@@ -381,7 +381,8 @@ def _fit_solo(fit: SocietyFit, steps: list[_Step], sim: SimBackend, scale: float
     """Logistic MAP (Newton) of fresh readable answers on the level logits and role offsets."""
     c = fit.config
     fresh = [s for s in steps if _is_fresh(s) and s.answer is not None]
-    roles = sorted({s.role for s in fresh})
+    # A society names the project's roles only (ROLES); others keep offset 0, as unlisted.
+    roles = sorted({s.role for s in fresh} & set(ROLES))
     cols: list[tuple[str, ...]] = [("level", d, str(k)) for d in DOMAINS for k in range(LEVELS)]
     cols += [("role", r, d) for r in roles for d in DOMAINS]
     index = {col: i for i, col in enumerate(cols)}
@@ -398,7 +399,8 @@ def _fit_solo(fit: SocietyFit, steps: list[_Step], sim: SimBackend, scale: float
         w = t - k
         x[i, index[("level", s.domain, str(k))]] += 1 - w
         x[i, index[("level", s.domain, str(k + 1))]] += w
-        x[i, index[("role", s.role, s.domain)]] = 1.0
+        if (role_col := index.get(("role", s.role, s.domain))) is not None:
+            x[i, role_col] = 1.0
     theta = theta0.copy()
     precision = 1.0 / sd**2
     for _ in range(50):
@@ -730,7 +732,7 @@ def _fit_completion_tokens(
     """Least squares on log completion tokens, with the society's formula as the model."""
     c = fit.config
     rows = [s for s in steps if _counted(s.call) and s.call.completion_tokens > 0]
-    roles = sorted({s.role for s in rows})
+    roles = sorted({s.role for s in rows} & set(ROLES))
     names: list[str] = []
     names += [f"completion_tokens.{d}" for d in DOMAINS if any(s.domain == d for s in rows)]
     if any(s.difficulty != 3.0 for s in rows):

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from core.actions import Action
 from core.backends.base import AgentTurn, DecisionTurn, TurnResult
+from core.backends.prompts import ROLE_PROMPTS
 from core.errors import UserError
 from core.records import LLMCall
 from core.tasks.base import DOMAINS, Task
@@ -199,6 +200,101 @@ class SocietyConfig:
             )
         if self.token_budget <= 0:
             raise ValueError(f"token_budget = {self.token_budget} must be positive")
+        self._check_ranges()
+
+    def _check_ranges(self) -> None:
+        """Every number within :data:`RANGES`, every table keyed by known names (domains;
+        roles of :data:`ROLES`) and the role tables not empty: a society file a hand edited
+        (``preamble_tokens: -5``, ``1e30`` tokens, a role spelt ``sovler``) is refused, not
+        played."""
+        for f in fields(self):
+            if f.name in ("name", "model"):
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, dict) and f.name in ROLE_TABLES:
+                if not value:
+                    raise ValueError(f"{f.name} is empty; name at least one of {', '.join(ROLES)}")
+                for role, entry in value.items():
+                    if role not in ROLES:
+                        raise ValueError(
+                            f"{f.name} names role {role!r}; the roles are {', '.join(ROLES)}"
+                        )
+                    if f.name == "role_skill":
+                        _check_domains(entry, f"{f.name}.{role}")
+            elif isinstance(value, dict):
+                _check_domains(value, f.name)
+            for where, number in _numbers(value, f.name):
+                lo, hi = RANGES[f.name]
+                if not (math.isfinite(number) and lo <= number <= hi):
+                    raise ValueError(f"{where} = {number} is not in [{lo:g}, {hi:g}]")
+
+
+ROLES = tuple(ROLE_PROMPTS)
+"""The roles a society file's role tables may name (the roles with prompts of their own)."""
+ROLE_TABLES = ("role_skill", "role_verbosity")
+MAX_TOKENS = 10**6
+"""Most tokens any one token parameter may stand for (the ``--max-tokens`` ceiling)."""
+RANGES: dict[str, tuple[float, float]] = {
+    "solo_accuracy": (0.0, 1.0),
+    "difficulty_jitter": (0.0, 5.0),
+    "role_skill": (-20.0, 20.0),
+    "reconsider": (0.0, 1.0),
+    "self_weight": (0.0, 100.0),
+    "recognise": (0.0, 100.0),
+    "aggregate_temperature": (1e-6, 100.0),
+    "query_temperature": (1e-6, 100.0),
+    "verify_catch": (0.0, 1.0),
+    "verifier_catch_bonus": (0.0, 1.0),
+    "verify_fix": (0.0, 1.0),
+    "verify_false_alarm": (0.0, 1.0),
+    "debate_settle": (0.0, 1.0),
+    "conf_right": (0.0, 1.0),
+    "conf_wrong": (0.0, 1.0),
+    "conf_difficulty": (0.0, 1.0),
+    "conf_noise": (0.0, 1.0),
+    "byzantine_confidence": (0.0, 1.0),
+    "distractor_zipf": (0.0, 20.0),
+    "chars_per_token": (0.1, 100.0),
+    "preamble_tokens": (0, MAX_TOKENS),
+    "completion_tokens": (1.0, MAX_TOKENS),
+    "completion_difficulty": (-10.0, 10.0),
+    "role_verbosity": (0.01, 100.0),
+    "action_verbosity": (0.01, 100.0),
+    "refine_fraction": (0.0, 1.0),
+    "keep_fraction": (0.0, 1.0),
+    "memory_fraction": (0.0, 1.0),
+    "verify_tokens": (0.0, MAX_TOKENS),
+    "decision_preamble_tokens": (0, MAX_TOKENS),
+    "decision_completion_tokens": (1.0, MAX_TOKENS),
+    "decision_recognise": (0.0, 100.0),
+    "decision_temperature": (1e-6, 100.0),
+    "token_noise": (0.0, 5.0),
+    "token_budget": (1, 10**9),
+    "unreadable": (0.0, 1.0),
+    "decision_unreadable": (0.0, 1.0),
+}
+"""Every number parameter's allowed range [low, high] (a table's: each entry's). Wide: a fit
+to any real model lands inside; a value outside is a typo or an attack (a 10^30-token
+completion, a negative preamble, a negative Zipf exponent)."""
+
+
+def _check_domains(table: object, where: str) -> None:
+    if not isinstance(table, dict):
+        raise ValueError(f"{where} must be an object keyed by task kind ({', '.join(DOMAINS)})")
+    unknown = [d for d in table if d not in DOMAINS]
+    if unknown:
+        raise ValueError(
+            f"{where} names task kind {unknown[0]!r}; the kinds are {', '.join(DOMAINS)}"
+        )
+
+
+def _numbers(value: object, where: str) -> list[tuple[str, float]]:
+    """``(path, number)`` for every number in ``value`` (a number, tuple or nested dict)."""
+    if isinstance(value, dict):
+        return [x for k, v in value.items() for x in _numbers(v, f"{where}.{k}")]
+    if isinstance(value, tuple | list):
+        return [x for k, v in enumerate(value) for x in _numbers(v, f"{where}[{k}]")]
+    return [(where, value)]
 
 
 def _flash_lite() -> SocietyConfig:
@@ -652,24 +748,34 @@ def _typed_like(stock: object, value: object, where: str, real: bool = False) ->
     raise TypeError(f"no coercion for {type(stock).__name__}")
 
 
+MAX_SOCIETY_BYTES = 1 << 20
+"""Largest society file read (a calibrated one is about 4 kB)."""
+
+
 def load_society(path: str | os.PathLike[str]) -> SocietyConfig:
     """The society a file written by ``agentqmix calibrate`` describes; a missing, unreadable
-    or invalid file is a :class:`UserError` of one sentence."""
+    or invalid file is a :class:`UserError` of one sentence. Only a regular file of at most
+    :data:`MAX_SOCIETY_BYTES` is read (a named pipe would block the run forever; a device
+    never ends), and JSON nested too deeply or holding an integer too long to convert is a
+    bad file, not a crash."""
     import json
 
     where = str(path)
+    if not where:
+        raise UserError("--society is empty; give the path of a society file.")
+    text = _read_society_text(path, where)
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except FileNotFoundError:
-        raise UserError(f"society file {where} does not exist.") from None
-    except IsADirectoryError:
-        raise UserError(f"society file {where} is a folder, not a file.") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise UserError(f"cannot read society file {where} ({err}).") from None
+        doc = json.loads(text)
     except json.JSONDecodeError as err:
         raise UserError(
             f"society file {where} is not valid JSON ({err.msg} at line {err.lineno})."
+        ) from None
+    except RecursionError:
+        raise UserError(f"society file {where} is nested too deeply to read.") from None
+    except ValueError as err:  # an integer longer than Python converts (4300 digits)
+        reason = str(err).split(":")[0]
+        raise UserError(
+            f"society file {where} holds a value that cannot be read ({reason})."
         ) from None
     if not isinstance(doc, dict) or doc.get("format") != SOCIETY_FORMAT:
         raise UserError(
@@ -685,3 +791,39 @@ def load_society(path: str | os.PathLike[str]) -> SocietyConfig:
         return society_from_dict(doc.get("society"), "society")
     except ValueError as err:
         raise UserError(f"society file {where} is invalid: {err}.") from None
+
+
+def _read_society_text(path: str | os.PathLike[str], where: str) -> str:
+    """The file's text, read only if it is a regular file of bounded size. Opened without
+    blocking, then checked on the open descriptor: a pipe swapped in after a check cannot
+    stall the read."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise UserError(f"society file {where} does not exist.") from None
+    except IsADirectoryError:
+        raise UserError(f"society file {where} is a folder, not a file.") from None
+    except OSError as err:
+        raise UserError(f"cannot read society file {where} ({err.strerror or err}).") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise UserError(f"society file {where} is a folder, not a file.")
+        raise UserError(f"society file {where} is not a regular file (a pipe or a device).")
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            data = fh.read(MAX_SOCIETY_BYTES + 1)
+        except OSError as err:
+            raise UserError(f"cannot read society file {where} ({err.strerror or err}).") from None
+    if len(data) > MAX_SOCIETY_BYTES:
+        raise UserError(
+            f"society file {where} is larger than {MAX_SOCIETY_BYTES // 1024} kB; a society "
+            "file is a few kB of JSON."
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UserError(f"society file {where} is not UTF-8 text.") from None

@@ -66,6 +66,8 @@ def parse_pairs(pairs: Sequence[str], flag: str = "--set") -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip() or not value.strip():
             raise UserError(f"{flag} takes KEY=VALUE such as prune_ratio=0.3, not {pair!r}.")
+        if key.strip() in out:  # the last would win silently; the user meant one of them
+            raise UserError(f"{flag} gives {key.strip()} twice; give each setting once.")
         out[key.strip()] = value.strip()
     return out
 

@@ -10,6 +10,7 @@ import typer
 
 from core.cli.output import console
 from core.errors import StoreBusy, UserError
+from core.paths import check_no_empty_path
 
 app = typer.Typer(
     name="agentqmix",
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     try:
         _check_utf8(args)
+        check_no_empty_path(args)
         result = app(args=args, standalone_mode=False)
         return_code = result if isinstance(result, int) else 0
     except (UserError, StoreBusy) as exc:

@@ -24,7 +24,7 @@ from core.cli.flags import (
     check_store_exists,
     team_flags,
 )
-from core.cli.output import console, emit_json, print_table
+from core.cli.output import console, emit_json, exit_if_no_call_answered, print_table
 from core.errors import UserError
 from core.team.failures import FAILURE_MODES
 from core.team.options import TeamOptions
@@ -95,12 +95,6 @@ def evaluate(
 
 
 def _report_evaluation(summary: dict[str, Any], as_json: bool) -> None:
-    if summary["calls"] and summary["failed_calls"] == summary["calls"]:
-        console.print(
-            "[yellow]warning:[/yellow] every call to the back-end failed (errors are in the "
-            "llm_calls table); with --backend openai, check --model, --base-url and the API key.",
-            soft_wrap=True,
-        )
     if as_json:
         emit_json(summary)
     else:
@@ -109,6 +103,7 @@ def _report_evaluation(summary: dict[str, Any], as_json: bool) -> None:
             f"mean tokens {summary['mean_tokens']:.0f}, mean reward {summary['mean_reward']:.3f}",
             soft_wrap=True,
         )
+    exit_if_no_call_answered([summary])
 
 
 @app.command()
@@ -164,6 +159,7 @@ def _report_comparison(
             + ("" if token_weight is None else f" (reward at w_tok {token_weight:g})")
             + "; front: on the accuracy/token front",
         )
+    exit_if_no_call_answered(rows)
 
 
 def _shown(row: dict[str, Any]) -> dict[str, Any]:
@@ -232,3 +228,4 @@ def _report_robustness(
             ["policy", "method", "failed_agents", "accuracy", "mean_tokens", "mean_reward"],
             f"robustness ({mode})",
         )
+    exit_if_no_call_answered(rows)

@@ -19,7 +19,7 @@ from core.errors import UserError
 from core.qmix.config import PRECISIONS
 from core.tasks.registry import TASK_SOURCES
 from core.team.failures import FAILURE_MODES
-from core.team.options import TeamOptions
+from core.team.options import TeamOptions, parse_roles
 from core.team.recipes import RECIPES, recipe_value
 from core.team.runtime import IDLE_RULES, PASS_THROUGH_RULES, TOKEN_PENALTIES
 
@@ -71,10 +71,6 @@ def check_store_exists(db: str | None) -> None:
         raise UserError(
             f"No episode store at {resolve_db(db)}; --resume needs the --db the run was logged to."
         )
-
-
-def _roles(text: str) -> tuple[str, ...]:
-    return tuple(r.strip() for r in text.split(",") if r.strip())
 
 
 @dataclass(frozen=True)
@@ -142,7 +138,7 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
     "agents": TeamFlag(
         "roles",
         Annotated[str, typer.Option(help="Comma-separated roles, one per agent.")],
-        _roles,
+        parse_roles,
         ",".join,
     ),
     "rounds": TeamFlag(

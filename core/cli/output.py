@@ -64,3 +64,15 @@ def print_table(rows: list[dict[str, Any]], columns: list[str], title: str) -> N
             *(f"{row[c]:.3f}" if isinstance(row[c], float) else str(row[c]) for c in columns)
         )
     Console().print(table)
+
+
+def exit_if_no_call_answered(rows: list[dict[str, Any]]) -> None:
+    """Exit 1 with one sentence when every call of the run failed (after its figures were
+    printed and logged: nothing is lost, but the run must not look like a success)."""
+    import typer
+
+    from core.experiment.evaluate import no_call_answered
+
+    if (sentence := no_call_answered(rows)) is not None:
+        console.print(f"[red]error:[/red] {sentence}", soft_wrap=True, highlight=False)
+        raise typer.Exit(1)

@@ -27,7 +27,7 @@ from core.cli.flags import (
     recipe_defaults,
     team_flags,
 )
-from core.cli.output import ProgressBar, console, emit_json
+from core.cli.output import ProgressBar, console, emit_json, exit_if_no_call_answered
 from core.errors import UserError
 from core.team.options import TeamOptions
 from core.team.recipes import ENV_RECIPE, TEAM_RECIPE, recipe_config
@@ -400,9 +400,10 @@ def _report_training(
     if meter is not None:
         summary["spent"] = {"tokens": meter.tokens, "calls": meter.calls}
         summary["stopped"] = outcome.stopped
+    held_out = [outcome.evaluation] if outcome.evaluation else []
     if as_json:
         emit_json(summary)
-        return
+        return exit_if_no_call_answered(held_out)
     ev = outcome.evaluation
     line = (
         f"[green]trained[/green] {what}{summary['episodes']} episodes, {summary['updates']} updates"
@@ -417,6 +418,7 @@ def _report_training(
     console.print(line + f"; run {outcome.run_id}; checkpoint {outcome.checkpoint}", soft_wrap=True)
     if outcome.stopped:
         console.print(f"{outcome.stopped}; {after_stop}", soft_wrap=True, highlight=False)
+    exit_if_no_call_answered(held_out)
 
 
 def _resume_training(

@@ -148,8 +148,26 @@ def load_runs(db: str | None, run_ids: Sequence[str]) -> list[RunEpisodes]:
         if not records:
             raise UserError(f"run {run_id} has no episodes to calibrate on.")
         opts = options_from_dict(info.config["team"])
+        check_real_calls(run_id, opts, records)
         out.append(RunEpisodes(run_id, opts, info.model or opts.model or "", records))
     return out
+
+
+def check_real_calls(run_id: str, opts: TeamOptions, records: Sequence[EpisodeRecord]) -> None:
+    """UserError unless the run asked a real model and got answers: a society fitted to the
+    simulator's own episodes (an eval or a training run on ``sim``) or to calls that all
+    failed would be written as "calibrated" while describing no model."""
+    from core.backends.registry import LABEL_BACKENDS
+
+    if opts.backend in LABEL_BACKENDS:
+        raise UserError(
+            f"run {run_id} played the synthetic society (--backend {opts.backend}), so it made "
+            "no real calls; calibrate fits runs of a real model (--backend openai or local)."
+        )
+    if not any(call.error is None for record in records for call in record.calls):
+        raise UserError(
+            f"every call of run {run_id} failed, so it holds no real reply to calibrate on."
+        )
 
 
 def task_key(record: EpisodeRecord) -> str:

@@ -424,6 +424,21 @@ def _checkpoint_list(checkpoint: Path | Sequence[Path] | None) -> tuple[str, ...
     return tuple(_absolute(c) for c in checkpoint)
 
 
+def no_call_answered(rows: Sequence[dict[str, Any]]) -> str | None:
+    """The sentence that ends a run whose calls all failed (rows of :func:`summaries`: an
+    eval's, compare's or robustness's table, a training run's held-out summary), else None.
+    Its figures then measure refusals, not a model: the command exits 1 (docs/openai.md)."""
+    calls = sum(int(row.get("calls", 0)) for row in rows)
+    failed = sum(int(row.get("failed_calls", 0)) for row in rows)
+    if not calls or failed < calls:
+        return None
+    which = "the run's one call" if calls == 1 else f"every one of the run's {calls} calls"
+    return (
+        f"{which} to the back-end failed, so its figures measure nothing; check --model, "
+        "--base-url and the API key (a logged run keeps each error in its llm_calls table)."
+    )
+
+
 def log_run(
     db: str | None,
     kind: str,

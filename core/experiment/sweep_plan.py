@@ -260,11 +260,29 @@ def parse_knobs(specs: Sequence[str]) -> dict[str, tuple[str, tuple[float, ...]]
             raise UserError(f"{method} has no numeric setting {setting!r} to sweep.")
         if method in knobs:
             raise UserError(f"--knob gives {method} twice.")
-        knobs[method] = (setting, _parse_list(
-            values, f"--knob {target}", "value", float, math.isfinite,
-            "comma-separated numbers such as 0.3,0.5",
-        ))  # fmt: skip
+        knobs[method] = (setting, _checked_knob_values(method, setting, values, f"--knob {target}"))
     return knobs
+
+
+def _checked_knob_values(method: str, setting: str, text: str, flag: str) -> tuple[float, ...]:
+    """The values of one ``--knob``, each checked by the method's own rules (as ``train --set``
+    is), so that a value no trial can train with is refused before the sweep starts."""
+    from core.baselines.registry import config_fields, method_config
+
+    values = _parse_list(
+        text, flag, "value", float, math.isfinite, "comma-separated numbers such as 0.3,0.5"
+    )
+    if isinstance(config_fields(method)[setting], int):
+        if any(v != int(v) for v in values):
+            raise UserError(f"{flag} takes whole numbers ({method}'s {setting} is a count).")
+        values = tuple(int(v) for v in values)
+    for value in values:
+        try:
+            method_config(method, {setting: value})
+        except UserError as err:
+            reason = str(err).removeprefix(f"{method}: ").rstrip(".")
+            raise UserError(f"{flag}: {reason}.") from None
+    return values
 
 
 def new_sweep_id() -> str:

@@ -155,6 +155,8 @@ class TeamOptions:
         if self.society is not None:
             load_society(self.society)  # a bad file is one sentence, before any work
         check("agents", len(self.roles))
+        for position, role in enumerate(self.roles, start=1):
+            check_role(role, position)
         for name in ("rounds", "token_weight", "accuracy_weight", "token_budget"):
             check(name, getattr(self, name))
         if self.token_penalty not in TOKEN_PENALTIES:
@@ -186,6 +188,15 @@ class TeamOptions:
                 raise UserError(
                     "OPENAI_BASE_URL must be an http:// or https:// address such as "
                     f"http://127.0.0.1:8000/v1, not {env_url!r}; fix it or pass --base-url."
+                )
+        if self.backend == "openai" and not (self.base_url or env_url):
+            if not os.environ.get("OPENAI_API_KEY", "").strip():
+                # No request leaves for OpenAI's public endpoint without a key: it would
+                # only collect refusals (98 retry lines, then a run of failed calls).
+                raise UserError(
+                    "--backend openai without --base-url sends to OpenAI's public endpoint, "
+                    "which needs a key: set OPENAI_API_KEY, or pass --base-url of your "
+                    "server (e.g. http://127.0.0.1:8000/v1)."
                 )
         check("timeout_s", self.timeout_s)
         if self.cache_dir is not None:
@@ -275,6 +286,37 @@ class TeamOptions:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+MAX_ROLE_CHARS = 40
+"""Longest role name: a role is a word or two of a prompt ("You are the {role} of ...")."""
+
+
+def parse_roles(text: str) -> tuple[str, ...]:
+    """``--agents solver,coder`` -> ``("solver", "coder")``; an empty role (``solver,,``, a
+    trailing comma) is a mistake, not an agent fewer."""
+    parts = tuple(part.strip() for part in text.split(","))
+    if not any(parts):
+        check("agents", 0)  # the one sentence of a team with no agent
+    for position, role in enumerate(parts, start=1):
+        check_role(role, position)
+    return parts
+
+
+def check_role(role: object, position: int) -> None:
+    """UserError unless ``role`` (the ``position``-th of ``--agents``) is a role name: a
+    short line of printable text."""
+    if not isinstance(role, str) or not role.strip():
+        raise UserError(
+            f"--agents has an empty role at position {position}; give one role per agent, "
+            "separated by commas (e.g. solver,coder)."
+        )
+    if len(role) > MAX_ROLE_CHARS or not role.isprintable() or role != role.strip():
+        shown = role if len(role) <= MAX_ROLE_CHARS else role[:MAX_ROLE_CHARS] + "…"
+        raise UserError(
+            f"--agents role {position} ({shown!r}) must be at most {MAX_ROLE_CHARS} printable "
+            "characters without leading or trailing spaces."
+        )
 
 
 def is_http_url(text: str) -> bool:

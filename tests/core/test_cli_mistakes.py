@@ -190,11 +190,45 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     with RunLogger(f["db"], "eval", {}, settings=LoggerConfig(background=False)) as logger:
         logger.log_episodes([synthetic_episode(0)])
         f["run"] = Path(logger.run_id)
+    simulated = {"team": asdict(TeamOptions())}
+    with RunLogger(f["db"], "eval", simulated, settings=LoggerConfig(background=False)) as logger:
+        logger.log_episodes([synthetic_episode(k) for k in range(4)])
+        f["sim_run"] = Path(logger.run_id)
     config = {"team": asdict(TeamOptions()), "train": asdict(TrainConfig())}
     with RunLogger(f["db"], "train", config, settings=LoggerConfig(background=False)) as logger:
         f["train_run"] = Path(logger.run_id)
     (d / "random.duckdb").write_bytes(os.urandom(8192))
+    write_societies(d)
     return f
+
+
+SOCIETY_HEAD = '{"format": "agentqmix-society", "version": 1, "society": '
+SOCIETIES = {
+    "deep": "[" * 100_000 + "]" * 100_000,
+    "digits": '{"preamble_tokens": ' + "7" * 5000 + "}",
+    "negative_preamble": {"preamble_tokens": -5},
+    "huge_tokens": {"completion_tokens": {"math": 1e30, "code": 330, "mcq": 150}},
+    "huge_budget": {"token_budget": 1e30},
+    "negative_verbosity": {"role_verbosity": {"solver": -1}},
+    "negative_action_verbosity": {"action_verbosity": [1, 1, 1, 1, 1, -1]},
+    "negative_zipf": {"distractor_zipf": -2},
+    "negative_jitter": {"difficulty_jitter": -1},
+    "empty_role_skill": {"role_skill": {}},
+    "unknown_role": {"role_skill": {"wizard": {"math": 1.0}}},
+    "unknown_kind": {"verify_catch": {"math": 0.3, "code": 0.7, "mcq": 0.1, "poetry": 0.5}},
+}
+"""Society files (``--society``) a hostile user writes: the ``society`` object of each."""
+
+
+def write_societies(d: Path) -> None:
+    for name, body in SOCIETIES.items():
+        text = body if isinstance(body, str) else json.dumps(body)
+        (d / f"society_{name}.json").write_text(SOCIETY_HEAD + text + "}")
+    os.mkfifo(d / "society_pipe.json")  # opening it for reading would wait for a writer
+
+
+def society(f: dict[str, Path], name: str) -> list[str]:
+    return team("--society", str(f["dir"] / f"society_{name}.json"))
 
 
 def team(*extra: str) -> list[str]:
@@ -338,8 +372,19 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
     "fail-prob nan": (lambda f: team("--fail-prob", "nan"), "--fail-prob", INPROC),
     "max-attempts 0": (lambda f: team("--max-attempts", "0"), "--max-attempts", INPROC),
     "no agents": (lambda f: team("--agents", " , "), "--agents", INPROC),
+    "agents with empty roles": (
+        lambda f: team("--agents", "solver,solver,,"),
+        "--agents has an empty role at position 3",
+        INPROC,
+    ),
+    "agents role of 50 characters": (lambda f: team("--agents", "x" * 50), "at most 40", INPROC),
     "episodes 0": (lambda f: team("--episodes", "0"), "--episodes", INPROC),
     "base-url not a url": (lambda f: team("--base-url", "not a url"), "--base-url", INPROC),
+    "openai without a key or a url": (
+        lambda f: team("--backend", "openai", "--model", "m"),
+        "needs a key: set OPENAI_API_KEY, or pass --base-url",
+        INPROC,
+    ),
     "checkpoint-every-s nan": (
         lambda f: train_out("m.pt") + ["--checkpoint-every-s", "nan"],
         "--checkpoint-every-s",
@@ -359,6 +404,42 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
         INPROC,
     ),
     "unknown flag": (lambda f: train_out("m.pt") + ["--hiden", "8"], "No such option", INPROC),
+    "calibrate on a simulated run": (
+        lambda f: [
+            "calibrate",
+            "--run",
+            str(f["sim_run"]),
+            "--db",
+            str(f["db"]),
+            "--out",
+            "s.json",
+        ],
+        "made no real calls",
+        INPROC,
+    ),
+    # empty paths (the parser reads "" as ".", the current folder)
+    "export --parquet empty": (
+        lambda f: ["export", "--run", str(f["run"]), "--db", str(f["db"]), "--parquet", ""],
+        "--parquet is empty",
+        INPROC,
+    ),
+    "export --parquet= empty": (
+        lambda f: ["export", "--run", str(f["run"]), "--db", str(f["db"]), "--parquet="],
+        "--parquet is empty",
+        INPROC,
+    ),
+    "train --out empty": (lambda f: train_out(""), "--out is empty", INPROC),
+    "runs --db empty": (lambda f: ["runs", "--db", ""], "--db is empty", INPROC),
+    "eval --checkpoint empty": (
+        lambda f: team("--checkpoint", " "),
+        "--checkpoint is empty",
+        INPROC,
+    ),
+    "calibrate --out empty": (
+        lambda f: ["calibrate", "--run", str(f["run"]), "--db", str(f["db"]), "--out", ""],
+        "--out is empty",
+        INPROC,
+    ),
     # the store
     "export unwritable": (
         lambda f: ["export", "--run", str(f["run"]), "--db", str(f["db"]), "--parquet", "/proc/x"],
@@ -396,6 +477,71 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
     "sweep n-envs 99999": (lambda f: sweep_flags(f) + ["--n-envs", "99999"], "--n-envs", INPROC),
     "jsonl answer NaN": (lambda f: jsonl(f["dir"], "nan_answer.jsonl"), "answer", INPROC),
     "jsonl answer 1e400": (lambda f: jsonl(f["dir"], "inf_answer.jsonl"), "answer", INPROC),
+    # learned-topology settings: checked by the method's own rules, each given once
+    "sweep knob out of the method's range": (
+        lambda f: sweep_flags(f) + ["--methods", "agentprune", "--knob", "agentprune=2.0"],
+        "--knob agentprune: prune_ratio = 2.0 is not in [0, 1]",
+        INPROC,
+    ),
+    "sweep knob not a whole number": (
+        lambda f: sweep_flags(f) + ["--methods", "gdesigner", "--knob", "gdesigner.hidden=2.5"],
+        "takes whole numbers",
+        INPROC,
+    ),
+    "train --set out of range": (
+        lambda f: train_out("m.pt") + ["--method", "agentprune", "--set", "prune_ratio=1.5"],
+        "prune_ratio = 1.5 is not in [0, 1]",
+        INPROC,
+    ),
+    "train --set twice": (
+        lambda f: train_out("m.pt") + ["--method", "agentprune", "--set", "k=1", "--set", "k=2"],
+        "--set gives k twice",
+        INPROC,
+    ),
+    # --society files: bounded, regular, and every value meaningful
+    "society nested 100000 deep": (lambda f: society(f, "deep"), "nested too deeply", INPROC),
+    "society 5000-digit integer": (lambda f: society(f, "digits"), "cannot be read", INPROC),
+    "society a named pipe": (lambda f: society(f, "pipe"), "not a regular file", INPROC),
+    "society empty path": (lambda f: team("--society", ""), "--society is empty", INPROC),
+    "society a folder": (lambda f: team("--society", str(f["dir"])), "is a folder", INPROC),
+    "society negative preamble": (
+        lambda f: society(f, "negative_preamble"),
+        "preamble_tokens = -5 is not in",
+        INPROC,
+    ),
+    "society 1e30 tokens": (
+        lambda f: society(f, "huge_tokens"),
+        "completion_tokens.math",
+        INPROC,
+    ),
+    "society 1e30 budget": (lambda f: society(f, "huge_budget"), "token_budget", INPROC),
+    "society negative verbosity": (
+        lambda f: society(f, "negative_verbosity"),
+        "role_verbosity.solver",
+        INPROC,
+    ),
+    "society negative action verbosity": (
+        lambda f: society(f, "negative_action_verbosity"),
+        "action_verbosity[5]",
+        INPROC,
+    ),
+    "society negative zipf": (lambda f: society(f, "negative_zipf"), "distractor_zipf", INPROC),
+    "society negative jitter": (
+        lambda f: society(f, "negative_jitter"),
+        "difficulty_jitter",
+        INPROC,
+    ),
+    "society empty role_skill": (
+        lambda f: society(f, "empty_role_skill"),
+        "role_skill is empty",
+        INPROC,
+    ),
+    "society unknown role": (lambda f: society(f, "unknown_role"), "role 'wizard'", INPROC),
+    "society unknown task kind": (
+        lambda f: society(f, "unknown_kind"),
+        "task kind 'poetry'",
+        INPROC,
+    ),
     # benchmarks (their own process, started by the CLI)
     "bench learning seeds a,b": (
         lambda f: ["bench", "learning", "--seeds", "a,b"],
@@ -427,6 +573,31 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
         "--token-weight",
         INPROC,
     ),
+    "bench headroom episodes -3": (
+        lambda f: ["bench", "headroom", "--episodes", "-3"],
+        "--episodes: -3 is not between",
+        INPROC,
+    ),
+    "bench headroom preset nope": (
+        lambda f: ["bench", "headroom", "--preset", "nope"],
+        "invalid choice: 'nope'",
+        INPROC,
+    ),
+    "bench fuzz-checker n -1": (
+        lambda f: ["bench", "fuzz-checker", "--n", "-1"],
+        "--n: -1 is not between",
+        INPROC,
+    ),
+    "bench rollouts unknown flag": (
+        lambda f: ["bench", "rollouts", "--episode", "3"],
+        "unrecognized arguments",
+        INPROC,
+    ),
+    "bench learning benchmark nope": (
+        lambda f: ["bench", "learning", "--benchmark", "nope", "--episodes", "1"],
+        "Unknown benchmark 'nope'",
+        INPROC,
+    ),
 }
 
 
@@ -440,6 +611,8 @@ def test_user_mistake_is_one_sentence_and_exit_2(
     build, needle, how = MISTAKES[name]
     argv = build(files)
     monkeypatch.chdir(files["dir"])
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):  # rows never depend on the shell's
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.syspath_prepend(str(files["dir"] / "importboom"))
     if how == PROC:
         env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "80"}
@@ -460,6 +633,23 @@ def test_user_mistake_is_one_sentence_and_exit_2(
     assert len(lines) == 1, err
     assert lines[0].startswith("error:") and needle in lines[0], lines[0]
     assert not (files["dir"] / "m.pt").exists()
+    assert not (files["dir"] / "sweep").exists()  # no sweep folder either
+    assert not list(files["dir"].glob("*.parquet"))  # nor an export into the current folder
+    assert not (files["dir"] / "s.json").exists()  # nor a "calibrated" society
+
+
+def test_every_benchmark_parses_like_the_cli() -> None:
+    # A benchmark's flags go through benchmarks.common.Parser (one sentence, exit 2, no usage
+    # block) with bounded numbers (int_in/float_in): a plain argparse parser printed its
+    # usage, and `--episodes -3` reached the benchmark as a traceback.
+    from core.cli.bench import BENCHMARKS
+
+    for name in BENCHMARKS:
+        source = (REPO / "benchmarks" / (name.replace("-", "_") + ".py")).read_text()
+        assert "argparse.ArgumentParser(" not in source, name
+        assert "Parser(" in source, name
+        for unbounded in ("type=int,", "type=int)", "type=float,", "type=float)"):
+            assert unbounded not in source, (name, unbounded)
 
 
 PASSWORD = "hunter2-PASS-0042"
@@ -489,3 +679,32 @@ def test_a_malformed_url_never_prints_its_password(
     out = captured.out + captured.err
     assert "Traceback" not in out and len(out.strip().splitlines()) == 1, out
     assert "PASS" not in out and "hunter2" not in out and "never-printed" not in out, out
+
+
+def test_a_run_whose_every_call_failed_exits_1_with_one_sentence(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A real server on 127.0.0.1 that refuses every call (401): the run is played and logged
+    # (nothing lost), its figures printed, and then it ends non-zero, saying why.
+    from core.store.queries import list_runs
+    from tests.core.backends.fake_openai import FakeOpenAIServer
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    db = tmp_path / "runs.duckdb"
+    with FakeOpenAIServer() as srv:
+        srv.always = "401"
+        flags = ["--backend", "openai", "--model", "m", "--base-url", srv.url, "--no-cache"]
+        flags += ["--agents", "solver", "--rounds", "1", "--max-attempts", "1", "--db", str(db)]
+        code = main(
+            ["eval", "--benchmark", "math", "--policy", "single", "--episodes", "1"] + flags
+        )
+        refused = srv.request_count
+    err = capfd.readouterr().err
+    assert code == 1, err
+    assert refused >= 1  # the calls were sent, and every one failed
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "to the back-end failed" in last, err
+    assert "Traceback" not in err
+    assert sum(line.startswith("error:") for line in err.splitlines()) == 1, err
+    logged = list_runs(db)
+    assert len(logged) == 1 and int(logged.iloc[0]["episodes"]) == 1  # the run is kept

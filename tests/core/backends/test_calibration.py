@@ -162,3 +162,24 @@ def test_bad_society_files_are_one_sentence(tmp_path: Path, content, says: str) 
         load_society(path)
     assert says in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_a_team_with_roles_of_its_own_fits_a_society_that_loads(tmp_path: Path) -> None:
+    # A society file names the project's roles only; a custom role's episodes still fit
+    # the rest, and the file written from the fit loads back (it once named 'critic').
+    stock = get_preset("flash-lite")
+    records = []
+    env = TeamEnv(
+        TeamOptions(benchmark="math", roles=("solver", "critic"), seed=4),
+        "train",
+        backend=SimBackend(stock),
+    )
+    try:
+        records += env.run(make_policy("star"), range(30), width=32)
+    finally:
+        env.close()
+    fit = fit_society(records, stock)
+    assert "critic" not in fit.config.role_skill and "critic" not in fit.config.role_verbosity
+    assert "role_verbosity.solver" in {p.name for p in fit.params}
+    path = write(tmp_path / "s.json", good_doc(**society_to_dict(fit.config)))
+    assert load_society(path) == fit.config

@@ -100,7 +100,7 @@ def test_fit_never_sees_the_check_episodes(tmp_path: Path) -> None:
     db = tmp_path / "split.duckdb"
     a = get_preset("flash-lite")
     b = replace(a, unreadable={d: 1.0 for d in a.unreadable}, decision_unreadable=1.0)
-    opts = TeamOptions(benchmark="math", seed=5)
+    opts = as_real(seed=5)
     for k, policy in enumerate(("star", "debate")):
         records_a = _episodes(a, policy, range(60), 5 + k)
         records_b = _episodes(b, policy, range(60), 5 + k)
@@ -158,6 +158,12 @@ def test_train_and_eval_on_a_fitted_society(tmp_path: Path) -> None:
     assert stock.unreadable["math"] == 0.0
 
 
+def as_real(seed: int = 0) -> TeamOptions:
+    """Options that log simulated episodes as a real model's run (calibrate refuses a run
+    of the synthetic society): the split tests need episodes whose truth they know."""
+    return TeamOptions(benchmark="math", seed=seed, backend="openai", model="sim-as-real")
+
+
 def one_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     """Run ``agentqmix ARGS`` in process (the same main() as the console script): exit code 2
     and one line on stderr."""
@@ -199,7 +205,7 @@ def test_a_bad_society_file_is_one_sentence_exit_2(tmp_path: Path, capsys, conte
 def test_calibrate_mistakes_are_one_sentence(tmp_path: Path, capsys) -> None:
     db = str(tmp_path / "x.duckdb")
     records = _episodes(get_preset("flash-lite"), "star", range(2), 0)
-    run = log_run(db, "eval", TeamOptions(benchmark="math"), "star", 0, records)
+    run = log_run(db, "eval", as_real(), "star", 0, records)
     out = str(tmp_path / "s.json")
     assert "no run 'nope'" in one_error(
         capsys, "calibrate", "--run", "nope", "--out", out, "--db", db
@@ -209,3 +215,18 @@ def test_calibrate_mistakes_are_one_sentence(tmp_path: Path, capsys) -> None:
         assert says in one_error(capsys, *args)
     says = one_error(capsys, "calibrate", "--run", run, "--out", str(tmp_path), "--db", db)
     assert "not a regular file" in says
+
+
+def test_calibrate_refuses_runs_with_no_real_calls(tmp_path: Path, capsys) -> None:
+    # A simulated eval (or training run) made no real calls, and a run whose every call
+    # failed got no reply: a society "calibrated" on either describes no model.
+    db = str(tmp_path / "x.duckdb")
+    out = tmp_path / "s.json"
+    records = _episodes(get_preset("flash-lite"), "star", range(4), 0)
+    simulated = log_run(db, "eval", TeamOptions(benchmark="math"), "star", 0, records)
+    failed = [replace(r, calls=[replace(c, error="HTTP 401") for c in r.calls]) for r in records]
+    all_failed = log_run(db, "eval", as_real(), "star", 0, failed)
+    for run, says in ((simulated, "made no real calls"), (all_failed, "every call of run")):
+        args = ("calibrate", "--run", run, "--out", str(out), "--db", db)
+        assert says in one_error(capsys, *args)
+    assert not out.exists()

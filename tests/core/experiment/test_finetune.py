@@ -64,6 +64,7 @@ def test_a_paid_endpoint_refuses_to_start_without_a_budget(
     base, sim_checkpoint: Path, tmp_path: Path, capsys, monkeypatch
 ) -> None:
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # without a key, None is refused earlier
     args = ["train", *TEAM, "--backend", "openai", "--model", "gpt-4o-mini"]
     args += ["--base-url", base] if base else []
     out = tmp_path / "x.pt"
