@@ -11,7 +11,7 @@ import json
 import math
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -111,6 +111,19 @@ Device = Annotated[
     str, typer.Option(help="auto (CUDA when present), cpu or cuda.", callback=_check_device)
 ]
 Seed = Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seed of the episode stream.")]
+BudgetTokens = Annotated[
+    int | None,
+    typer.Option(
+        "--budget-tokens",
+        min=1,
+        help="A real back-end's hard cap on the tokens the server bills (required off this "
+        "machine); no call is sent that could pass it.",
+    ),
+]
+BudgetCalls = Annotated[
+    int | None,
+    typer.Option("--budget-calls", min=1, help="A real back-end's hard cap on calls sent."),
+]
 Resume = Annotated[
     str | None,
     typer.Option(
@@ -745,21 +758,21 @@ def train(
 
     if init is not None and not init.is_file():
         raise UserError(f"--init {init} is not a checkpoint file.")
-    meter = _budget_meter(opts, budget, config.episodes)
-    with ProgressBar(config.episodes, meter=meter) as bar:
-        outcome = train_team(
-            opts,
-            config,
-            out,
-            db=db,
-            log=not no_log,
-            progress=bar,
-            eval_episodes=eval_episodes,
-            checkpoint_every_s=checkpoint_every_s,
-            recipe=recipe,
-            init=init,
-            meter=meter,
-        )
+    with _budget_meter(opts, budget, config.episodes, init=init) as meter:
+        with ProgressBar(config.episodes, meter=meter) as bar:
+            outcome = train_team(
+                opts,
+                config,
+                out,
+                db=db,
+                log=not no_log,
+                progress=bar,
+                eval_episodes=eval_episodes,
+                checkpoint_every_s=checkpoint_every_s,
+                recipe=recipe,
+                init=init,
+                meter=meter,
+            )
     _report_training(outcome, as_json, meter)
 
 
@@ -798,8 +811,10 @@ def _train_baseline(
     train_config = checked(
         BaselineTrainConfig(seed=seed, **{k: v for k, v in given.items() if v is not None})
     )
-    meter = _budget_meter(opts, budget or Budget(), train_config.episodes)
-    with ProgressBar(train_config.episodes, label=method, meter=meter) as bar:
+    with (
+        _budget_meter(opts, budget or Budget(), train_config.episodes) as meter,
+        ProgressBar(train_config.episodes, label=method, meter=meter) as bar,
+    ):
         outcome = train_baseline(
             opts, method, config, train_config, out, db=db, log=not no_log,
             progress=lambda done, total, stats: bar(done, total, _bar_info(stats)),
@@ -849,24 +864,32 @@ def _bar_info(stats: dict[str, float]) -> dict[str, float]:
 
 
 def _budget_meter(
-    opts: TeamOptions, budget: Any, episodes: int, spent: tuple[int, int] = (0, 0)
+    opts: TeamOptions,
+    budget: Any,
+    episodes: int,
+    spent: tuple[int, int] = (0, 0),
+    split: str = "train",
+    init: Path | None = None,
+    policy: Any = None,
+    probed: str | None = None,
+    ray_address: str | None = None,
 ) -> Any:
-    """A real back-end's run: refuse a paid endpoint without a budget, time a few calls and
-    print the estimate; the meter the run spends against (None on the simulator without one)."""
-    from core.experiment.finetune import BudgetMeter, needs_budget, probe
+    """A real back-end's run (:func:`core.experiment.budget.real_run`, a context): refuse a
+    paid endpoint without a budget, attach the hard spend cap, print the estimate (its
+    probe played by ``policy``, or ``init``'s when given); it yields the meter the run
+    spends against (None on the simulator without a budget)."""
+    from core.experiment.budget import probe_policy, real_run
+    from core.experiment.finetune import Budget
 
-    budget.validate()
-    if needs_budget(opts) and not budget.given:
-        raise UserError(
-            "--backend openai off this machine may bill: give --budget-tokens N and/or "
-            "--budget-calls N (a local --base-url such as http://127.0.0.1:8000/v1 needs none)."
-        )
-    if opts.backend == "sim":
-        return BudgetMeter(budget, *spent) if budget.given else None
-    estimate = probe(opts, episodes)
-    console.print(estimate.describe(budget), soft_wrap=True, highlight=False)
-    tokens, calls = spent
-    return BudgetMeter(budget, tokens + estimate.probe_tokens, calls + estimate.probe_sent)
+    if init is not None:
+        policy, probed = probe_policy(opts, init)
+    return real_run(
+        opts, budget or Budget(), episodes, _say, spent, split, policy, probed, ray_address
+    )
+
+
+def _say(line: str) -> None:
+    console.print(line, soft_wrap=True, highlight=False, markup=False)
 
 
 def _report_training(outcome: Any, as_json: bool, meter: Any = None) -> None:
@@ -946,8 +969,10 @@ def _resume_training(
 
     stored = (info.config.get("finetune") or {}).get("budget") or {}
     given = budget if budget is not None and budget.given else Budget(**stored)
-    meter = _budget_meter(opts, given, config.episodes, run_spend(db, run_id))
-    with ProgressBar(config.episodes, label="resuming", meter=meter) as bar:
+    with (
+        _budget_meter(opts, given, config.episodes, run_spend(db, run_id)) as meter,
+        ProgressBar(config.episodes, label="resuming", meter=meter) as bar,
+    ):
         outcome = train_team(
             opts,
             config,
@@ -999,9 +1024,12 @@ def evaluate(
     db: Db = None,
     no_log: NoLog = False,
     resume: Resume = None,
+    budget_tokens: BudgetTokens = None,
+    budget_calls: BudgetCalls = None,
     as_json: Json = False,
 ) -> None:
-    """Run a policy greedily and decentralised (each agent on its own Q-values), held out."""
+    """Run a policy greedily and decentralised (each agent on its own Q-values), held out;
+    on a real back-end, after an estimate and within the budget given."""
     if resume:
         return _resume_evaluation(resume, db, device, as_json, "eval")
     if (env is None) == (benchmark is None):
@@ -1017,11 +1045,18 @@ def evaluate(
         console.print(f"{summary['episodes']} episodes, mean return {summary['mean_return']:.3f}")
         return None
     from core.experiment import evaluate_team, resolve_policy
+    from core.experiment.finetune import Budget
 
     chosen = resolve_policy(policy, checkpoint, opts, device)
-    summary, _ = evaluate_team(
-        opts, chosen, episodes, seed, db=db, log=not no_log, first=first, checkpoint=checkpoint
-    )
+    budget = Budget(budget_tokens, budget_calls)
+    with _budget_meter(
+        replace(opts, seed=seed), budget, episodes, split="eval", policy=chosen,
+        probed=f"{chosen.name} (the policy evaluated)",
+    ):  # fmt: skip
+        summary, _ = evaluate_team(
+            opts, chosen, episodes, seed, db=db, log=not no_log, first=first,
+            checkpoint=checkpoint, extra_config=budget.run_config(),
+        )  # fmt: skip
     _report_evaluation(summary, as_json)
 
 
@@ -1060,19 +1095,27 @@ def compare(
     db: Db = None,
     no_log: NoLog = False,
     resume: Resume = None,
+    budget_tokens: BudgetTokens = None,
+    budget_calls: BudgetCalls = None,
     as_json: Json = False,
 ) -> None:
     """Every learned policy given and every fixed topology on the same seeded held-out
-    tasks, with 95% intervals and the accuracy/token front."""
+    tasks, with 95% intervals and the accuracy/token front (on a real back-end, after an
+    estimate and within the budget given)."""
     from core.experiment import compare_team
+    from core.experiment.finetune import Budget
 
     if resume:
         return _resume_evaluation(resume, db, device, as_json, "compare")
     if benchmark is None:
         raise UserError("compare needs --benchmark NAME (or --resume RUN_ID).")
-    rows = compare_team(
-        opts, checkpoint or [], episodes, seed, db=db, log=not no_log, device=device
-    )
+    budget = Budget(budget_tokens, budget_calls)
+    total = episodes * (len(checkpoint or []) + len(FIXED_TOPOLOGIES))
+    with _budget_meter(replace(opts, seed=seed), budget, total, split="eval"):
+        rows = compare_team(
+            opts, checkpoint or [], episodes, seed, db=db, log=not no_log, device=device,
+            extra_config=budget.run_config(),
+        )  # fmt: skip
     _report_comparison(rows, benchmark, episodes, seed, as_json, opts.token_weight)
 
 
@@ -1127,10 +1170,14 @@ def robustness(
     db: Db = None,
     no_log: NoLog = False,
     resume: Resume = None,
+    budget_tokens: BudgetTokens = None,
+    budget_calls: BudgetCalls = None,
     as_json: Json = False,
 ) -> None:
-    """Accuracy and reward vs number of failed agents: learned policy against fixed topologies."""
+    """Accuracy and reward vs number of failed agents: learned policy against fixed
+    topologies (on a real back-end, after an estimate and within the budget given)."""
     from core.experiment import robustness_team
+    from core.experiment.finetune import Budget
 
     if resume:
         return _resume_evaluation(resume, db, device, as_json, "robustness")
@@ -1138,17 +1185,13 @@ def robustness(
         raise UserError("robustness needs --benchmark NAME (or --resume RUN_ID).")
     if mode not in FAILURE_MODES:
         raise UserError(f"--mode must be one of {', '.join(FAILURE_MODES)}, not {mode!r}.")
-    rows = robustness_team(
-        opts,
-        checkpoint or [],
-        episodes,
-        seed,
-        max_failed,
-        mode,
-        db=db,
-        log=not no_log,
-        device=device,
-    )
+    budget = Budget(budget_tokens, budget_calls)
+    total = episodes * (len(checkpoint or []) + len(FIXED_TOPOLOGIES)) * (max_failed + 1)
+    with _budget_meter(replace(opts, seed=seed), budget, total, split="eval"):
+        rows = robustness_team(
+            opts, checkpoint or [], episodes, seed, max_failed, mode, db=db, log=not no_log,
+            device=device, extra_config=budget.run_config(),
+        )  # fmt: skip
     _report_robustness(rows, benchmark, mode, episodes, as_json)
 
 
@@ -1247,6 +1290,8 @@ def sweep(
             "fixed topologies it has not stored."
         ),
     ] = None,
+    budget_tokens: BudgetTokens = None,
+    budget_calls: BudgetCalls = None,
     as_json: Json = False,
 ) -> None:
     """The token/accuracy front: train one policy per (method, knob, decision rule, token
@@ -1284,7 +1329,15 @@ def sweep(
     given = {**tuning, **widths, **budget, "n_envs": n_envs, "device": "cpu"}
     train_config = checked(recipe_config(TEAM_RECIPE, given))
     baseline_config = BaselineTrainConfig(**budget, n_envs=max(n_envs, 2))
-    with SweepBar(sum(config.counts())) as bar:
+    from core.experiment.budget import sweep_episodes
+    from core.experiment.finetune import Budget
+
+    spend = Budget(budget_tokens, budget_calls)
+    planned = sweep_episodes(config, train_config.episodes)
+    with (
+        _budget_meter(opts, spend, planned, ray_address=ray_address),
+        SweepBar(sum(config.counts())) as bar,
+    ):
         result = run_sweep(
             opts, config, train_config, db=db, log=not no_log, progress=bar,
             report=bar.report, baseline_config=baseline_config, notice=bar.note,

@@ -180,6 +180,7 @@ def play_plan(
     soon as it is played (``logger``: a :class:`core.store.RunLogger` or None); returns
     the records played here. A kill loses at most the batch in flight, and the run's
     logged episodes are always the plan's first ones, in order."""
+    from core.experiment.budget import episodes_that_fit
     from core.experiment.options import make_team_env
 
     env = make_team_env(replace(opts, seed=plan.seed), "eval")
@@ -192,15 +193,17 @@ def play_plan(
                     skip -= len(part.indices)
                     continue
                 indices, skip = part.indices[skip:], 0
-                for start in range(0, len(indices), width):
+                start = 0
+                while start < len(indices):
+                    # A budget's run plays only as many as it can pay for (core.experiment.budget).
+                    n = episodes_that_fit(min(width, len(indices) - start), played)
                     records = env.run(
-                        policies[part.policy],
-                        indices[start : start + width],
-                        failures=part.failures,
+                        policies[part.policy], indices[start : start + n], failures=part.failures
                     )
                     if logger is not None:
                         logger.log_episodes(records)
                     played += records
+                    start += n
     except EndpointGone as err:
         raise EndpointGone(_stopped_at(err, plan, logger, len(played))) from err
     finally:
@@ -478,9 +481,11 @@ def compare_team(
     log: bool = True,
     device: str = "auto",
     topologies: Sequence[str] = tuple(FIXED_TOPOLOGIES),
+    extra_config: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Every learned policy (one or more checkpoints, of any family) and every fixed
-    topology on the same held-out episodes, logged as they are played. Each row: the
+    topology on the same held-out episodes, logged as they are played (``extra_config``
+    joins the run's config). Each row: the
     policy's label, family, method, the token weight it was trained at and its knob
     (:class:`~core.experiment.policies.PolicyInfo`), its figures with 95 % intervals
     (:func:`~core.experiment.policies.point_stats`) and whether it is on the accuracy/token
@@ -488,7 +493,7 @@ def compare_team(
     policies = _policies(opts, checkpoint, device, topologies)
     names = tuple(p.name for p in policies)
     plan = EvalPlan("compare", names, episodes, seed, checkpoints=_checkpoint_list(checkpoint))
-    rows, _, run_id = _run_plan(opts, plan, policies, db, log, "compare", "compare")
+    rows, _, run_id = _run_plan(opts, plan, policies, db, log, "compare", "compare", extra_config)
     return compare_rows(plan, rows, run_id)
 
 

@@ -57,9 +57,10 @@ import ray
 from ray.exceptions import RayError
 
 from core.backends.local_server import LocalServer
+from core.backends.spend import budget_stop, spend_env
 from core.baselines.names import METHOD_NAMES
 from core.baselines.training import BaselineTrainConfig
-from core.errors import UserError
+from core.errors import BudgetReached, UserError
 from core.experiment.evaluate import log_run, run_policy
 from core.experiment.options import make_team_env
 from core.experiment.policies import (  # noqa: F401 - the statistics' old home re-exports them
@@ -1158,11 +1159,13 @@ class _Driver:
             limit_all = limit + len(self.topologies)
         else:
             limit = limit_all = sweep.max_parallel or 1
-        options = {"runtime_env": {"env_vars": server.attach_env()}} if server else {}
+        # Trials find the shared local server and the run's spend cap through these.
+        env_vars = {**(server.attach_env() if server else {}), **spend_env()}
+        options = {"runtime_env": {"env_vars": env_vars}} if env_vars else {}
         queue: deque[TrialSpec | FixedSpec] = deque([*self.topologies, *self.specs])
         running: dict[Any, tuple[TrialSpec | FixedSpec, float]] = {}
         status = self.status
-        gone = None
+        gone = spent = None
         while (queue or running) and not stop.is_set():
             while queue and len(running) < limit_all:
                 if isinstance(queue[0], TrialSpec) and status.running >= limit:
@@ -1184,9 +1187,10 @@ class _Driver:
                 self._finish(part, ref, status, time.monotonic() - started)
             self._count(running)
             gone = server.gone() if server is not None else None
-            if gone:
+            spent = budget_stop()
+            if gone or spent:
                 break
-        if stop.is_set() or gone:
+        if stop.is_set() or gone or spent:
             for ref, (part, _) in running.items():
                 ray.cancel(ref, force=True)
                 if isinstance(part, TrialSpec):
@@ -1199,6 +1203,8 @@ class _Driver:
             from core.backends.local_server import LocalServerGone
 
             raise LocalServerGone(f"{gone}; the parts that finished are logged.")
+        if spent:
+            raise BudgetReached(f"stopped at budget: {spent}; the parts that finished are logged.")
 
     def _count(self, running: dict[Any, tuple[TrialSpec | FixedSpec, float]]) -> None:
         trials = sum(isinstance(part, TrialSpec) for part, _ in running.values())
