@@ -988,13 +988,14 @@ def _resume_training(
 
 
 def _resume_evaluation(
-    run_id: str, db: str | None, device: str, as_json: bool, command: str
+    run_id: str, db: str | None, device: str, as_json: bool, command: str, budget: Any = None
 ) -> None:
-    """``eval/compare/robustness --resume RUN_ID``: play what the run has not logged yet."""
+    """``eval/compare/robustness --resume RUN_ID``: play what the run has not logged yet
+    (within ``budget``, else the one the run stored)."""
     from core.experiment.evaluate import compare_rows, resume_evaluation, robustness_rows
 
     _check_store_exists(db)
-    plan, rows, benchmark = resume_evaluation(db, run_id, device, command)
+    plan, rows, benchmark = resume_evaluation(db, run_id, device, command, budget, _say)
     if plan.command == "eval":
         summary = {"policy": plan.policies[0], **rows[0], "run_id": run_id}
         summary["mean_return"] = summary["mean_reward"]
@@ -1030,8 +1031,12 @@ def evaluate(
 ) -> None:
     """Run a policy greedily and decentralised (each agent on its own Q-values), held out;
     on a real back-end, after an estimate and within the budget given."""
+    from core.experiment.finetune import Budget
+
     if resume:
-        return _resume_evaluation(resume, db, device, as_json, "eval")
+        return _resume_evaluation(
+            resume, db, device, as_json, "eval", Budget(budget_tokens, budget_calls)
+        )
     if (env is None) == (benchmark is None):
         raise UserError("eval needs exactly one of --env SPEC or --benchmark NAME.")
     if env is not None:
@@ -1045,7 +1050,6 @@ def evaluate(
         console.print(f"{summary['episodes']} episodes, mean return {summary['mean_return']:.3f}")
         return None
     from core.experiment import evaluate_team, resolve_policy
-    from core.experiment.finetune import Budget
 
     chosen = resolve_policy(policy, checkpoint, opts, device)
     budget = Budget(budget_tokens, budget_calls)
@@ -1106,7 +1110,9 @@ def compare(
     from core.experiment.finetune import Budget
 
     if resume:
-        return _resume_evaluation(resume, db, device, as_json, "compare")
+        return _resume_evaluation(
+            resume, db, device, as_json, "compare", Budget(budget_tokens, budget_calls)
+        )
     if benchmark is None:
         raise UserError("compare needs --benchmark NAME (or --resume RUN_ID).")
     budget = Budget(budget_tokens, budget_calls)
@@ -1180,7 +1186,9 @@ def robustness(
     from core.experiment.finetune import Budget
 
     if resume:
-        return _resume_evaluation(resume, db, device, as_json, "robustness")
+        return _resume_evaluation(
+            resume, db, device, as_json, "robustness", Budget(budget_tokens, budget_calls)
+        )
     if benchmark is None:
         raise UserError("robustness needs --benchmark NAME (or --resume RUN_ID).")
     if mode not in FAILURE_MODES:

@@ -6,7 +6,7 @@ Every episode is played by the same rollout path as training (:meth:`TeamEnv.run
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -326,14 +326,24 @@ def plan_rows(
 
 
 def resume_evaluation(
-    db: str | None, run_id: str, device: str = "auto", command: str | None = None
+    db: str | None,
+    run_id: str,
+    device: str = "auto",
+    command: str | None = None,
+    budget: Any = None,
+    say: Callable[[str], None] | None = None,
 ) -> tuple[EvalPlan, list[dict[str, Any]], str]:
     """Continue a stopped evaluation run (``eval/compare/robustness --resume RUN_ID``): play
     the episodes of its plan it has not logged, under the same run id, and return its plan,
     its summary rows over every episode it logged, and its benchmark. ``command``: the
-    command asked to resume it, which must be the one that started it."""
+    command asked to resume it, which must be the one that started it. On a real back-end
+    it goes on within ``budget`` (a :class:`~core.experiment.finetune.Budget`; none given:
+    the one the run stored), counting what the run spent before; ``say`` prints the
+    estimate (:func:`core.experiment.budget.real_run`)."""
+    from core.experiment.budget import real_run
+    from core.experiment.finetune import Budget
     from core.experiment.options import options_from_dict
-    from core.store.queries import get_run, last_episode
+    from core.store.queries import get_run, last_episode, run_spend
     from core.store.writer import RunLogger
 
     info = get_run(db, run_id)
@@ -359,7 +369,14 @@ def resume_evaluation(
             f"run {run_id} is complete ({done} of {total} episodes); nothing to resume."
         )
     policies = _plan_policies(plan, opts, device)
-    with RunLogger.resume(db, run_id) as logger:
+    if budget is None or not budget.given:
+        budget = Budget(**info.config.get("budget", {}))
+    spent = run_spend(db, run_id)
+    seeded = replace(opts, seed=plan.seed)
+    with (
+        real_run(seeded, budget, total - done, say or (lambda line: None), spent, "eval"),
+        RunLogger.resume(db, run_id) as logger,
+    ):
         if done < total:
             play_plan(opts, plan, policies, logger, skip=done)
     return plan, plan_rows(plan, opts, policies, [], db, run_id), info.benchmark
