@@ -22,7 +22,7 @@ from core.backends.spend import SpendMeter, worst_case_prompt_tokens
 from core.experiment.finetune import Budget, BudgetMeter
 from core.store.queries import get_run
 from core.tasks.registry import load_benchmark
-from tests.core.backends.fake_openai import FakeOpenAIServer
+from tests.core.backends.fake_openai import FakeOpenAIServer, default_responder
 from tests.core.test_cli_team import run_json, run_main
 
 TEAM = ["--benchmark", "math", "--agents", "solver,solver", "--rounds", "1"]
@@ -90,6 +90,35 @@ def test_finetune_stops_within_its_token_budget(
     assert "token budget" in out["stopped"] and 0 < out["episodes"] < 32
     info = get_run(str(db), out["run_id"])
     assert info.status == "interrupted" and info.config["finetune"]["budget"]["tokens"] == budget
+
+
+def test_the_cap_holds_when_the_estimate_is_wrong(
+    sim_checkpoint: Path, tmp_path: Path
+) -> None:
+    """After the probe (3 calls) and the first batch (4 episodes of 3 calls), the server's
+    replies grow ~ten-fold: the second batch, sized by the probe, is too big, the cap
+    refuses a call in it, and the fine-tune still ends cleanly within its budget (exit 0,
+    the first batch logged and checkpointed, the reason said)."""
+    seen = []
+
+    def growing(messages: list) -> str:
+        seen.append(1)
+        pad = "" if len(seen) <= 3 + 4 * 3 else "so " * 200
+        return pad + default_responder(messages)
+
+    with FakeOpenAIServer(responder=growing) as srv:
+        budget = 6_000
+        code, printed, said = run_main(
+            "train", *TEAM, *real(srv), "--init", str(sim_checkpoint), "--episodes", "100",
+            "--n-envs", "4", "--budget-tokens", str(budget), "--out", str(tmp_path / "g.pt"),
+            "--db", str(tmp_path / "g.duckdb"), "--json",
+        )  # fmt: skip
+        bill = srv.billed_tokens
+    assert code == 0, said[-2000:]
+    out = json.loads(printed)
+    assert bill <= budget and out["spent"]["tokens"] == bill
+    assert out["stopped"].startswith("stopped at budget: the token budget was reached")
+    assert out["episodes"] == 4 and (tmp_path / "g.pt").is_file()
 
 
 def test_eval_stops_within_its_token_budget(server: FakeOpenAIServer, tmp_path: Path) -> None:
