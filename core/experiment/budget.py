@@ -9,8 +9,9 @@ sweep, and any later study on the same machinery):
    every request of the run, in this process or in a child it starts, reserves its worst
    case first and is never sent when that could pass the cap — the run then stops after
    the round (:class:`core.errors.BudgetReached`), logging none of the batch in flight;
-3. one probe episode is played and the estimate (calls, tokens, wall time, and how it
-   was measured) printed before the work starts;
+3. the estimate is printed before the work starts: with a budget, measured on one probe
+   episode (calls, tokens, wall time); without one, by arithmetic (at most so many calls
+   and completion tokens), so that a run without a budget sends no call more than its own;
 4. the :class:`~core.experiment.finetune.BudgetMeter` it yields sizes training batches
    by the probe's cost per episode until the run's own mean is known.
 
@@ -25,12 +26,14 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from core.backends.registry import check_settings
 from core.backends.spend import SpendMeter, attached, spending
 from core.errors import BudgetReached, UserError
 from core.experiment.finetune import (
     Budget,
     BudgetMeter,
     Estimate,
+    arithmetic_estimate,
     episode_spend,
     needs_budget,
     probe,
@@ -44,11 +47,17 @@ PAID_WITHOUT_BUDGET = (
 )
 
 
-def check_budget(opts: TeamOptions, budget: Budget) -> None:
-    """Refuse a paid endpoint without a budget, and a budget below 1 (one sentence each)."""
+def check_budget(opts: TeamOptions, budget: Budget, ray_address: str | None = None) -> None:
+    """Refuse a paid endpoint without a budget, a budget below 1, and a budget on a Ray
+    cluster (``ray_address``: its spend file lives on this machine) — one sentence each."""
     budget.validate()
     if needs_budget(opts) and not budget.given:
         raise UserError(PAID_WITHOUT_BUDGET)
+    if ray_address is not None and budget.given and opts.backend != "sim":
+        raise UserError(
+            "a budget holds on this machine's Ray only (its spend file is local); leave out "
+            "--ray-address, or the budget."
+        )
 
 
 @contextlib.contextmanager
@@ -69,25 +78,26 @@ def real_run(
     (None: the most talkative fixed topology). Yields the meter (None on the simulator
     without a budget). ``ray_address``: a sweep on a Ray cluster, which a budget cannot
     follow (its spend file lives on this machine)."""
-    check_budget(opts, budget)
-    if ray_address is not None and budget.given and opts.backend != "sim":
-        raise UserError(
-            "a budget holds on this machine's Ray only (its spend file is local); leave out "
-            "--ray-address, or the budget."
-        )
+    check_budget(opts, budget, ray_address)
     if opts.backend == "sim":
         yield BudgetMeter(budget, *spent) if budget.given else None
         return
-    cap = SpendMeter.create(budget.tokens, budget.calls, spent=spent) if budget.given else None
+    # The checks the run makes first, made before the estimate: a mistake is one sentence.
+    opts.validate()
+    opts.code_sandbox()
+    check_settings(opts)
+    if not budget.given:
+        # Nothing to size: an estimate by arithmetic, and not one call more than the run's.
+        say(arithmetic_estimate(opts, episodes))
+        with spending(None):
+            yield None
+        return
+    cap = SpendMeter.create(budget.tokens, budget.calls, spent=spent)
     try:
         with spending(cap):
-            if cap is not None and cap.stopped() is None:
-                _check_room(cap, budget)
+            _check_room(cap, budget)
             estimate = _probe(opts, episodes, split, policy, probed)
             say(estimate.describe(budget))
-            if cap is None:
-                yield None
-                return
             cap.expect(*estimate.prior())
             meter = BudgetMeter(budget, *spent, spend=cap, prior=estimate.prior())
             try:
@@ -95,8 +105,7 @@ def real_run(
             finally:
                 meter.freeze()
     finally:
-        if cap is not None:
-            cap.remove()
+        cap.remove()
 
 
 def episodes_that_fit(n: int, played: Sequence[EpisodeRecord]) -> int:

@@ -317,6 +317,32 @@ class Estimate:
         return self.tokens_per_episode, float(self.calls_per_episode)
 
 
+def arithmetic_estimate(opts: TeamOptions, episodes: int) -> str:
+    """What a run of ``episodes`` episodes can cost at most, by arithmetic alone (nothing is
+    sent): every agent calls in every round, each call followed by a check call
+    (execute_verify), and the decision agent; each completion at its cap. Prompts and wall
+    time need a probe episode, which a budget brings."""
+    from core.backends.registry import prompt_settings
+    from core.tasks.registry import benchmark_domains
+
+    caps = (prompt_settings(opts) or {}).get("max_tokens", {})
+    domains = benchmark_domains(opts.benchmark, opts.seed)
+
+    def cap(kind: str) -> int:
+        return max(caps.get(f"{d}/{kind}", opts.max_tokens or 256) for d in domains)
+
+    turns = len(opts.roles) * opts.rounds
+    calls = 2 * turns + 1
+    completion = turns * (cap("agent") + cap("check")) + cap("decision")
+    return (
+        f"estimate for {episodes:,} episodes (arithmetic, nothing sent): at most "
+        f"{calls * episodes:,} calls and {completion * episodes:,} completion tokens (every "
+        f"agent in every round with a check call, the decision agent, each reply at its cap), "
+        "plus the prompts; prompts and wall time are measured by a probe episode, which "
+        "--budget-tokens/--budget-calls bring"
+    )
+
+
 def _duration(seconds: float) -> str:
     if math.isnan(seconds):
         return "? s"

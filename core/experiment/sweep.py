@@ -47,7 +47,7 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -803,13 +803,16 @@ def run_sweep(
     trial_task: Any = None,
     baseline_config: BaselineTrainConfig | None = None,
     notice: Callable[[str], None] | None = None,
+    budget: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> dict[str, Any]:
     """Run the sweep on Ray; log every run from here; return the result (also written to
     ``out/sweep.json``). ``report`` gets one line per failed trial; ``trial_task`` is the
     remote function that trains a trial (default :data:`train_trial_task`);
     ``baseline_config`` is the budget of the learned-topology methods' trials; ``notice``
     gets the lines that say what a resumed sweep (``sweep.resume``) skips and runs again,
-    which local model server plays, and one line per finished trial or topology."""
+    which local model server plays, and one line per finished trial or topology.
+    ``budget`` opens the run's budget once every flag is checked
+    (:func:`core.experiment.budget.real_run`: the estimate, the spend cap its trials share)."""
     baseline_config = baseline_config or BaselineTrainConfig()
     import json
 
@@ -883,7 +886,11 @@ def run_sweep(
                         f"local model {server.model.name} on {server.url} (pid {server.pid}): "
                         "one server for the whole sweep, one task at a time"
                     )
-                with ray_session(sweep.ray_address), interrupt_requests() as stop:
+                with (
+                    budget() if budget is not None else nullcontext(),
+                    ray_session(sweep.ray_address),
+                    interrupt_requests() as stop,
+                ):
                     driver.run(trial_task or train_trial_task, stop, server)
     except BaseException as exc:
         if live is not None:
