@@ -92,9 +92,7 @@ def test_finetune_stops_within_its_token_budget(
     assert info.status == "interrupted" and info.config["finetune"]["budget"]["tokens"] == budget
 
 
-def test_the_cap_holds_when_the_estimate_is_wrong(
-    sim_checkpoint: Path, tmp_path: Path
-) -> None:
+def test_the_cap_holds_when_the_estimate_is_wrong(sim_checkpoint: Path, tmp_path: Path) -> None:
     """After the probe (3 calls) and the first batch (4 episodes of 3 calls), the server's
     replies grow ~ten-fold: the second batch, sized by the probe, is too big, the cap
     refuses a call in it, and the fine-tune still ends cleanly within its budget (exit 0,
