@@ -169,6 +169,13 @@ def test_a_paid_endpoint_refuses_eval_compare_and_sweep_without_a_budget(
         assert code == 2 and len(said.strip().splitlines()) == 1, said
         assert "may bill" in said and "--budget-tokens" in said
     assert not (tmp_path / "x.duckdb").exists() and not (tmp_path / "out").exists()
+    # A sweep's budget is a file on this machine: a Ray cluster's workers could not share it.
+    code, _, said = run_main(
+        "sweep", *TEAM, *paid, "--token-weights", "0.1", "--seeds", "0", "--budget-tokens",
+        "1000", "--ray-address", "10.0.0.9:6379", "--out", str(tmp_path / "out"),
+    )  # fmt: skip
+    assert code == 2 and "this machine's Ray only" in said and len(said.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
 
 
 # ----------------------------------------------------------------------------- the cap itself
