@@ -18,3 +18,9 @@ class EndpointGone(UserError):
     """The server a run's calls go to is gone for good mid-run (the local model server's
     process exited): the run stops cleanly after the round, what it stored stays
     consistent (the batch in flight is not logged), and it can be resumed."""
+
+
+class BudgetReached(EndpointGone):
+    """The run's spend cap refused a call (:mod:`core.backends.spend`): no request leaves
+    past the budget, and the run stops as when its server is gone — cleanly after the
+    round, the batch in flight not logged, resumable."""

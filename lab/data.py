@@ -190,7 +190,7 @@ def runs(db: str, kind: str | None = None) -> pd.DataFrame:
     df = q.list_runs(db, kind=kind)
     if df.empty:
         return df
-    df = df.merge(q.run_tags(db), on="id", how="left")
+    df = df.merge(q.run_tags(db), on="id", how="left").assign(budget=budget_column(df))
     fork = (df["kind"] == forks.FORK_KIND).astype(int)
     return df.assign(_fork=fork).sort_values("_fork", kind="stable").drop(columns="_fork")
 
@@ -200,6 +200,18 @@ def calibration_report(db: str, run_id: str) -> dict[str, Any]:
     """The report an ``agentqmix calibrate`` run logged ({} if it has none)."""
     info = q.get_run(db, run_id)
     return (info.config.get("calibration") or {}) if info is not None else {}
+
+
+def budget_column(df: pd.DataFrame) -> list[str | None]:
+    """Each run's logged spend against its budget (``9,882/12,000 tokens``; None for a run
+    without one), as ``agentqmix runs`` shows it."""
+    from core.store.commands import spend_text
+
+    caps = df[["budget_tokens", "budget_calls", "spent_tokens", "spent_calls"]]
+    return [
+        spend_text(*(None if pd.isna(v) else int(v) for v in row))
+        for row in caps.itertuples(index=False)
+    ]
 
 
 def fork_run_ids(db: str) -> set[str]:

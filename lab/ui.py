@@ -162,10 +162,13 @@ SANDBOX_LABELS = {
 
 def run_provenance(row: pd.Series) -> str:
     """``back-end sim · model sim/flash-lite · no generated code ran``: where a run's answers
-    came from and where its generated code ran."""
+    came from and where its generated code ran; a run that had a budget adds what its
+    logged episodes spent of it (``· spent 9,882/12,000 tokens of its budget``)."""
     sandbox = row.get("sandbox")
     where = SANDBOX_LABELS.get(sandbox if isinstance(sandbox, str) else "", "sandbox not recorded")
-    return f"back-end {row['backend']} · model {row['model']} · {where}"
+    budget = row.get("budget")
+    spent = f" · spent {budget} of its budget" if isinstance(budget, str) else ""
+    return f"back-end {row['backend']} · model {row['model']} · {where}{spent}"
 
 
 def run_label(row: pd.Series) -> str:

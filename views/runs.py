@@ -48,6 +48,7 @@ st.dataframe(
             "token_penalty",
             "idle",
             "sandbox",
+            "budget",
             "started_at",
             "ended_at",
         ]
@@ -71,6 +72,12 @@ st.dataframe(
             "sandbox",
             help="Where generated code ran: bwrap (bubblewrap), process (the weaker sandbox, "
             "chosen with --sandbox process), none (no code ran); empty: not recorded.",
+        ),
+        "budget": st.column_config.TextColumn(
+            "spent / budget",
+            help="A real back-end's run with --budget-tokens/--budget-calls: what its logged "
+            "episodes spent of it (its probe episode and a batch stopped at the cap are "
+            "billed but not logged).",
         ),
         "started_at": st.column_config.DatetimeColumn("started", format="YYYY-MM-DD HH:mm"),
         "ended_at": st.column_config.DatetimeColumn("ended", format="YYYY-MM-DD HH:mm"),

@@ -43,6 +43,7 @@ from core.actions import Action
 from core.backends import prompts
 from core.backends.base import AgentTurn, DecisionTurn, TurnResult
 from core.backends.cache import ResponseCache, default_cache_dir, public_url, request_key
+from core.backends.spend import Reservation, SpendMeter, attached
 from core.records import DECISION_AGENT, LLMCall
 from core.sandbox import BACKENDS as SANDBOX_BACKENDS
 from core.sandbox import SandboxConfig
@@ -54,6 +55,8 @@ log = logging.getLogger(__name__)
 
 NO_KEY = "not-needed"
 """Sent when no key is configured: local servers (vLLM, llama.cpp, Ollama) ignore it."""
+SPEND_POLL_S = 0.05
+"""How often a request that waits for room under the spend cap looks again."""
 RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 MAX_TOKENS: dict[tuple[str, str], int] = {
@@ -240,9 +243,13 @@ class OpenAIBackend:
 
     name = "openai"
 
-    def __init__(self, config: OpenAIBackendConfig) -> None:
+    def __init__(self, config: OpenAIBackendConfig, spend: SpendMeter | None = None) -> None:
         config.validate()
         self.config = config
+        self.spend = spend or attached()
+        """The run's hard spend cap (:mod:`core.backends.spend`): every request reserves its
+        worst case there before it is sent; None = no cap."""
+        self._budget_stop: str | None = None
         self.model = config.model
         self.serial = config.concurrency == 1
         """One call at a time: the team sends its calls one by one, in agent order."""
@@ -303,6 +310,11 @@ class OpenAIBackend:
         """Why the endpoint can no longer answer, when the back-end knows it for sure (the
         local model's server exited); ``None`` = try the call."""
         return None
+
+    def budget_stop(self) -> str | None:
+        """Why the run must stop at its budget (the spend cap refused one of this back-end's
+        requests), or None."""
+        return self._budget_stop
 
     def scrub(self, text: str) -> str:
         """``text`` fit to store or show: cleaned, and the API key, the base URL's password
@@ -403,10 +415,22 @@ class OpenAIBackend:
             if down is not None:
                 error = down  # retrying a server that is gone only wastes the back-off
                 break
+            held = await self._reserve(request, deadline)
+            if isinstance(held, str):
+                return self._refused(held, key, sent, agent, round_, attempt, t0)
+            left = deadline - time.monotonic()  # waiting for room under the cap took some
+            if left <= 0:
+                if held is not None:
+                    self.spend.settle(held, None, billed=False)  # type: ignore[union-attr]
+                error = f"{error}; the call's {self.config.deadline_s:g} s deadline passed"
+                attempt -= 1
+                break
+            billed, usage = True, None  # no usage known: the worst case stays spent
             try:
                 timeout = self.config.timeout_s + 1.0
                 text, usage = await self._once(request, min(timeout, left))
             except openai.APIStatusError as e:
+                billed = False  # an error status: the server generated nothing
                 error = f"HTTP {e.status_code}: {type(e).__name__}"
                 if e.status_code not in RETRY_STATUS:
                     break
@@ -423,6 +447,9 @@ class OpenAIBackend:
                 error = "malformed response: JSON nested too deeply"
             else:
                 return self._fresh(text, usage, request, key, sent, agent, round_, attempt, t0)
+            finally:
+                if held is not None:
+                    self.spend.settle(held, usage, billed)  # type: ignore[union-attr]
             if attempt + 1 < self.config.max_attempts:
                 self.stats["retries"] += 1
                 delay = min(
@@ -453,6 +480,43 @@ class OpenAIBackend:
             error=error,
             prompt=sent,
         )
+        return _Completion(text="", call=call)
+
+    async def _reserve(self, request: dict[str, Any], deadline: float) -> Reservation | str | None:
+        """Hold the request's worst case on the spend cap (None: no cap); the refusal's
+        sentence when it could pass the cap — then this back-end stops the run. While other
+        requests are in flight it waits for them to settle first (until ``deadline``)."""
+        if self.spend is None:
+            return None
+        prompt, bound = self.spend.prompt_bound(request["messages"])
+        worst = request["max_tokens"] + prompt
+        while True:
+            wait = time.monotonic() < deadline
+            held = await asyncio.to_thread(self.spend.reserve, worst, bound, wait)
+            if held is not None:
+                break
+            await asyncio.sleep(SPEND_POLL_S)
+        if isinstance(held, str):
+            self._budget_stop = self._budget_stop or held
+        return held
+
+    def _refused(
+        self,
+        why: str,
+        key: str,
+        sent: list[dict[str, str]],
+        agent: int,
+        round_: int,
+        attempt: int,
+        t0: float,
+    ) -> _Completion:
+        """A call the spend cap refused: never sent, and not the model's failure — the
+        team's env stops the run after the round (:meth:`budget_stop`), logging none of it."""
+        call = LLMCall(
+            agent=agent, round=round_, prompt_hash=key, prompt_tokens=0, completion_tokens=0,
+            usage_reported=False, latency_s=time.monotonic() - t0, retries=attempt,
+            error=f"stopped at budget: {why}", prompt=sent,
+        )  # fmt: skip
         return _Completion(text="", call=call)
 
     def _stored_prompt(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:

@@ -60,6 +60,13 @@ def _cache_dir(opts: BackendSettings) -> str | None:
     return str(check_output_dir(opts.cache_dir or default_cache_dir(), "--cache-dir"))
 
 
+def check_settings(opts: BackendSettings) -> None:
+    """What building a real back-end checks first (its cache folder), without building it:
+    a command that prints something before its run starts says a mistake in one sentence."""
+    if opts.backend in ("openai", "local"):
+        _cache_dir(opts)
+
+
 def _sim(opts: BackendSettings) -> Backend:
     from core.backends.society import SimBackend, get_preset, load_society
 

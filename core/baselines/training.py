@@ -107,6 +107,11 @@ class BaselineHooks:
     def should_stop(self) -> bool:
         return False
 
+    def batch_size(self, n: int) -> int:
+        """How many of the next ``n`` episodes to collect as one batch (fewer: a budget
+        that only fits so many; 0 = stop)."""
+        return n
+
 
 def train_method(
     make_venv: Callable[[int], VecEnv],
@@ -134,7 +139,9 @@ def train_method(
             while state.budget_used(config) < config.episodes and not hooks.should_stop():
                 _stage(method.on_progress(state.budget_used(config), config.episodes), state, hooks)
                 # --- collect: graphs sampled while anything is left to learn
-                n = min(config.n_envs, config.episodes - state.episodes_done)
+                n = hooks.batch_size(min(config.n_envs, config.episodes - state.episodes_done))
+                if n < 1:
+                    break
                 first = state.episodes_done
                 actor = GraphPolicy(method, explore=method.trainable, generator=generator)
                 results = rollout(venv, actor, range(first, first + n))

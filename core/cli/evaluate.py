@@ -3,12 +3,14 @@ and an evaluation run continued (--resume)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from core.cli.app import app
+from core.cli.budget import BudgetCalls, BudgetTokens, budget_meter, say
 from core.cli.flags import (
     BACKEND,
     BENCHMARK_HELP,
@@ -32,13 +34,14 @@ from core.team.topologies import FIXED_TOPOLOGIES
 
 
 def _resume_evaluation(
-    run_id: str, db: str | None, device: str, as_json: bool, command: str
+    run_id: str, db: str | None, device: str, as_json: bool, command: str, budget: Any = None
 ) -> None:
-    """``eval/compare/robustness --resume RUN_ID``: play what the run has not logged yet."""
+    """``eval/compare/robustness --resume RUN_ID``: play what the run has not logged yet
+    (within ``budget``, else the one the run stored)."""
     from core.experiment.evaluate import compare_rows, resume_evaluation, robustness_rows
 
     check_store_exists(db)
-    plan, rows, benchmark = resume_evaluation(db, run_id, device, command)
+    plan, rows, benchmark = resume_evaluation(db, run_id, device, command, budget, say)
     if plan.command == "eval":
         summary = {"policy": plan.policies[0], **rows[0], "run_id": run_id}
         summary["mean_return"] = summary["mean_reward"]
@@ -68,11 +71,17 @@ def evaluate(
     db: Db = None,
     no_log: NoLog = False,
     resume: Resume = None,
+    budget_tokens: BudgetTokens = None,
+    budget_calls: BudgetCalls = None,
     as_json: Json = False,
 ) -> None:
-    """Run a policy greedily and decentralised (each agent on its own Q-values), held out."""
+    """Run a policy greedily and decentralised (each agent on its own Q-values), held out;
+    on a real back-end, after an estimate and within the budget given."""
+    from core.experiment.finetune import Budget
+
+    budget = Budget(budget_tokens, budget_calls)
     if resume:
-        return _resume_evaluation(resume, db, device, as_json, "eval")
+        return _resume_evaluation(resume, db, device, as_json, "eval", budget)
     if (env is None) == (benchmark is None):
         raise UserError("eval needs exactly one of --env SPEC or --benchmark NAME.")
     if env is not None:
@@ -88,9 +97,14 @@ def evaluate(
     from core.experiment import evaluate_team, resolve_policy
 
     chosen = resolve_policy(policy, checkpoint, opts, device)
-    summary, _ = evaluate_team(
-        opts, chosen, episodes, seed, db=db, log=not no_log, first=first, checkpoint=checkpoint
-    )
+    with budget_meter(
+        replace(opts, seed=seed), budget, episodes, split="eval", policy=chosen,
+        probed=f"{chosen.name} (the policy evaluated)",
+    ):  # fmt: skip
+        summary, _ = evaluate_team(
+            opts, chosen, episodes, seed, db=db, log=not no_log, first=first,
+            checkpoint=checkpoint, extra_config=budget.run_config(),
+        )  # fmt: skip
     _report_evaluation(summary, as_json)
 
 
@@ -124,19 +138,27 @@ def compare(
     db: Db = None,
     no_log: NoLog = False,
     resume: Resume = None,
+    budget_tokens: BudgetTokens = None,
+    budget_calls: BudgetCalls = None,
     as_json: Json = False,
 ) -> None:
     """Every learned policy given and every fixed topology on the same seeded held-out
-    tasks, with 95% intervals and the accuracy/token front."""
+    tasks, with 95% intervals and the accuracy/token front (on a real back-end, after an
+    estimate and within the budget given)."""
     from core.experiment import compare_team
+    from core.experiment.finetune import Budget
 
+    budget = Budget(budget_tokens, budget_calls)
     if resume:
-        return _resume_evaluation(resume, db, device, as_json, "compare")
+        return _resume_evaluation(resume, db, device, as_json, "compare", budget)
     if benchmark is None:
         raise UserError("compare needs --benchmark NAME (or --resume RUN_ID).")
-    rows = compare_team(
-        opts, checkpoint or [], episodes, seed, db=db, log=not no_log, device=device
-    )
+    total = episodes * (len(checkpoint or []) + len(FIXED_TOPOLOGIES))
+    with budget_meter(replace(opts, seed=seed), budget, total, split="eval"):
+        rows = compare_team(
+            opts, checkpoint or [], episodes, seed, db=db, log=not no_log, device=device,
+            extra_config=budget.run_config(),
+        )  # fmt: skip
     _report_comparison(rows, benchmark, episodes, seed, as_json, opts.token_weight)
 
 
@@ -192,28 +214,28 @@ def robustness(
     db: Db = None,
     no_log: NoLog = False,
     resume: Resume = None,
+    budget_tokens: BudgetTokens = None,
+    budget_calls: BudgetCalls = None,
     as_json: Json = False,
 ) -> None:
-    """Accuracy and reward vs number of failed agents: learned policy against fixed topologies."""
+    """Accuracy and reward vs number of failed agents: learned policy against fixed
+    topologies (on a real back-end, after an estimate and within the budget given)."""
     from core.experiment import robustness_team
+    from core.experiment.finetune import Budget
 
+    budget = Budget(budget_tokens, budget_calls)
     if resume:
-        return _resume_evaluation(resume, db, device, as_json, "robustness")
+        return _resume_evaluation(resume, db, device, as_json, "robustness", budget)
     if benchmark is None:
         raise UserError("robustness needs --benchmark NAME (or --resume RUN_ID).")
     if mode not in FAILURE_MODES:
         raise UserError(f"--mode must be one of {', '.join(FAILURE_MODES)}, not {mode!r}.")
-    rows = robustness_team(
-        opts,
-        checkpoint or [],
-        episodes,
-        seed,
-        max_failed,
-        mode,
-        db=db,
-        log=not no_log,
-        device=device,
-    )
+    total = episodes * (len(checkpoint or []) + len(FIXED_TOPOLOGIES)) * (max_failed + 1)
+    with budget_meter(replace(opts, seed=seed), budget, total, split="eval"):
+        rows = robustness_team(
+            opts, checkpoint or [], episodes, seed, max_failed, mode, db=db, log=not no_log,
+            device=device, extra_config=budget.run_config(),
+        )  # fmt: skip
     _report_robustness(rows, benchmark, mode, episodes, as_json)
 
 

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from core.cli.app import app
+from core.cli.budget import BudgetCalls, BudgetTokens, budget_meter
 from core.cli.flags import (
     BACKEND,
     BENCHMARK_HELP,
@@ -111,6 +112,8 @@ def sweep(
             "fixed topologies it has not stored."
         ),
     ] = None,
+    budget_tokens: BudgetTokens = None,
+    budget_calls: BudgetCalls = None,
     as_json: Json = False,
 ) -> None:
     """The token/accuracy front: train one policy per (method, knob, decision rule, token
@@ -148,10 +151,17 @@ def sweep(
     given = {**tuning, **widths, **budget, "n_envs": n_envs, "device": "cpu"}
     train_config = checked(recipe_config(TEAM_RECIPE, given))
     baseline_config = BaselineTrainConfig(**budget, n_envs=max(n_envs, 2))
+    from core.experiment.budget import check_budget, sweep_episodes
+    from core.experiment.finetune import Budget
+
+    spend = Budget(budget_tokens, budget_calls)
+    check_budget(opts, spend, ray_address)  # before the sweep makes anything
+    planned = sweep_episodes(config, train_config.episodes)
     with SweepBar(sum(config.counts())) as bar:
         result = run_sweep(
             opts, config, train_config, db=db, log=not no_log, progress=bar,
             report=bar.report, baseline_config=baseline_config, notice=bar.note,
+            budget=lambda: budget_meter(opts, spend, planned, ray_address=ray_address),
         )  # fmt: skip
     if as_json:
         emit_json(result)

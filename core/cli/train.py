@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from core.cli.app import app
+from core.cli.budget import budget_meter
 from core.cli.flags import (
     BACKEND,
     BENCHMARK_HELP,
@@ -196,8 +197,10 @@ def train(
         return _train_env(env, config, out, recipe, as_json)
     if init is not None and not init.is_file():
         raise UserError(f"--init {init} is not a checkpoint file.")
-    meter = _budget_meter(opts, budget, config.episodes)
-    with ProgressBar(config.episodes, meter=meter) as bar:
+    with (
+        budget_meter(opts, budget, config.episodes, init=init) as meter,
+        ProgressBar(config.episodes, meter=meter) as bar,
+    ):
         outcome = train_team(
             opts, config, out, db=db, log=not no_log, progress=bar, eval_episodes=eval_episodes,
             checkpoint_every_s=checkpoint_every_s, recipe=recipe, init=init, meter=meter,
@@ -318,8 +321,10 @@ def _train_baseline(
     train_config = checked(
         BaselineTrainConfig(seed=seed, **{k: v for k, v in given.items() if v is not None})
     )
-    meter = _budget_meter(opts, budget or Budget(), train_config.episodes)
-    with ProgressBar(train_config.episodes, label=method, meter=meter) as bar:
+    with (
+        budget_meter(opts, budget or Budget(), train_config.episodes) as meter,
+        ProgressBar(train_config.episodes, label=method, meter=meter) as bar,
+    ):
         outcome = train_baseline(
             opts, method, config, train_config, out, db=db, log=not no_log,
             progress=lambda done, total, stats: bar(done, total, _bar_info(stats)),
@@ -346,27 +351,6 @@ def _train_baseline(
 def _bar_info(stats: dict[str, float]) -> dict[str, float]:
     """What the training bar shows for a learned-topology method: its last batch's reward."""
     return {"return_ma": stats["reward"]}
-
-
-def _budget_meter(
-    opts: TeamOptions, budget: Any, episodes: int, spent: tuple[int, int] = (0, 0)
-) -> Any:
-    """A real back-end's run: refuse a paid endpoint without a budget, time a few calls and
-    print the estimate; the meter the run spends against (None on the simulator without one)."""
-    from core.experiment.finetune import BudgetMeter, needs_budget, probe
-
-    budget.validate()
-    if needs_budget(opts) and not budget.given:
-        raise UserError(
-            "--backend openai off this machine may bill: give --budget-tokens N and/or "
-            "--budget-calls N (a local --base-url such as http://127.0.0.1:8000/v1 needs none)."
-        )
-    if opts.backend == "sim":
-        return BudgetMeter(budget, *spent) if budget.given else None
-    estimate = probe(opts, episodes)
-    console.print(estimate.describe(budget), soft_wrap=True, highlight=False)
-    tokens, calls = spent
-    return BudgetMeter(budget, tokens + estimate.probe_tokens, calls + estimate.probe_sent)
 
 
 def _report_team_training(outcome: Any, as_json: bool, meter: Any = None) -> None:
@@ -454,8 +438,10 @@ def _resume_training(
 
     stored = (info.config.get("finetune") or {}).get("budget") or {}
     given = budget if budget is not None and budget.given else Budget(**stored)
-    meter = _budget_meter(opts, given, config.episodes, run_spend(db, run_id))
-    with ProgressBar(config.episodes, label="resuming", meter=meter) as bar:
+    with (
+        budget_meter(opts, given, config.episodes, run_spend(db, run_id)) as meter,
+        ProgressBar(config.episodes, label="resuming", meter=meter) as bar,
+    ):
         outcome = train_team(
             opts,
             config,

@@ -6,7 +6,7 @@ Every episode is played by the same rollout path as training (:meth:`TeamEnv.run
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -180,6 +180,7 @@ def play_plan(
     soon as it is played (``logger``: a :class:`core.store.RunLogger` or None); returns
     the records played here. A kill loses at most the batch in flight, and the run's
     logged episodes are always the plan's first ones, in order."""
+    from core.experiment.budget import episodes_that_fit
     from core.experiment.options import make_team_env
 
     env = make_team_env(replace(opts, seed=plan.seed), "eval")
@@ -192,15 +193,17 @@ def play_plan(
                     skip -= len(part.indices)
                     continue
                 indices, skip = part.indices[skip:], 0
-                for start in range(0, len(indices), width):
+                start = 0
+                while start < len(indices):
+                    # A budget's run plays only as many as it can pay for (core.experiment.budget).
+                    n = episodes_that_fit(min(width, len(indices) - start), played)
                     records = env.run(
-                        policies[part.policy],
-                        indices[start : start + width],
-                        failures=part.failures,
+                        policies[part.policy], indices[start : start + n], failures=part.failures
                     )
                     if logger is not None:
                         logger.log_episodes(records)
                     played += records
+                    start += n
     except EndpointGone as err:
         raise EndpointGone(_stopped_at(err, plan, logger, len(played))) from err
     finally:
@@ -323,14 +326,24 @@ def plan_rows(
 
 
 def resume_evaluation(
-    db: str | None, run_id: str, device: str = "auto", command: str | None = None
+    db: str | None,
+    run_id: str,
+    device: str = "auto",
+    command: str | None = None,
+    budget: Any = None,
+    say: Callable[[str], None] | None = None,
 ) -> tuple[EvalPlan, list[dict[str, Any]], str]:
     """Continue a stopped evaluation run (``eval/compare/robustness --resume RUN_ID``): play
     the episodes of its plan it has not logged, under the same run id, and return its plan,
     its summary rows over every episode it logged, and its benchmark. ``command``: the
-    command asked to resume it, which must be the one that started it."""
+    command asked to resume it, which must be the one that started it. On a real back-end
+    it goes on within ``budget`` (a :class:`~core.experiment.finetune.Budget`; none given:
+    the one the run stored), counting what the run spent before; ``say`` prints the
+    estimate (:func:`core.experiment.budget.real_run`)."""
+    from core.experiment.budget import real_run
+    from core.experiment.finetune import Budget
     from core.experiment.options import options_from_dict
-    from core.store.queries import get_run, last_episode
+    from core.store.queries import get_run, last_episode, run_spend
     from core.store.writer import RunLogger
 
     info = get_run(db, run_id)
@@ -356,7 +369,14 @@ def resume_evaluation(
             f"run {run_id} is complete ({done} of {total} episodes); nothing to resume."
         )
     policies = _plan_policies(plan, opts, device)
-    with RunLogger.resume(db, run_id) as logger:
+    if budget is None or not budget.given:
+        budget = Budget(**info.config.get("budget", {}))
+    spent = run_spend(db, run_id)
+    seeded = replace(opts, seed=plan.seed)
+    with (
+        real_run(seeded, budget, total - done, say or (lambda line: None), spent, "eval"),
+        RunLogger.resume(db, run_id) as logger,
+    ):
         if done < total:
             play_plan(opts, plan, policies, logger, skip=done)
     return plan, plan_rows(plan, opts, policies, [], db, run_id), info.benchmark
@@ -493,9 +513,11 @@ def compare_team(
     log: bool = True,
     device: str = "auto",
     topologies: Sequence[str] = tuple(FIXED_TOPOLOGIES),
+    extra_config: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Every learned policy (one or more checkpoints, of any family) and every fixed
-    topology on the same held-out episodes, logged as they are played. Each row: the
+    topology on the same held-out episodes, logged as they are played (``extra_config``
+    joins the run's config). Each row: the
     policy's label, family, method, the token weight it was trained at and its knob
     (:class:`~core.experiment.policies.PolicyInfo`), its figures with 95 % intervals
     (:func:`~core.experiment.policies.point_stats`) and whether it is on the accuracy/token
@@ -503,7 +525,7 @@ def compare_team(
     policies = _policies(opts, checkpoint, device, topologies)
     names = tuple(p.name for p in policies)
     plan = EvalPlan("compare", names, episodes, seed, checkpoints=_checkpoint_list(checkpoint))
-    rows, _, run_id = _run_plan(opts, plan, policies, db, log, "compare", "compare")
+    rows, _, run_id = _run_plan(opts, plan, policies, db, log, "compare", "compare", extra_config)
     return compare_rows(plan, rows, run_id)
 
 

@@ -6,8 +6,9 @@
   training loop between two batches, cleanly (every played episode logged, the checkpoint
   written, the run resumable with ``train --resume``), before a batch that would, at the
   mean cost per episode so far, go past the budget — or once it is reached.
-* :func:`probe` times a few real calls (the first training tasks, round 0, solo) so that
-  ``train`` can print an estimate of calls, tokens and wall time before it starts.
+* :func:`probe` plays one real episode first (the most talkative fixed topology) so that a
+  run can print an estimate of calls, tokens and wall time before it starts, and size its
+  first batch by it.
 * :func:`needs_budget`: an endpoint that may bill (``--backend openai`` anywhere but this
   machine) does not start without a budget.
 
@@ -21,13 +22,12 @@ import math
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from core.actions import Action
-from core.backends.base import AgentTurn
+from core.backends.spend import SpendMeter
 from core.errors import UserError
 from core.qmix.checkpoint import load_checkpoint
 from core.qmix.env import EnvShapes
@@ -37,8 +37,6 @@ from core.records import EpisodeRecord
 from core.team.options import TeamOptions
 
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-PROBE_CALLS = 3
-"""Real calls timed before a run on a real back-end starts (its estimate)."""
 
 
 @dataclass
@@ -60,6 +58,11 @@ class Budget:
     def given(self) -> bool:
         return self.tokens is not None or self.calls is not None
 
+    def run_config(self) -> dict[str, Any]:
+        """What a run stores of its budget (``config["budget"]``; nothing without one): the
+        lab and ``agentqmix runs`` show its spend against it."""
+        return {"budget": asdict(self)} if self.given else {}
+
 
 def episode_spend(record: EpisodeRecord) -> tuple[int, int]:
     """(tokens, calls) an episode cost: its logged tokens, its calls not served from the cache."""
@@ -69,46 +72,99 @@ def episode_spend(record: EpisodeRecord) -> tuple[int, int]:
 
 
 class BudgetMeter:
-    """Running spend of one run against its :class:`Budget`."""
+    """Running spend of one run against its :class:`Budget`, and how many episodes the next
+    batch may hold.
 
-    def __init__(self, budget: Budget, tokens: int = 0, calls: int = 0):
-        self.budget, self.tokens, self.calls = budget, tokens, calls
+    ``spend`` is the run's hard cap on a real back-end (:mod:`core.backends.spend`): what
+    the server billed, live, probe and unlogged episodes included; without one (the
+    simulator), the logged episodes' spend. ``prior`` is a probe's estimate of one
+    episode's (tokens, calls), used until episodes of the run have been counted; without
+    either, the run plays one episode at a time until the mean is known."""
+
+    def __init__(
+        self,
+        budget: Budget,
+        tokens: int = 0,
+        calls: int = 0,
+        spend: SpendMeter | None = None,
+        prior: tuple[float, float] | None = None,
+    ):
+        self.budget, self.spend, self.prior = budget, spend, prior
+        self._tokens, self._calls = tokens, calls
         self.episodes = 0
         self.episode_tokens = 0
         self.episode_calls = 0
         self.reason: str | None = None
         """Why the run stopped at its budget (None while it has not)."""
 
+    @property
+    def tokens(self) -> int:
+        return self.spend.read().tokens if self.spend is not None else self._tokens
+
+    @property
+    def calls(self) -> int:
+        return self.spend.read().calls if self.spend is not None else self._calls
+
+    def freeze(self) -> None:
+        """Keep the spend as it is now, and let go of the spend file (it is removed)."""
+        if self.spend is not None:
+            self._tokens, self._calls = self.tokens, self.calls
+            self.spend = None
+
     def add(self, records: Sequence[EpisodeRecord]) -> None:
         for rec in records:
             tokens, calls = episode_spend(rec)
-            self.tokens += tokens
-            self.calls += calls
+            self._tokens += tokens
+            self._calls += calls
             self.episode_tokens += tokens
             self.episode_calls += calls
             self.episodes += 1
 
-    def should_stop(self, next_batch: int) -> bool:
-        """True once the budget is reached, or when ``next_batch`` more episodes would pass it
-        at the mean cost per episode so far."""
-        for name, cap, spent, per in (
-            ("token", self.budget.tokens, self.tokens, self.episode_tokens),
-            ("call", self.budget.calls, self.calls, self.episode_calls),
-        ):
+    def per_episode(self) -> tuple[float, float] | None:
+        """(tokens, calls) one episode costs: the mean so far, else the prior, else None."""
+        if self.episodes:
+            return self.episode_tokens / self.episodes, self.episode_calls / self.episodes
+        return self.prior
+
+    def batch_size(self, n: int) -> int:
+        """How many of ``n`` episodes fit what is left of the budget at :meth:`per_episode`
+        (1 while that is unknown); 0 = stop, with :attr:`reason` set."""
+        fit, why = self._fit(n)
+        if fit == 0:
+            self.reason = why
+        return fit
+
+    def should_stop(self, next_batch: int = 1) -> bool:
+        """True once ``next_batch`` more episodes (at the mean cost, when it is known) would
+        pass the budget, or it is spent; :attr:`reason` says which."""
+        fit, why = self._fit(next_batch)
+        if fit == 0 or (self.per_episode() is not None and fit < next_batch):
+            self.reason = why
+            return True
+        return False
+
+    def _fit(self, n: int) -> tuple[int, str | None]:
+        per = self.per_episode()
+        fit, why = (n if per is not None else min(n, 1)), None
+        for name, cap, spent, cost in self._caps(per):
             if cap is None:
                 continue
-            mean = per / self.episodes if self.episodes else 0.0
-            if spent >= cap or spent + mean * next_batch > cap:
-                self.reason = (
-                    f"stopped at its {name} budget: spent {spent:,} of {cap:,} {name}s"
-                    + (
-                        f" (the next {next_batch} episodes would cost ~{mean * next_batch:,.0f})"
-                        if spent < cap
-                        else ""
-                    )
-                )
-                return True
-        return False
+            room = n if cost <= 0 else int(max(cap - spent, 0) // cost)
+            if spent >= cap:
+                room = 0
+            if room < n:
+                why = f"stopped at its {name} budget: spent {spent:,} of {cap:,} {name}s"
+                if spent < cap:
+                    why += f" (an episode costs ~{cost:,.0f})"
+            fit = min(fit, room)
+        return fit, why
+
+    def _caps(self, per: tuple[float, float] | None) -> list[tuple[str, int | None, int, float]]:
+        tokens, calls = per or (0.0, 0.0)
+        return [
+            ("token", self.budget.tokens, self.tokens, tokens),
+            ("call", self.budget.calls, self.calls, calls),
+        ]
 
     def describe(self) -> str:
         parts = []
@@ -124,8 +180,8 @@ class BudgetMeter:
 class BudgetHooks(TrainHooks):
     """Wraps the run's hooks: counts each batch's spend, stops the loop at the budget."""
 
-    def __init__(self, inner: TrainHooks, meter: BudgetMeter, batch: int):
-        self.inner, self.meter, self.batch = inner, meter, batch
+    def __init__(self, inner: TrainHooks, meter: BudgetMeter):
+        self.inner, self.meter = inner, meter
 
     def on_episodes(
         self, results: Sequence[EpisodeResult], state: TrainState, epsilon: float
@@ -137,7 +193,10 @@ class BudgetHooks(TrainHooks):
         self.inner.on_update(stats, state)
 
     def should_stop(self) -> bool:
-        return self.inner.should_stop() or self.meter.should_stop(self.batch)
+        return self.inner.should_stop() or self.meter.should_stop()
+
+    def batch_size(self, n: int) -> int:
+        return self.meter.batch_size(self.inner.batch_size(n))
 
 
 # ----------------------------------------------------------------------------- starting points
@@ -192,21 +251,31 @@ def needs_budget(opts: TeamOptions) -> bool:
 
 # ----------------------------------------------------------------------------- the estimate
 
+PROBE_POLICY = "full"
+"""The fixed topology a probe episode is played with: every agent reads every other in
+every round, the most talkative team, so the estimate is one a run should stay under."""
+
 
 @dataclass
 class Estimate:
-    """What a run on a real back-end will cost, from :data:`PROBE_CALLS` timed calls."""
+    """What a run on a real back-end will cost, from one probe episode it played first."""
 
-    probe_calls: int
-    probe_tokens: int
-    """Tokens the timed calls cost (counted against the budget)."""
-    probe_sent: int
-    """Timed calls actually sent (the rest came from the response cache)."""
-    tokens_per_call: float
-    seconds_per_call: float
-    calls_per_episode: int
-    """At most: every agent every round, plus the decision agent."""
     episodes: int
+    """Episodes the run will play."""
+    tokens_per_episode: float
+    """The probe episode's tokens (as the server reported them, cache hits included)."""
+    calls_per_episode: int
+    """The probe episode's calls (every round's, the decision agent's and checks')."""
+    seconds_per_episode: float
+    """The probe episode's wall time (NaN when every call came from the cache)."""
+    at_once: int
+    """Episodes the run plays at once (1 on a server that decodes one call at a time)."""
+    probed: str
+    """What played the probe episode, in words."""
+    probe_tokens: int
+    """Tokens the probe was billed (counted against the budget)."""
+    probe_calls: int
+    """Calls the probe sent (the rest came from the response cache)."""
 
     @property
     def calls(self) -> int:
@@ -214,29 +283,69 @@ class Estimate:
 
     @property
     def tokens(self) -> float:
-        return self.tokens_per_call * self.calls
+        return self.tokens_per_episode * self.episodes
 
     @property
     def seconds(self) -> float:
-        return self.seconds_per_call * self.calls
+        return self.seconds_per_episode * math.ceil(self.episodes / self.at_once)
 
     def describe(self, budget: Budget) -> str:
         line = (
-            f"estimate for {self.episodes:,} episodes: at most {self.calls:,} calls, "
-            f"~{self.tokens:,.0f} tokens, ~{_duration(self.seconds)} "
-            f"(from {self.probe_calls} timed first-round calls: {self.tokens_per_call:,.0f} "
-            f"tokens and {self.seconds_per_call:.2f} s each; later rounds read peers and cost more"
+            f"estimate for {self.episodes:,} episodes: ~{self.calls:,} calls, "
+            f"~{self.tokens:,.0f} tokens, ~{_duration(self.seconds)} (measured: one probe "
+            f"episode of {self.probed}, cost "
+            f"{self.calls_per_episode} calls, {self.tokens_per_episode:,.0f} tokens and "
+            f"{_duration(self.seconds_per_episode)}; times {self.episodes:,} episodes, "
+            f"{self.at_once} at once"
         )
-        if self.probe_sent < self.probe_calls:
-            line += f"; {self.probe_calls - self.probe_sent} came from the cache"
+        if self.probe_calls < self.calls_per_episode:
+            line += (
+                f"; {self.calls_per_episode - self.probe_calls} of its calls came from the cache"
+            )
         line += ")"
-        if budget.tokens is not None and self.tokens_per_call > 0:
-            per_episode = self.tokens_per_call * self.calls_per_episode
-            line += f"; the token budget covers ~{budget.tokens / per_episode:,.0f} episodes"
+        if budget.tokens is not None and self.tokens_per_episode > 0:
+            line += (
+                f"; the token budget covers ~{budget.tokens / self.tokens_per_episode:,.0f} "
+                "episodes"
+            )
+        if budget.calls is not None and self.calls_per_episode > 0:
+            line += f"; the call budget ~{budget.calls / self.calls_per_episode:,.0f}"
         return line
+
+    def prior(self) -> tuple[float, float]:
+        """One episode's (tokens, calls): what a :class:`BudgetMeter` sizes its first batch by."""
+        return self.tokens_per_episode, float(self.calls_per_episode)
+
+
+def arithmetic_estimate(opts: TeamOptions, episodes: int) -> str:
+    """What a run of ``episodes`` episodes can cost at most, by arithmetic alone (nothing is
+    sent): every agent calls in every round, each call followed by a check call
+    (execute_verify), and the decision agent; each completion at its cap. Prompts and wall
+    time need a probe episode, which a budget brings."""
+    from core.backends.registry import prompt_settings
+    from core.tasks.registry import benchmark_domains
+
+    caps = (prompt_settings(opts) or {}).get("max_tokens", {})
+    domains = benchmark_domains(opts.benchmark, opts.seed)
+
+    def cap(kind: str) -> int:
+        return max(caps.get(f"{d}/{kind}", opts.max_tokens or 256) for d in domains)
+
+    turns = len(opts.roles) * opts.rounds
+    calls = 2 * turns + 1
+    completion = turns * (cap("agent") + cap("check")) + cap("decision")
+    return (
+        f"estimate for {episodes:,} episodes (arithmetic, nothing sent): at most "
+        f"{calls * episodes:,} calls and {completion * episodes:,} completion tokens (every "
+        f"agent in every round with a check call, the decision agent, each reply at its cap), "
+        "plus the prompts; prompts and wall time are measured by a probe episode, which "
+        "--budget-tokens/--budget-calls bring"
+    )
 
 
 def _duration(seconds: float) -> str:
+    if math.isnan(seconds):
+        return "? s"
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 5400:
@@ -244,48 +353,43 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def probe(opts: TeamOptions, episodes: int, calls: int = PROBE_CALLS) -> Estimate:
-    """Time ``calls`` real calls: round 0, solo, agent 0, on the first training tasks (the
-    same requests training would send for them, so the cache keeps them)."""
+def probe(
+    opts: TeamOptions,
+    episodes: int,
+    split: str = "train",
+    policy: Any = None,
+    probed: str = f"the {PROBE_POLICY} topology (the most talkative)",
+) -> Estimate:
+    """Play episode 0 of ``split`` once with ``policy`` (what the run will play, when there
+    is one; None = :data:`PROBE_POLICY`), not logged, and scale it up. Its requests are the
+    run's own for that episode, so the response cache keeps them for the run."""
     from core.experiment.options import make_team_env
+    from core.team.topologies import make_policy
 
-    env = make_team_env(opts, "train")
+    env = make_team_env(opts, split)
     try:
-        tokens, sent, seconds, timed = 0, 0, 0.0, 0
-        for k in range(calls):
-            job = env.job(k)
-            turn = AgentTurn(
-                task=job.task, agent=0, role=opts.roles[0], round=0, n_rounds=opts.rounds,
-                action=Action.SOLO_PROCESS, previous=None, episode_seed=job.seed,
-            )  # fmt: skip
-            t0 = time.monotonic()
-            result = env.loop.run_until_complete(env.backend.agent_turn(turn))
-            elapsed = time.monotonic() - t0
-            call = result.call
-            if call.error is not None:
-                # --model, --base-url and the key are openai's; a local server's error
-                # names its log.
-                hint = ""
-                if opts.backend == "openai":
-                    hint = "; check --model, --base-url and the API key"
-                raise UserError(f"the back-end's first call failed ({call.error}){hint}.")
-            if not call.cache_hit:
-                sent += 1
-                seconds += elapsed
-                timed += 1
-            tokens += call.prompt_tokens + call.completion_tokens
+        t0 = time.monotonic()
+        record = env.run(policy or make_policy(PROBE_POLICY), [0], width=1)[0]
+        elapsed = time.monotonic() - t0
     finally:
         env.close()
-    cached = _cached_usage(env.backend)
-    per_call_tokens = (tokens + cached) / calls
+    calls = record.calls
+    failed = [c for c in calls if c.error is not None]
+    if calls and len(failed) == len(calls):
+        # --model, --base-url and the key are openai's; a local server's error names its log.
+        hint = "; check --model, --base-url and the API key" if opts.backend == "openai" else ""
+        raise UserError(f"the back-end's first calls failed ({failed[0].error}){hint}.")
+    billed, sent = episode_spend(record)
+    serial = bool(getattr(env.backend, "serial", False))
     return Estimate(
-        probe_calls=calls,
-        probe_tokens=tokens,
-        probe_sent=sent,
-        tokens_per_call=per_call_tokens,
-        seconds_per_call=seconds / timed if timed else math.nan,
-        calls_per_episode=len(opts.roles) * opts.rounds + 1,
         episodes=episodes,
+        tokens_per_episode=billed + _cached_usage(env.backend),
+        calls_per_episode=len(calls),
+        seconds_per_episode=elapsed if sent else math.nan,
+        at_once=1 if serial else opts.concurrency,
+        probed=probed,
+        probe_tokens=billed,
+        probe_calls=sent,
     )
 
 

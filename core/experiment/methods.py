@@ -79,8 +79,8 @@ class BaselineBudgetHooks(BaselineHooks):
     """Wraps a run's hooks: counts each batch's spend and stops training at the budget
     (what :class:`~core.experiment.finetune.BudgetHooks` does for Agent Q-Mix)."""
 
-    def __init__(self, inner: BaselineHooks, meter: BudgetMeter, batch: int):
-        self.inner, self.meter, self.batch = inner, meter, batch
+    def __init__(self, inner: BaselineHooks, meter: BudgetMeter):
+        self.inner, self.meter = inner, meter
 
     def on_episodes(self, results: Sequence[EpisodeResult], state: BaselineState) -> None:
         self.meter.add([r.info["episode"] for r in results])
@@ -93,7 +93,10 @@ class BaselineBudgetHooks(BaselineHooks):
         self.inner.on_stage(stage, state)
 
     def should_stop(self) -> bool:
-        return self.inner.should_stop() or self.meter.should_stop(self.batch)
+        return self.inner.should_stop() or self.meter.should_stop()
+
+    def batch_size(self, n: int) -> int:
+        return self.meter.batch_size(self.inner.batch_size(n))
 
 
 @dataclass
@@ -158,7 +161,7 @@ def train_baseline(
         hooks = BaselineStoreHooks(logger, stop)
     hooks = hooks or BaselineHooks()
     if meter is not None:
-        hooks = BaselineBudgetHooks(hooks, meter, config.n_envs)
+        hooks = BaselineBudgetHooks(hooks, meter)
     team = make_team_env(opts, "train")
     status, stopped, saved = "interrupted", None, False
     try:

@@ -47,7 +47,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -56,8 +56,9 @@ import ray
 from ray.exceptions import RayError
 
 from core.backends.local_server import LocalServer
+from core.backends.spend import budget_stop, spend_env
 from core.baselines.training import BaselineTrainConfig
-from core.errors import UserError
+from core.errors import BudgetReached, UserError
 from core.experiment.evaluate import log_run
 from core.experiment.policies import (
     PolicyInfo,
@@ -277,13 +278,16 @@ def run_sweep(
     trial_task: Any = None,
     baseline_config: BaselineTrainConfig | None = None,
     notice: Callable[[str], None] | None = None,
+    budget: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> dict[str, Any]:
     """Run the sweep on Ray; log every run from here; return the result (also written to
     ``out/sweep.json``). ``report`` gets one line per failed trial; ``trial_task`` is the
     remote function that trains a trial (default :data:`train_trial_task`);
     ``baseline_config`` is the budget of the learned-topology methods' trials; ``notice``
     gets the lines that say what a resumed sweep (``sweep.resume``) skips and runs again,
-    which local model server plays, and one line per finished trial or topology."""
+    which local model server plays, and one line per finished trial or topology.
+    ``budget`` opens the run's budget once every flag is checked
+    (:func:`core.experiment.budget.real_run`: the estimate, the spend cap its trials share)."""
     baseline_config = baseline_config or BaselineTrainConfig()
     import json
 
@@ -355,7 +359,11 @@ def run_sweep(
                         f"local model {server.model.name} on {server.url} (pid {server.pid}): "
                         "one server for the whole sweep, one task at a time"
                     )
-                with ray_session(sweep.ray_address), interrupt_requests() as stop:
+                with (
+                    budget() if budget is not None else nullcontext(),
+                    ray_session(sweep.ray_address),
+                    interrupt_requests() as stop,
+                ):
                     driver.run(trial_task or train_trial_task, stop, server)
     except BaseException as exc:
         if live is not None:
@@ -502,11 +510,13 @@ class _Driver:
             limit_all = limit + len(self.topologies)
         else:
             limit = limit_all = sweep.max_parallel or 1
-        options = {"runtime_env": {"env_vars": server.attach_env()}} if server else {}
+        # Trials find the shared local server and the run's spend cap through these.
+        env_vars = {**(server.attach_env() if server else {}), **spend_env()}
+        options = {"runtime_env": {"env_vars": env_vars}} if env_vars else {}
         queue: deque[TrialSpec | FixedSpec] = deque([*self.topologies, *self.specs])
         running: dict[Any, tuple[TrialSpec | FixedSpec, float]] = {}
         status = self.status
-        gone = None
+        gone = spent = None
         while (queue or running) and not stop.is_set():
             while queue and len(running) < limit_all:
                 if isinstance(queue[0], TrialSpec) and status.running >= limit:
@@ -528,9 +538,10 @@ class _Driver:
                 self._finish(part, ref, status, time.monotonic() - started)
             self._count(running)
             gone = server.gone() if server is not None else None
-            if gone:
+            spent = budget_stop()
+            if gone or spent:
                 break
-        if stop.is_set() or gone:
+        if stop.is_set() or gone or spent:
             for ref, (part, _) in running.items():
                 ray.cancel(ref, force=True)
                 if isinstance(part, TrialSpec):
@@ -543,6 +554,8 @@ class _Driver:
             from core.backends.local_server import LocalServerGone
 
             raise LocalServerGone(f"{gone}; the parts that finished are logged.")
+        if spent:
+            raise BudgetReached(f"stopped at budget: {spent}; the parts that finished are logged.")
 
     def _count(self, running: dict[Any, tuple[TrialSpec | FixedSpec, float]]) -> None:
         trials = sum(isinstance(part, TrialSpec) for part, _ in running.values())

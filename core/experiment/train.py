@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import DiskFull, EndpointGone, UserError
+from core.errors import BudgetReached, DiskFull, EndpointGone, UserError
 from core.experiment.evaluate import EVAL_THREADS, run_policy
 from core.experiment.finetune import BudgetHooks, BudgetMeter, init_config, initial_state
 from core.experiment.options import TeamOptions, make_team_env
@@ -281,7 +281,7 @@ def train_team(
     counting = store_hooks or StopHooks(stop)  # both count the training tokens
     hooks: TrainHooks = counting
     if meter is not None:
-        hooks = BudgetHooks(hooks, meter, config.n_envs)
+        hooks = BudgetHooks(hooks, meter)
     status, message = "interrupted", None
     try:
         try:
@@ -309,6 +309,16 @@ def train_team(
             stopped,
             counting.train_tokens,
         )
+    except BudgetReached as err:
+        # The spend cap refused a call: a budget's stop, not a failure (the batch in
+        # flight is not logged; the learner of the last logged one is checkpointed).
+        message = str(err)
+        if store_hooks is None or store_hooks.state is None:
+            raise _stopped_for_endpoint(err, logger, out, store_hooks, save) from err
+        _stopped_for_endpoint(err, logger, out, store_hooks, save)
+        run_id = logger.run_id if logger else None
+        kept = store_hooks.state
+        return TrainOutcome(kept, run_id, out, {}, message, counting.train_tokens)
     except EndpointGone as err:
         message = f"stopped: {err}"
         raise _stopped_for_endpoint(err, logger, out, store_hooks, save) from err

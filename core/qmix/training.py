@@ -54,6 +54,11 @@ class TrainHooks:
         """Return True to stop early (the lab's Stop button, Ctrl-C)."""
         return False
 
+    def batch_size(self, n: int) -> int:
+        """How many of the next ``n`` episodes to collect as one batch (fewer: a budget
+        that only fits so many; 0 = stop)."""
+        return n
+
 
 def build_state(shapes: EnvShapes, config: TrainConfig) -> TrainState:
     """Networks, mixer and learner for ``shapes`` on the configured device."""
@@ -111,16 +116,21 @@ def _train(
     rate = updates_per_episode(config)
     started = time.perf_counter()
 
-    def ask(first: int) -> None:
-        """Ask for the batch that starts at episode ``first`` (if the run goes that far)."""
-        if first < config.episodes:
-            n = min(config.n_envs, config.episodes - first)
-            epsilon = epsilon_at(config.exploration, first, config.episodes)
-            collector.ask(list(range(first, first + n)), epsilon)
+    def ask(first: int) -> bool:
+        """Ask for the batch that starts at episode ``first``; False when the run ends
+        before it (its last episode, or the hooks' :meth:`TrainHooks.batch_size` says 0)."""
+        if first >= config.episodes:
+            return False
+        n = hooks.batch_size(min(config.n_envs, config.episodes - first))
+        if n < 1:
+            return False
+        epsilon = epsilon_at(config.exploration, first, config.episodes)
+        collector.ask(list(range(first, first + n)), epsilon)
+        return True
 
     try:
-        ask(state.episodes_done)
-        while state.episodes_done < config.episodes and not hooks.should_stop():
+        asked = ask(state.episodes_done)
+        while asked and not hooks.should_stop():
             # --- collect (the batch asked for last; ask for the next one before optimising,
             #     so that a child collector plays it meanwhile)
             epsilon = epsilon_at(config.exploration, state.episodes_done, config.episodes)
@@ -129,7 +139,7 @@ def _train(
             buffer.add_many([res.recorder for res in results])
             recent.extend(res.ret for res in results)
             state.episodes_done += n
-            ask(state.episodes_done)
+            asked = ask(state.episodes_done)
             hooks.on_episodes(results, state, epsilon)
 
             # --- optimise

@@ -69,8 +69,8 @@ class Table:
 def runs(db: Db = None) -> Table:
     """Runs with headline figures: episodes (of ``planned``; ``incomplete`` when a run that
     stopped logged fewer), accuracy, mean tokens, mean reward, status, the reward's token
-    weight and penalty and the idle rule (``config["team"]``), and the sandbox its generated
-    code ran in."""
+    weight and penalty and the idle rule (``config["team"]``), the sandbox its generated
+    code ran in, and — for a run that had a budget — its logged spend against it."""
     path = resolve_db(db)
     if not path.exists():
         raise UserError(f"No episode store at {path}; run train/eval first or pass --db.")
@@ -79,7 +79,23 @@ def runs(db: Db = None) -> Table:
     cols += ["planned", "accuracy", "mean_tokens", "mean_reward", "token_weight"]
     cols += ["token_penalty", "idle", "sandbox", "started_at", "checkpoint"]
     rows = [[_plain(v) for v in row] for row in df[cols].itertuples(index=False)]
-    return Table(cols, rows)
+    spend = df[["budget_tokens", "budget_calls", "spent_tokens", "spent_calls"]]
+    for row, caps in zip(rows, spend.itertuples(index=False), strict=True):
+        row.append(spend_text(*(_plain(v) for v in caps)))
+    return Table([*cols, "budget"], rows)
+
+
+def spend_text(
+    budget_tokens: int | None, budget_calls: int | None, tokens: int | None, calls: int | None
+) -> str | None:
+    """A run's logged spend against its budget, ``"9,882/12,000 tokens, 40/50 calls"``
+    (None for a run without one)."""
+    parts = []
+    if budget_tokens is not None:
+        parts.append(f"{int(tokens or 0):,}/{int(budget_tokens):,} tokens")
+    if budget_calls is not None:
+        parts.append(f"{int(calls or 0):,}/{int(budget_calls):,} calls")
+    return ", ".join(parts) or None
 
 
 def sql(

@@ -308,11 +308,32 @@ SELECT r.id, r.kind, r.status, r.policy, r.benchmark, r.backend, r.model, r.seed
             ELSE coalesce(json_extract_string(r.config, '$.team.idle'), 'call') END AS idle,
        coalesce(TRY_CAST(json_extract_string(r.config, '$.eval.episodes') AS BIGINT),
                 TRY_CAST(json_extract_string(r.config, '$.train.episodes') AS BIGINT)) AS planned,
-       json_extract_string(r.config, '$.sandbox') AS sandbox
+       json_extract_string(r.config, '$.sandbox') AS sandbox,
+       b.budget_tokens, b.budget_calls, b.spent_tokens, b.spent_calls
 FROM runs r LEFT JOIN episodes e ON e.run_id = r.id
+LEFT JOIN ({budgets}) b ON b.id = r.id
 {where}
 GROUP BY ALL) ORDER BY started_at DESC
 """
+_RUN_BUDGETS = """
+WITH caps AS (
+  SELECT id,
+         TRY_CAST(coalesce(json_extract_string(config, '$.budget.tokens'),
+                           json_extract_string(config, '$.finetune.budget.tokens')) AS BIGINT)
+           AS budget_tokens,
+         TRY_CAST(coalesce(json_extract_string(config, '$.budget.calls'),
+                           json_extract_string(config, '$.finetune.budget.calls')) AS BIGINT)
+           AS budget_calls
+  FROM runs)
+SELECT caps.*, coalesce(sum(c.prompt_tokens + c.completion_tokens), 0) AS spent_tokens,
+       count(c.run_id) FILTER (WHERE NOT c.cache_hit) AS spent_calls
+FROM caps LEFT JOIN llm_calls c ON c.run_id = caps.id
+WHERE caps.budget_tokens IS NOT NULL OR caps.budget_calls IS NOT NULL
+GROUP BY ALL
+"""
+"""A run's budget (``config["budget"]``, or ``config["finetune"]["budget"]`` for a
+fine-tune) and what its logged calls spent against it: tokens, and calls not served from
+the cache (:func:`run_spend`). Runs without a budget have no row."""
 
 
 def list_runs(db: Db, *, kind: str | None = None, status: str | None = None) -> pd.DataFrame:
@@ -324,7 +345,9 @@ def list_runs(db: Db, *, kind: str | None = None, status: str | None = None) -> 
     ``planned`` is the episodes the run set out to play (``config["eval"]`` or
     ``config["train"]``), and ``incomplete`` says that a run that stopped (killed,
     interrupted, failed) logged fewer: an evaluation continues with ``agentqmix eval
-    --resume RUN_ID``, a training run with ``train --resume``."""
+    --resume RUN_ID``, a training run with ``train --resume``. A run that had a budget
+    has ``budget_tokens`` / ``budget_calls`` and what its logged calls spent,
+    ``spent_tokens`` / ``spent_calls`` (NULL for runs without one)."""
     parts, params = [], []
     if kind is not None:
         parts.append("r.kind = ?")
@@ -334,7 +357,8 @@ def list_runs(db: Db, *, kind: str | None = None, status: str | None = None) -> 
         params.append(status)
     where = ("WHERE " + " AND ".join(parts)) if parts else ""
     with read_session(db) as cur:
-        return cur.execute(_RUN_HEADLINES.format(where=where), params).df()
+        query = _RUN_HEADLINES.format(where=where, budgets=_RUN_BUDGETS)
+        return cur.execute(query, params).df()
 
 
 def policy_descriptions(db: Db) -> pd.DataFrame:

@@ -27,7 +27,7 @@ import numpy as np
 
 from core.actions import N_ACTIONS
 from core.backends.base import Backend
-from core.errors import EndpointGone, UserError
+from core.errors import BudgetReached, EndpointGone, UserError
 from core.qmix.env import Transition
 from core.qmix.runner import rollout_all
 from core.records import EpisodeRecord
@@ -279,6 +279,10 @@ class TeamVecEnv:
         model's process exited: ``endpoint_down``): the round's calls failed as any failed
         call does, and every later one would too. Raised before the batch's episodes reach
         their caller, so a run logs none of them and can be resumed."""
+        budget = getattr(self.team.backend, "budget_stop", None)
+        reason = budget() if budget is not None else None
+        if reason is not None:
+            raise BudgetReached(f"stopped at budget: {reason}")
         down = getattr(self.team.backend, "endpoint_down", None)
         reason = down() if down is not None else None
         if reason is not None:

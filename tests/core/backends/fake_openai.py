@@ -8,7 +8,8 @@ truncated bodies, invalid JSON, no ``usage``, no choices, empty content, dropped
 connections. It can also be hostile while answering 200 (``HOSTILE``): a ``usage`` of
 strings, NaN, 1e30 or negative numbers; content with a lone surrogate and a NUL; content
 that echoes the request's Authorization header; an answer that is a tower of powers.
-It counts and records every request.
+It counts and records every request, and the tokens it billed (:attr:`billed_tokens`,
+printed on exit from the command line).
 
 In a test::
 
@@ -229,6 +230,17 @@ class FakeOpenAIServer:
     def request_count(self) -> int:
         with self._lock:
             return len(self.requests)
+
+    @property
+    def billed_tokens(self) -> int:
+        """Tokens this server billed: the ``usage`` totals of every valid reply it sent
+        (the server's own count, what a paid endpoint would charge)."""
+        with self._lock:
+            return sum(
+                e["usage"]["total_tokens"]
+                for e in self.requests
+                if "usage" in e and e.get("usage_valid", True) and "reply" in e
+            )
 
     def inject(self, *faults: str) -> None:
         """Queue faults: the next ``len(faults)`` requests get them, in order."""
@@ -455,7 +467,11 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps({"url": server.url, "port": server.port}), flush=True)
     stop.wait()
     server.stop()
-    print(json.dumps({"requests": server.request_count}), file=sys.stderr, flush=True)
+    print(
+        json.dumps({"requests": server.request_count, "billed_tokens": server.billed_tokens}),
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

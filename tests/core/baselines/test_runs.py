@@ -309,9 +309,10 @@ def test_a_paid_endpoint_refuses_to_train_a_method_without_a_budget(
 
 
 def test_a_method_stops_at_its_call_budget_on_a_real_back_end(tmp_path, capsys, monkeypatch):
-    """``--budget-calls`` on a real back-end: the estimate first (its timed calls count),
-    then training stops cleanly before a batch that would pass the budget; the checkpoint is
-    written, the run marked interrupted with the reason, no held-out evaluation spent."""
+    """``--budget-calls`` on a real back-end: the estimate first (its probe episode's 3
+    calls count), then batches sized to what is left, and training stops cleanly before an
+    episode that would pass the budget; the checkpoint is written, the run marked
+    interrupted with the reason, no held-out evaluation spent."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     db, ckpt = tmp_path / "s.duckdb", tmp_path / "p.pt"
     with FakeOpenAIServer() as server:
@@ -319,7 +320,7 @@ def test_a_method_stops_at_its_call_budget_on_a_real_back_end(tmp_path, capsys, 
         team += ["--no-cache", "--benchmark", "math", "--agents", "solver,analyst", "--rounds", "1"]
         code = main(
             ["train", *team, "--method", "gptswarm", "--episodes", "64", "--n-envs", "4",
-             "--budget-calls", "12", "--out", str(ckpt), "--db", str(db), "--json"]
+             "--budget-calls", "15", "--out", str(ckpt), "--db", str(db), "--json"]
         )  # fmt: skip
         captured = capsys.readouterr()
         assert code == 0, captured.err[-3000:]
@@ -330,7 +331,7 @@ def test_a_method_stops_at_its_call_budget_on_a_real_back_end(tmp_path, capsys, 
     assert out["held_out"] == {} and ckpt.is_file()
     run = out["run_id"]
     logged = rows(db, f"SELECT count(*) FROM llm_calls WHERE run_id = '{run}'")[0][0]
-    assert out["spent"]["calls"] == logged + 3 <= sent  # the 3 timed calls count too
+    assert out["spent"]["calls"] == logged + 3 == sent <= 15  # the probe's 3 calls count too
     assert rows(db, f"SELECT status, message FROM runs WHERE id = '{run}'") == [
         ("interrupted", out["stopped"])
     ]
