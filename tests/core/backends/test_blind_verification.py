@@ -162,3 +162,20 @@ def test_the_hidden_tests_are_read_by_the_scorer_alone(tmp_path):
     passed = [s for s in record.rounds[1].steps if s.action == Action.EXECUTE_VERIFY]
     assert passed[0].confidence == examples_confidence(4) == 0.8
     assert sum("did not pass" in m[-1]["content"] for m in sent) == 3
+
+
+def test_maths_verification_never_sees_the_ground_truth(tmp_path):
+    """execute_verify on maths re-derives with the model alone: two tasks that differ only
+    in their ground truth get the same requests, and only the score differs."""
+    records, sent = [], []
+    for truth in ("33", "34"):
+        task = Task(f"m{truth}", "blind", "math", "What is 12 + 7 * 3?", truth)
+        with FakeOpenAIServer() as srv:
+            config = OpenAIBackendConfig(
+                model="fake-model", base_url=srv.url, use_cache=False, temperature=0.0
+            )
+            records.append(asyncio.run(_episode(OpenAIBackend(config), task)))
+            sent.append(sorted(json.dumps(r["body"]["messages"]) for r in srv.requests))
+    assert sent[0] == sent[1] and any("Verify your answer" in m for m in sent[0])
+    assert _transcript(records[0]) == _transcript(records[1])
+    assert [r.score for r in records] == [1.0, 0.0]
