@@ -24,7 +24,9 @@ the preset when there are few episodes, and the Laplace approximation gives the 
    readable step is right given what the agent held and read, in closed form from the
    society's rules (keep or re-solve; verify repairs or breaks; debate settles; reading
    picks by a softmax over confidence-weighted supports), and ``decision_recognise`` from
-   the decision agent's choices.
+   the decision agent's choices. Verification is blind (issue 32): a wrong answer the
+   check misses passes with a right one's confidence gain; correctness moves by the same
+   rule as before (false alarm, catch × fix), so this likelihood fits it unchanged.
 5. **Tokens**: completion tokens per call (``completion_tokens[d]``,
    ``completion_difficulty``, ``role_verbosity``, ``action_verbosity``,
    ``refine_fraction``, ``keep_fraction``, ``verify_tokens[d]``, ``token_noise``) by

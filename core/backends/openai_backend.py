@@ -49,7 +49,7 @@ from core.sandbox import BACKENDS as SANDBOX_BACKENDS
 from core.sandbox import SandboxConfig
 from core.sanitize import clean_text, scrub, url_secrets, usage_counts
 from core.tasks.base import Task
-from core.tasks.code_checker import examples_report, run_check
+from core.tasks.code_checker import CheckResult, run_examples_check, written_examples
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,13 @@ execute_verify's follow-up; ``decision``: the decision agent (docs/openai.md). E
 short derivation and the answer lines; a code reply must hold a whole function."""
 DEFAULT_MAX_TOKENS = 256
 """The cap for a task kind the table does not name."""
+
+
+def examples_confidence(checked: int) -> float:
+    """The least confidence code earns by passing ``checked`` examples: 0.6, 0.7, then 0.8
+    from three on. Examples are weak evidence (wrong code passes them often); the hidden
+    tests' verdict, which verification cannot see, gave 0.9."""
+    return 0.5 + 0.1 * min(checked, 3) if checked > 0 else 0.0
 
 
 @dataclass
@@ -140,7 +147,11 @@ class OpenAIBackendConfig:
     seed: int | None = None
     """Base sampling seed sent to the server (plus the episode seed); ``None`` = send none."""
     sandbox_timeout_s: float = 10.0
-    """Wall-clock limit for running an agent's code against the tests (execute_verify)."""
+    """Wall-clock limit for running an agent's code on its examples (execute_verify)."""
+    verify_tests: str = "examples"
+    """What execute_verify runs code on (:data:`core.backends.prompts.VERIFY_TESTS`):
+    ``examples`` (the docstring's; no extra call) or ``examples+written`` (plus the agent's
+    own test cases, written in one more call)."""
     sandbox: str = "auto"
     """Where code answers run: ``auto``/``bwrap`` (bubblewrap, or refuse) or ``process``."""
 
@@ -157,6 +168,10 @@ class OpenAIBackendConfig:
             raise ValueError(f"peer_chars must be >= 1, got {self.peer_chars}")
         if self.conversation_tokens is not None and self.conversation_tokens < 1:
             raise ValueError(f"conversation_tokens must be >= 1, got {self.conversation_tokens}")
+        if self.verify_tests not in prompts.VERIFY_TESTS:
+            raise ValueError(
+                f"verify_tests must be one of {prompts.VERIFY_TESTS}, got {self.verify_tests!r}"
+            )
         if self.prompt_layout not in prompts.LAYOUTS:
             raise ValueError(
                 f"prompt_layout must be one of {prompts.LAYOUTS}, got {self.prompt_layout!r}"
@@ -609,44 +624,84 @@ class OpenAIBackend:
         confidence: float,
         sample: list[int],
     ) -> TurnResult:
-        """execute_verify: run the code against the tests (code) or re-derive (maths, MCQ)."""
+        """execute_verify: run the code on the examples the agent may know (code), or
+        re-derive (maths, MCQ). Never the hidden tests: scoring alone reads them."""
         task = turn.task
-        if task.domain == "code" and task.meta.get("test"):
-            passed, report = await self._run_tests(task, answer)
-            if passed:
-                return TurnResult(
-                    first.text, answer, max(confidence, 0.9), first.call, verified=True
-                )
-            messages = prompts.code_feedback_messages(turn, first.text, report, *self._writing())
-        else:
-            messages = prompts.rederive_messages(turn, first.text, answer, *self._writing())
+        if task.domain == "code" and task.meta.get("entry_point"):
+            return await self._verify_code(turn, first, answer, confidence, sample)
+        messages = prompts.rederive_messages(turn, first.text, answer, *self._writing())
+        return await self._revise(turn, first, first.call, messages, answer, confidence, sample)
+
+    async def _verify_code(
+        self,
+        turn: AgentTurn,
+        first: _Completion,
+        answer: str | None,
+        confidence: float,
+        sample: list[int],
+    ) -> TurnResult:
+        """The code's check (docs/openai.md, What verification sees): the docstring's
+        examples, plus the agent's own test cases when the recipe says ``examples+written``
+        (one more call writes them). All pass: the answer stands, its confidence raised to
+        at least :func:`examples_confidence` of how many ran. One fails, or the code does
+        not load: the report goes back for a revision. Nothing to run: the answer stands
+        unverified, its confidence unchanged."""
+        task, call = turn.task, first.call
+        written: list[tuple[str, str]] = []
+        if self.config.verify_tests == "examples+written":
+            tests = await self._complete(
+                prompts.write_tests_messages(turn, first.text, *self._writing()),
+                turn.agent,
+                turn.round,
+                sample,
+                self._max_tokens(task, "check"),
+            )
+            call = _merge(call, tests.call)
+            if tests.call.error is None:
+                written = written_examples(tests.text, task.meta["entry_point"])
+        check = await self._run_examples(task, answer, written)
+        if check.verdict == "error" or (check.verdict == "report" and check.checked == 0):
+            # Nothing was checked (no example to run, or the task's own code does not run).
+            return TurnResult(first.text, answer, confidence, call, verified=False)
+        if check.verdict == "report" and check.failed == 0:
+            floor = examples_confidence(check.checked)
+            return TurnResult(first.text, answer, max(confidence, floor), call, verified=True)
+        messages = prompts.code_feedback_messages(turn, first.text, check.detail, *self._writing())
+        return await self._revise(turn, first, call, messages, answer, confidence, sample)
+
+    async def _revise(
+        self,
+        turn: AgentTurn,
+        first: _Completion,
+        call: LLMCall,
+        messages: list[dict[str, str]],
+        answer: str | None,
+        confidence: float,
+        sample: list[int],
+    ) -> TurnResult:
+        """The check's follow-up call (``call``: the turn's calls so far)."""
         second = await self._complete(
-            messages, turn.agent, turn.round, sample, self._max_tokens(task, "check")
+            messages, turn.agent, turn.round, sample, self._max_tokens(turn.task, "check")
         )
-        call = _merge(first.call, second.call)
+        call = _merge(call, second.call)
         if second.call.error is not None:
             # The check itself failed: keep the unverified first answer; the turn stands.
             return TurnResult(first.text, answer, confidence, call, verified=False)
-        answer2, confidence2 = prompts.parse_reply(task, second.text)
+        answer2, confidence2 = prompts.parse_reply(turn.task, second.text)
         return TurnResult(second.text, answer2 or answer, confidence2, call, verified=True)
 
-    async def _run_tests(self, task: Task, code: str | None) -> tuple[bool, str]:
-        """Judge the agent's code as scoring does (:mod:`core.tasks.code_checker`): the
-        hidden tests run in a checker process its code cannot reach. The agent learns only
-        that they failed, and how its code fares on the docstring's examples."""
+    async def _run_examples(
+        self, task: Task, code: str | None, written: list[tuple[str, str]]
+    ) -> CheckResult:
+        """The agent's code on the docstring's examples and ``written``, in the sandbox,
+        through the same checker process as scoring (:mod:`core.tasks.code_checker`)."""
         if not code:
-            return False, "No code block was found in your reply."
+            return CheckResult("fail", "No code block was found in your reply.")
         cfg = SandboxConfig(timeout_s=self.config.sandbox_timeout_s, backend=self.sandbox)
         self._bind_loop()
         assert self._sandbox_sem is not None
         async with self._sandbox_sem:
-            result = await asyncio.to_thread(run_check, task, code, "tests", cfg)
-        if result.verdict == "pass":
-            return True, "all tests passed"
-        if result.timed_out:
-            return False, f"Timed out after {cfg.timeout_s:.0f} s (an infinite loop?)."
-        async with self._sandbox_sem:
-            return False, await asyncio.to_thread(examples_report, task, code, cfg)
+            return await asyncio.to_thread(run_examples_check, task, code, written, cfg)
 
     async def decide(self, turn: DecisionTurn) -> TurnResult:
         finals = prompts.readable_finals(turn.finals)

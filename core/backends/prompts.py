@@ -165,6 +165,11 @@ def _inbox_block(task: Task, inbox: Sequence[Message], heading: str, peer_chars:
     return f"{heading}:\n\n" + "\n\n".join(parts) + "\n\n"
 
 
+VERIFY_TESTS = ("examples", "examples+written")
+"""What execute_verify runs an agent's code on (docs/openai.md, What verification sees):
+the docstring's examples, or those plus test cases the agent writes in one more call
+(:func:`write_tests_messages`). Never the task's hidden tests: those are the scorer's alone."""
+
 LAYOUTS = ("fresh", "conversation")
 """How an agent's requests are written. ``fresh``: every turn one new two-message chat (the
 team's system prompt, then the problem, role, action, the agent's own last reply quoted and
@@ -306,16 +311,41 @@ def code_feedback_messages(
     layout: str = "fresh",
     restart_after: int | None = None,
 ) -> Chat:
-    """execute_verify on code: the test run's outcome goes back to the agent for a revision."""
+    """execute_verify on code: the examples' outcome goes back to the agent for a revision
+    (``report``: what the checker's examples mode says, never anything of the hidden tests)."""
     return agent_messages(turn, peer_chars, layout, restart_after) + [
         {"role": "assistant", "content": first},
         {
             "role": "user",
             "content": (
-                "Your code was run against the task's hidden tests in a sandbox and did not "
-                "pass. Here is what it does on the examples in the task's docstring:\n"
+                "Your code was run in a sandbox on the task's examples and did not pass. "
+                "Here is what it does on them:\n"
                 f"<<<\n{_cut(report, 2000)}\n>>>\n\n"
                 "Find the bug and give the corrected complete function. " + answer_format(turn.task)
+            ),
+        },
+    ]
+
+
+def write_tests_messages(
+    turn: AgentTurn,
+    first: str,
+    peer_chars: int = PEER_TEXT_CHARS,
+    layout: str = "fresh",
+    restart_after: int | None = None,
+) -> Chat:
+    """execute_verify on code, recipe ``examples+written``: the agent writes test cases of
+    its own from the task statement (read by :func:`core.tasks.code_checker.written_examples`)."""
+    entry = turn.task.meta.get("entry_point", "f")
+    return agent_messages(turn, peer_chars, layout, restart_after) + [
+        {"role": "assistant", "content": first},
+        {
+            "role": "user",
+            "content": (
+                f"Before your code is run, write up to 5 test cases for {entry} from the task "
+                "statement (not from your code), one per line, as\n"
+                f"assert {entry}(ARGUMENTS) == EXPECTED\n"
+                "with literal arguments and expected values. Write only the assert lines."
             ),
         },
     ]

@@ -34,6 +34,7 @@ class BackendSettings(Protocol):
     model_file: str | None
     max_tokens: int | None
     prompt_layout: str | None
+    verify_tests: str
     deadline_s: float | None
     sandbox: str
 
@@ -85,6 +86,8 @@ class RequestRecipe:
     """``fresh`` or ``conversation`` (:data:`core.backends.prompts.LAYOUTS`)."""
     conversation_tokens: int | None
     """A conversation longer than this starts over (``None``: never)."""
+    verify_tests: str = "examples"
+    """What execute_verify runs code on (:data:`core.backends.prompts.VERIFY_TESTS`)."""
 
 
 def _request_recipe(opts: BackendSettings, local: bool) -> RequestRecipe:
@@ -101,7 +104,9 @@ def _request_recipe(opts: BackendSettings, local: bool) -> RequestRecipe:
         )  # fmt: skip
     else:
         recipe = RequestRecipe(MAX_TOKENS, PEER_TEXT_CHARS, "fresh", None)
-    return replace(recipe, layout=opts.prompt_layout or recipe.layout)
+    return replace(
+        recipe, layout=opts.prompt_layout or recipe.layout, verify_tests=opts.verify_tests
+    )
 
 
 def _client_config(opts: BackendSettings, local: bool, **endpoint: Any) -> OpenAIBackendConfig:
@@ -123,6 +128,7 @@ def _client_config(opts: BackendSettings, local: bool, **endpoint: Any) -> OpenA
         peer_chars=recipe.peer_chars,
         prompt_layout=recipe.layout,
         conversation_tokens=recipe.conversation_tokens,
+        verify_tests=recipe.verify_tests,
         deadline_s=opts.deadline_s or (LOCAL_DEADLINE_S if local else OPENAI_DEADLINE_S),
         sandbox=opts.sandbox,
     )
@@ -155,6 +161,7 @@ def prompt_settings(opts: BackendSettings) -> dict[str, Any] | None:
         "peer_chars": recipe.peer_chars,
         "layout": recipe.layout,
         "conversation_tokens": recipe.conversation_tokens,
+        "verify_tests": recipe.verify_tests,
     }
 
 

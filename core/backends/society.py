@@ -12,8 +12,13 @@ Every call is a small stochastic model, not a language model:
   checked). The agent then picks an answer by a softmax over supports: sharp for
   ``aggregate_refine``, softer for ``selective_query``. So right peers help and confident
   wrong peers (byzantine agents) hurt.
-* **execute_verify** catches a wrong answer with ``verify_catch[d]`` (high for code, low
-  for multiple choice), repairs it with ``verify_fix[d]``, and costs extra completion tokens.
+* **execute_verify** is blind, as the real back-ends' is (docs/openai.md, What
+  verification sees): it runs what the agent may know (code: the docstring's examples;
+  maths: a re-derivation), never the scorer's tests. It catches a wrong answer with
+  ``verify_catch[d]`` and repairs it with ``verify_fix[d]``; a wrong answer it does not
+  catch *passes* (a false pass) and gains the confidence a right answer's pass gains, so
+  confidence after verification tells no more than the check did. It costs extra
+  completion tokens.
 * **debate_check** settles a disagreement toward the right answer with ``debate_settle[d]``.
 * **Confidence** is informative but noisy: higher when right, lower on hard tasks.
 * **Tokens.** prompt = task + role preamble + everything read + its own previous answer;
@@ -86,10 +91,13 @@ class SocietyConfig:
     """Softmax temperature of aggregate_refine over answer supports (low = majority-like)."""
     query_temperature: float = 0.6
     """Softmax temperature of selective_query and unsettled debates."""
-    verify_catch: dict[str, float] = field(default_factory=lambda: _per_domain(0.35, 0.75, 0.08))
-    """Probability that execute_verify notices a wrong answer, per domain: high for code (the
-    tests run), moderate for maths (recomputing with a tool catches arithmetic and setup slips,
-    not a wrong method), low for multiple choice (nothing to execute)."""
+    verify_catch: dict[str, float] = field(default_factory=lambda: _per_domain(0.35, 0.5, 0.08))
+    """Probability that execute_verify notices a wrong answer, per domain. Code: the share of
+    wrong programs that fail one of the prompt's examples (the hidden tests are the
+    scorer's): 138 of HumanEval's 164 prompts have runnable examples, times an assumed 0.6
+    of wrong programs failing one (was 0.75 while verification ran the hidden tests).
+    Maths: moderate (re-deriving catches arithmetic and setup slips, not a wrong method).
+    Multiple choice: low (nothing to execute). The rest of the wrong answers pass."""
     verifier_catch_bonus: float = 0.15
     """Added to verify_catch for the verifier role."""
     verify_fix: dict[str, float] = field(default_factory=lambda: _per_domain(0.5, 0.8, 0.4))
@@ -566,17 +574,24 @@ class SimBackend:
     def _verify(
         self, task: Task, tm: _TaskModel, role: str, answer: str, conf: float, rng: random.Random
     ) -> tuple[str, float]:
+        """A blind check: a right answer passes (or a false alarm breaks it); a wrong one is
+        caught (then repaired or not) or passes as a right one would — its confidence then
+        drawn as a pass's, whatever the truth, because the check cannot tell them apart."""
         c, d = self.config, task.domain
         if answer == tm.right:
             if rng.random() < c.verify_false_alarm:
                 return self._distractor(tm, rng), self._confidence(tm, False, rng)
-            return answer, _clip(max(conf, self._confidence(tm, True, rng)) + 0.08)
+            return answer, self._passed(tm, conf, rng)
         catch = c.verify_catch[d] + (c.verifier_catch_bonus if role == "verifier" else 0.0)
         if rng.random() < catch:
             if rng.random() < c.verify_fix[d]:
                 return tm.right, _clip(self._confidence(tm, True, rng) + 0.08)
             return self._distractor(tm, rng, avoid=answer), self._confidence(tm, False, rng)
-        return answer, conf
+        return answer, self._passed(tm, conf, rng)  # a false pass
+
+    def _passed(self, tm: _TaskModel, conf: float, rng: random.Random) -> float:
+        """Confidence after a passed check: at least a right answer's, plus a little."""
+        return _clip(max(conf, self._confidence(tm, True, rng)) + 0.08)
 
     def _debate(
         self, task: Task, tm: _TaskModel, answer: str, conf: float, read: list, rng: random.Random

@@ -135,6 +135,17 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
             ),
         ],
     ),
+    "verify_tests": TeamFlag(
+        "verify_tests",
+        Annotated[
+            str,
+            typer.Option(
+                help="openai/local: what execute_verify runs code on: examples (the "
+                "docstring's) or examples+written (plus the agent's own test cases, one more "
+                "call); never the hidden tests."
+            ),
+        ],
+    ),
     "agents": TeamFlag(
         "roles",
         Annotated[str, typer.Option(help="Comma-separated roles, one per agent.")],
@@ -271,6 +282,7 @@ BACKEND = (
     "model_file",
     "max_tokens",
     "prompt_layout",
+    "verify_tests",
     "concurrency",
     "no_cache",
     "sandbox",

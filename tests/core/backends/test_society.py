@@ -124,6 +124,29 @@ def test_verification_helps_code_more_than_mcq():
     assert fixed_rate("code") > fixed_rate("mcq") + 0.3
 
 
+def test_verification_is_blind_wrong_code_often_passes_and_gains_confidence():
+    """execute_verify runs the prompt's examples, not the scorer's tests: about half the
+    wrong programs pass it (verify_catch["code"] = 0.5), and a false pass gains confidence
+    as a right answer's pass does (an oracle verifier left them at their low confidence)."""
+    backend = SimBackend("flash-lite")
+    passed_right, passed_wrong, wrong = [], [], 0
+    for s in range(3000):
+        task = make_task(s, difficulty=5, domain="code")
+        kw = dict(episode_seed=s)
+        base = backend.agent_turn_sync(
+            AgentTurn(task, 0, "solver", 0, 3, Action.SOLO_PROCESS, None, **kw)
+        )
+        ver = backend.agent_turn_sync(
+            AgentTurn(task, 0, "solver", 0, 3, Action.EXECUTE_VERIFY, None, **kw)
+        )
+        wrong += base.answer != task.answer
+        if ver.answer == base.answer and ver.verified:
+            (passed_right if ver.answer == task.answer else passed_wrong).append(ver.confidence)
+    assert 0.4 < len(passed_wrong) / wrong < 0.65
+    assert statistics.mean(passed_wrong) > statistics.mean(passed_right) - 0.1
+    assert statistics.mean(passed_wrong) > 0.65
+
+
 def test_sim_answers_are_scored_by_the_tasks_checker_and_distractors_are_wrong():
     code = make_task(1, domain="code")
     assert (

@@ -15,9 +15,10 @@ from core.tasks.base import Task
 from core.tasks.code_checker import (
     check_code,
     docstring_examples,
-    examples_report,
     extract_code,
     run_check,
+    run_examples_check,
+    written_examples,
 )
 
 BACKENDS = ["process"] + (["bwrap"] if shutil.which("bwrap") else [])
@@ -253,10 +254,14 @@ def test_examples_report_shows_examples_never_the_hidden_tests(task_id):
     task = _humaneval(task_id)
     entry, test = task.meta["entry_point"], task.meta["test"]
     cfg = fast(BACKENDS[-1])
-    right = examples_report(task, task.meta["prompt"] + task.answer, cfg)
-    assert right.endswith("0 of 2 docstring examples failed.") or "0 of 4" in right
-    wrong = examples_report(task, f"def {entry}(*args):\n    return False", cfg)
-    assert "FAILED" in wrong and "docstring examples failed" in wrong
+    passed = run_examples_check(task, task.meta["prompt"] + task.answer, config=cfg)
+    right = passed.detail
+    assert right.endswith("0 of 2 examples failed.") or "0 of 4" in right
+    assert passed.failed == 0 and passed.checked in (2, 4)
+    failing = run_examples_check(task, f"def {entry}(*args):\n    return False", config=cfg)
+    wrong = failing.detail
+    assert "FAILED" in wrong and "examples failed" in wrong
+    assert 0 < failing.failed <= failing.checked == passed.checked
     for line in test.splitlines():
         if "assert" in line:
             assert line.strip() not in wrong
@@ -266,5 +271,46 @@ def test_examples_report_shows_examples_never_the_hidden_tests(task_id):
 
 
 def test_examples_report_says_when_the_code_does_not_load(he0):
-    report = examples_report(he0, "def has_close_elements(:\n", fast(BACKENDS[-1]))
+    report = run_examples_check(he0, "def has_close_elements(:\n", config=fast(BACKENDS[-1])).detail
     assert "did not load" in report and "SyntaxError" in report
+
+
+def test_written_examples_are_literal_calls_of_the_entry_point_only():
+    """The checker evaluates an agent's own test cases: only calls of its function with
+    literal arguments and a literal value are read; anything else would run in the checker."""
+    text = (
+        "assert f(1, 'a') == [2]\n"
+        "assert f(2) == 4  # doubles\n"
+        ">>> f(3)\n6\n"
+        "f(4) -> 8\n"
+        "assert f(__import__('os').getpid()) == 0\n"
+        "assert g(1) == 2\n"
+        "import os; os.system('true')\n"
+        ">>> f(5)\nf(5)\n"
+        ">>> f(1)(2)\n3\n"
+        "assert f(2) == 4\n"  # a repeat counts once
+    )
+    assert written_examples(text, "f") == [
+        ("f(1, 'a')", "[2]"),
+        ("f(2)", "4"),
+        ("f(3)", "6"),
+        ("f(4)", "8"),
+    ]
+    many = "\n".join(f"assert f({i}) == {i}" for i in range(20))
+    assert len(written_examples(many, "f")) == 8
+
+
+def test_the_examples_check_runs_written_cases_and_never_reads_the_hidden_tests(he0):
+    """Mode ``examples`` on a task with no hidden tests at all: the docstring's examples and
+    the agent's own cases run; a wrong expectation of the agent's fails like any example."""
+    meta = {k: v for k, v in he0.meta.items() if k != "test"}
+    task = Task(he0.task_id, he0.benchmark, "code", he0.question, he0.answer, meta=meta)
+    written = [
+        ("has_close_elements([1.0, 1.5], 0.6)", "True"),
+        ("has_close_elements([], 1.0)", "True"),
+    ]
+    result = run_examples_check(task, meta["prompt"] + he0.answer, written, fast(BACKENDS[-1]))
+    assert (result.verdict, result.checked, result.failed) == ("report", 4, 1)
+    assert "FAILED  has_close_elements([], 1.0)" in result.detail
+    with pytest.raises(ValueError, match="no HumanEval test"):
+        run_check(task, meta["prompt"] + he0.answer, "tests", fast(BACKENDS[-1]))
