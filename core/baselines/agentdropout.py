@@ -101,14 +101,14 @@ class AgentDropout(GraphMethod):
         self.register_buffer("active", torch.ones(r, n, dtype=torch.bool))
         self.register_buffer("stage", torch.tensor(NODES))
 
-    def edge_probs(self, context: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
+    def graph_probs(self, context: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
         shape = (batch, self.rounds, self.n, self.n)
         return {
             "intra": torch.sigmoid(self.intra_logits).expand(shape),
             "inter": torch.sigmoid(self.inter_logits).expand(shape),
         }
 
-    def supports(self) -> dict[str, torch.Tensor]:
+    def graph_supports(self) -> dict[str, torch.Tensor]:
         return {"intra": self.intra_support, "inter": self.inter_support}
 
     def regulariser(self, probs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -119,7 +119,7 @@ class AgentDropout(GraphMethod):
             nuclear_norm(p[0], supports[k]) for k, p in probs.items()
         )
 
-    def episode_graph(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
+    def layout(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
         return EpisodeGraph(
             spatial=edges["intra"].astype(bool),
             temporal=edges["inter"].astype(bool),

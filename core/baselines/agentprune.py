@@ -81,14 +81,14 @@ class AgentPrune(GraphMethod):
         self.register_buffer("temporal_support", pairs & config.temporal & (self.rounds > 1))
         self.register_buffer("pruned", torch.zeros((), dtype=torch.bool))
 
-    def edge_probs(self, context: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
+    def graph_probs(self, context: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
         shape = (batch, self.n, self.n)
         return {
             "spatial": torch.sigmoid(self.spatial_logits).expand(shape),
             "temporal": torch.sigmoid(self.temporal_logits).expand(shape),
         }
 
-    def supports(self) -> dict[str, torch.Tensor]:
+    def graph_supports(self) -> dict[str, torch.Tensor]:
         return {"spatial": self.spatial_support, "temporal": self.temporal_support}
 
     def regulariser(self, probs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -100,7 +100,7 @@ class AgentPrune(GraphMethod):
             nuclear_norm(p[0], supports[k]) for k, p in probs.items()
         )
 
-    def episode_graph(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
+    def layout(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
         return EpisodeGraph.repeated(edges["spatial"], self.rounds, edges["temporal"])
 
     def frozen(self) -> bool:

@@ -64,11 +64,11 @@ class GPTSwarm(GraphMethod):
         self.logits = nn.Parameter(torch.full((self.n, self.n), start))
         self.register_buffer("support", off_diagonal(self.n))
 
-    def edge_probs(self, context: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
+    def graph_probs(self, context: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
         return {"spatial": torch.sigmoid(self.logits).expand(batch, self.n, self.n)}
 
-    def supports(self) -> dict[str, torch.Tensor]:
+    def graph_supports(self) -> dict[str, torch.Tensor]:
         return {"spatial": self.support}
 
-    def episode_graph(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
+    def layout(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
         return EpisodeGraph.repeated(edges["spatial"], self.rounds)

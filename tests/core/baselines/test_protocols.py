@@ -59,3 +59,48 @@ def test_graph_set_keeps_solo_for_silent_agents() -> None:
     mask = torch.tensor(action_mask("graph"))
     assert mask.sum() == 5 and not mask[int(Action.EXECUTE_VERIFY)]
     assert mask[int(Action.SOLO_PROCESS)] and mask[int(Action.DEBATE_CHECK)]
+
+
+@pytest.mark.parametrize("name", ["gptswarm", "gdesigner"])
+def test_with_tools_the_verify_bit_is_learned(name: str) -> None:
+    """On the with-tools family the method learns that agent 0 verifies, nobody else does,
+    and no edge pays: the verify bits move by the same REINFORCE step as the edges."""
+    import numpy as np
+
+    from core.baselines.method import VERIFY, TeamShape
+    from core.baselines.policy import GraphPolicy
+    from core.baselines.registry import build_method, method_config
+    from core.baselines.training import BaselineTrainConfig, train_method
+    from core.team.embedding import make_embedder
+    from core.team.observations import task_feature_width
+    from tests.core.baselines.family import tool_team
+
+    team = tool_team()
+    shape = TeamShape(4, 1, task_feature_width(team.obs_dim, 4, 1), tuple(team.opts.roles))
+    torch.manual_seed(0)
+    method = build_method(name, method_config(name, {"tools": True}), shape, make_embedder())
+    state = train_method(
+        team.vectorized, method, BaselineTrainConfig(episodes=1280, n_envs=16, seed=0)
+    )
+    probs = method.edge_probs(method.context(method._zero_features(), False, None), 1)
+    verify, spatial = probs[VERIFY][0, 0].detach().numpy(), probs["spatial"][0].detach().numpy()
+    assert verify[0] > 0.9 and (verify[1:] < 0.2).all(), verify.round(2)
+    # Edges into the followers only cost: below 0.5 (those into agent 0 are dropped while it
+    # verifies, so they cost nothing and learn nothing).
+    assert (spatial[:, 1:][~np.eye(4, dtype=bool)[:, 1:]] < 0.5).all(), spatial.round(2)
+    policy = GraphPolicy(method, explore=False)
+    records = team.run(policy, [10_000], width=1)
+    assert not policy.graphs()[0].effective(0)[0].any()
+    assert records[0].rounds[0].steps[0].action == int(Action.EXECUTE_VERIFY)
+    assert records[0].score == 1.0
+    assert 0.5 < state.history[-1]["verifying_agents"] < 2.0
+
+
+def test_tools_on_the_graph_set_is_one_sentence(capsys: pytest.CaptureFixture, tmp_path) -> None:
+    code = main(
+        ["train", "--benchmark", "math", "--method", "gptswarm", "--set", "tools=true"]
+        + ["--actions", "graph"]
+        + ["--episodes", "4", "--out", str(tmp_path / "m.pt"), "--no-log"]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and "--actions graph forbids" in err
