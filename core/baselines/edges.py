@@ -116,3 +116,13 @@ def total_log_prob(
     if total is None:
         raise ValueError("no edge tensors")
     return total
+
+
+def steps_due(done: int, total: int, steps: int) -> int:
+    """How many of ``steps`` pruning steps spread evenly over a budget of ``total`` are due
+    after ``done``: step ``k`` (1-based) at ``k/steps`` of the budget, the last one only
+    when training ends (so at most ``steps − 1`` before). AgentPrune's released schedule —
+    10 iterations, pruning every 5 — is ``steps = 2``: half way, and at the end."""
+    if total <= 0:
+        return 0
+    return min(steps - 1, (done * steps) // total)

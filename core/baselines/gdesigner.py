@@ -34,7 +34,6 @@ Mapping onto this runtime (docs/baselines.md):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -82,10 +81,12 @@ class GDesignerConfig(MethodConfig):
     """Width of each agent's latent ``z``."""
     sparsity_weight: float = 0.01
     """ζ: weight of the nuclear-norm sparsity penalty on the decoded probabilities."""
-    anchor: str = "chain"
-    """Anchor topology of the encoder's graph and of the anchor term."""
-    anchor_weight: float = 0.01
-    """λ_a: weight of the anchor term (BCE of the decoded probabilities to the anchor)."""
+    anchor: str = "full"
+    """Anchor topology: the encoder's adjacency and the anchor term's target. Released code:
+    the dense role graph (every role connected), our ``full``."""
+    anchor_weight: float = 0.0
+    """λ_a: weight of the paper's anchor term (BCE of the decoded probabilities to the
+    anchor); the released code has none (0)."""
     kl_weight: float = 0.001
     """λ_kl: weight of the VGAE's KL term."""
     init_log_std: float = -2.0
@@ -99,9 +100,7 @@ class GDesignerConfig(MethodConfig):
             if not (isinstance(value, int) and 1 <= value <= 4096):
                 raise ValueError(f"{name} = {value} is not a width between 1 and 4096")
         for name in ("sparsity_weight", "anchor_weight", "kl_weight"):
-            value = getattr(self, name)
-            if not (value >= 0 and math.isfinite(value)):
-                raise ValueError(f"{name} = {value} must be a finite number >= 0")
+            self.check_weight(name, getattr(self, name))
         if not -10.0 <= self.init_log_std <= 2.0:
             raise ValueError(f"init_log_std = {self.init_log_std} is not in [-10, 2]")
         if self.anchor not in ANCHORS:

@@ -11,6 +11,7 @@ then edges). :mod:`core.baselines.training` trains any of them the same way.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
@@ -76,6 +77,23 @@ class MethodConfig:
     def check_ratio(name: str, value: float, top: float = 1.0) -> None:
         if not 0.0 <= value <= top:
             raise ValueError(f"{name} = {value} is not in [0, {top:g}]")
+
+    @staticmethod
+    def check_weight(name: str, value: float) -> None:
+        """A regulariser's weight: finite and >= 0."""
+        if not (value >= 0 and math.isfinite(value)):
+            raise ValueError(f"{name} = {value} must be a finite number >= 0")
+
+    @staticmethod
+    def check_probability(name: str, value: float) -> None:
+        """A starting probability: strictly inside (0, 1), so its logit is finite."""
+        if not 0.0 < value < 1.0:
+            raise ValueError(f"{name} = {value} is not in (0, 1)")
+
+    @staticmethod
+    def check_steps(name: str, value: int) -> None:
+        if not (isinstance(value, int) and 1 <= value <= 100):
+            raise ValueError(f"{name} = {value} is not a whole number between 1 and 100")
 
 
 @dataclass
