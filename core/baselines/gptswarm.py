@@ -18,7 +18,8 @@ Choices where the paper is silent or differs from this runtime (docs/baselines.m
   answer);
 * utility: the episode's reward, ``score − w_tok · token penalty`` — with ``--token-weight
   0`` exactly the paper's accuracy utility;
-* baseline: leave-one-out batch mean (:func:`core.baselines.edges.reinforce_loss`);
+* baseline: leave-one-out batch mean (:func:`core.baselines.edges.reinforce_loss`) after a
+  task regression (the released code subtracts the running mean of all utilities so far);
 * start: every edge at ``init_probability`` (0.5: the paper's uniform start).
 """
 
