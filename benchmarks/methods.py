@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--grid-size", type=int_in(1, 100), default=d.grid_size)
     parser.add_argument("--n-envs", type=int_in(2, 4096), default=d.n_envs)
     parser.add_argument("--bootstrap", type=int_in(100, 10**6), default=d.bootstrap)
+    parser.add_argument("--ablations", action="store_true", help="the papers' readings too")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     with user_errors():
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> None:
             eval_stream=args.eval_stream, eval_episodes=args.eval_episodes,
             protocols=tuple(args.protocols.split(",")), methods=tuple(args.methods.split(",")),
             grid_size=args.grid_size, n_envs=args.n_envs, bootstrap=args.bootstrap,
+            ablations=args.ablations,
         )  # fmt: skip
         contest = Contest(config, args.out, progress=lambda k: print(k, file=sys.stderr))
         result = contest.result()

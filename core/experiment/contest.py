@@ -56,6 +56,16 @@ GRIDS: dict[str, tuple[dict[str, Any], ...]] = {
 code disagree) first, then one step around it; the same number of configurations each."""
 assert len({len(g) for g in GRIDS.values()}) == 1 and tuple(GRIDS) == CONTESTANTS
 
+ABLATIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("agentprune", {"rank_weight": 0.02}),
+    ("agentprune", {"prune_steps": 1, "prune_ratio": 0.5}),
+    ("agentdropout", {"closeness_weight": 0.0}),
+    ("gdesigner", {"anchor": "chain", "anchor_weight": 0.01}),
+)
+"""The paper's readings where the defaults follow the released code (docs/baselines.md):
+each is the tuned configuration with these changes, trained on the final seeds and played
+on the evaluation stream, in the ``graph`` protocol only (CPU)."""
+
 FIXED_REFERENCES = ("single", "full", "random")
 """Fixed topologies played on the evaluation stream beside the contestants (no training)."""
 
@@ -84,6 +94,9 @@ class ContestConfig:
     n_envs: int = 32
     bootstrap: int = 2000
     """Hierarchical bootstrap resamples."""
+    ablations: bool = False
+    """Also run :data:`ABLATIONS` (may be switched on for a finished contest: it adds trials
+    and changes none)."""
 
     def validate(self) -> None:
         for name in ("episodes", "tune_episodes", "eval_episodes", "grid_size", "n_envs"):
@@ -264,7 +277,8 @@ class Contest:
         (folder / "trials").mkdir(parents=True, exist_ok=True)
         stored = folder / "contest.json"
         plan = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()}
-        if stored.exists() and json.loads(stored.read_text()) != plan:
+        old = json.loads(stored.read_text()) if stored.exists() else None
+        if old is not None and {**old, "ablations": None} != {**plan, "ablations": None}:
             raise UserError(
                 f"{folder} holds a contest with other settings ({stored}); "
                 "choose another --out or the same settings to resume."
@@ -343,6 +357,34 @@ class Contest:
                 ]
             for name in FIXED_REFERENCES:
                 out[protocol][f"fixed:{name}"] = [play_fixed(name, protocol, c)]
+            if c.ablations and protocol == "graph":
+                out[protocol] |= self.ablations(choices[protocol])
+        return out
+
+    def ablations(self, choices: dict[str, Any]) -> dict[str, list[Outcome]]:
+        """``{"METHOD[k=v,...]": outcomes}``: each ablation of a contestant in the plan."""
+        c = self.config
+        out = {}
+        for number, (method, change) in enumerate(ABLATIONS):
+            if method not in c.methods:
+                continue
+            values = {**choices[method]["config"], **change}
+            label = f"{method}[{','.join(f'{k}={v}' for k, v in change.items())}]"
+            out[label] = [
+                self.run(
+                    Trial(
+                        "ablation",
+                        "graph",
+                        method,
+                        values,
+                        seed,
+                        c.eval_stream,
+                        c.eval_episodes,
+                        number,
+                    )
+                )  # fmt: skip
+                for seed in c.seeds
+            ]
         return out
 
     def result(self) -> dict[str, Any]:

@@ -84,3 +84,15 @@ def test_the_interval_includes_the_seeds_spread() -> None:
 def test_a_bad_plan_is_one_sentence(tmp_path: Path, changes: dict, message: str) -> None:
     with pytest.raises(UserError, match=message):
         Contest(replace(TINY, **changes), tmp_path)
+
+
+def test_ablations_can_be_added_to_a_finished_contest(tmp_path: Path) -> None:
+    plan = replace(TINY, methods=("agentprune",), seeds=(1,), grid_size=1)
+    Contest(plan, tmp_path).result()
+    ran: list[str] = []
+    result = Contest(replace(plan, ablations=True), tmp_path, progress=ran.append).result()
+    assert all(key.startswith("ablation-graph-agentprune") for key in ran) and len(ran) == 2
+    policies = result["protocols"]["graph"]["policies"]
+    assert {"agentprune[rank_weight=0.02]", "agentprune[prune_steps=1,prune_ratio=0.5]"} <= set(
+        policies
+    )
