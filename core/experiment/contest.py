@@ -530,5 +530,60 @@ def table(result: dict[str, Any]) -> str:
                 f"{p['tokens']:,.0f} ({p['prompt']:,.0f} / {p['completion']:,.0f}) | "
                 f"{p['graph']['verifying_agents']:.2f} | {cell} |"
             )
-        lines.append("")
-    return "\n".join(lines)
+        lines += ["", *_breakdown(part), ""]
+    return "\n".join(_tuning(result) + lines)
+
+
+def _tuning(result: dict[str, Any]) -> list[str]:
+    """Each grid, its tuning-stream rewards and the configuration chosen."""
+    c = result["config"]
+    lines = [
+        f"**Tuning** (training seed {c['tune_seed']}, stream {c['tune_stream']}, "
+        f"{c['tune_episodes']} episodes; rule: highest mean reward, ties to fewer tokens)",
+        "",
+        "| protocol | method | grid (reward on the tuning stream) | chosen |",
+        "|---|---|---|---|",
+    ]
+    for protocol, methods in result["tuning"].items():
+        for method, t in methods.items():
+            tried = "; ".join(
+                f"{_config(g)}: {r['reward']:.3f}"
+                for g, r in zip(t["grid"], t["tuning"], strict=True)
+            )
+            lines.append(f"| {protocol} | {method} | {tried} | {_config(t['config'])} |")
+    return [*lines, ""]
+
+
+def _config(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items()) or "defaults"
+
+
+def _breakdown(part: dict[str, Any]) -> list[str]:
+    """Agent Q-Mix minus each contestant in reward, per domain and per difficulty."""
+    names = [n for n in part["qmix_minus"] if not n.startswith("fixed:")]
+    if not names:
+        return []
+    labels = [k for k in part["qmix_minus"][names[0]] if k != "all"]
+    lines = [
+        "Q-Mix − it, reward [95 %], by domain and difficulty:",
+        "",
+        "| subset | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for label in labels:
+        cells = []
+        for n in names:
+            d = part["qmix_minus"][n].get(label, {}).get("reward")
+            cells.append(f"{d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}]" if d else "—")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    claim = part.get("agentdropout_vs_agentprune")
+    if claim:
+        lines += [
+            "",
+            "AgentDropout against AgentPrune (its paper: −21.6 % prompt, −18.4 % completion "
+            "tokens): "
+            + "; ".join(
+                f"{k} {v['mean']:+.1%} [{v['lo']:+.1%}, {v['hi']:+.1%}]" for k, v in claim.items()
+            ),
+        ]
+    return lines
