@@ -134,6 +134,9 @@ def compare(
         "eval_seed": seed,
         "episodes": episodes,
         "token_weight": opts.token_weight,
+        # Which protocol this is (docs/baselines.md, "Protocols"): the team's action set; a
+        # method verifies only if its checkpoint was trained with tools=true.
+        "actions": opts.actions,
         "best_fixed": best_fixed,
         "policies": policies,
         "paired": paired,

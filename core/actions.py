@@ -46,6 +46,30 @@ class Action(IntEnum):
 N_ACTIONS = len(Action)
 ACTION_NAMES: tuple[str, ...] = tuple(a.label for a in Action)
 
+ACTION_SETS: dict[str, tuple[int, ...]] = {
+    "all": tuple(int(a) for a in Action),
+    "graph": (
+        int(Action.SOLO_PROCESS),
+        int(Action.BROADCAST_ALL),
+        int(Action.SELECTIVE_QUERY),
+        int(Action.AGGREGATE_REFINE),
+        int(Action.DEBATE_CHECK),
+    ),
+}
+"""Which actions a team may take (``--actions``): ``all`` six, or ``graph`` — only what a
+communication graph can express (who reads whom), no ``execute_verify``: the protocol in
+which Agent Q-Mix meets the learned-topology methods on their own ground
+(docs/baselines.md, "Protocols")."""
+
+
+def action_mask(name: str) -> tuple[bool, ...]:
+    """``(A,)``: which of the six actions the action set ``name`` allows."""
+    if name not in ACTION_SETS:
+        raise ValueError(f"no action set {name!r}; choose one of {', '.join(ACTION_SETS)}")
+    allowed = ACTION_SETS[name]
+    return tuple(a in allowed for a in range(N_ACTIONS))
+
+
 _RANK = {
     Action.BROADCAST_ALL: 0,
     Action.SOLO_PROCESS: 1,

@@ -10,9 +10,12 @@ one inter-round (temporal) matrix per pair of consecutive rounds, all trainable.
    in every round the ``α`` share of agents that contribute least is dropped from that
    round (``α``, the node-dropout ratio).
 2. **Edge dropout.** On the remaining agents the intra- and inter-round matrices are
-   optimised again, now with the low-rank (nuclear-norm) penalty AgentPrune introduced,
-   and the ``β`` share of edges with the lowest weights is dropped (``β``, the
-   edge-dropout ratio).
+   optimised again, now with the low-rank (nuclear-norm) penalty AgentPrune introduced
+   and — in the released code — a closeness term, ``ReLU(||A_full − A||_F − δ)``, that
+   keeps each matrix within ``δ`` of the full graph it started from (our
+   ``closeness_weight``, ``delta``), and the ``β`` share of edges with the lowest weights is
+   dropped (``β``, the edge-dropout ratio; the released code drops 0.25 of the remaining
+   edges twice, our ``edge_steps`` 2).
 
 The thinned per-round graphs then serve every query. Mapping onto this runtime
 (docs/baselines.md):
@@ -25,7 +28,13 @@ The thinned per-round graphs then serve every query. Mapping onto this runtime
   only if it answered in the round before;
 * utility: the episode reward (``score − w_tok · token penalty``); budget: the first
   ``node_stage`` share of the training episodes is step 1 (both matrices are sampled and
-  learned, without penalty), the rest step 2; edge dropout runs when training ends;
+  learned, without penalty), the rest step 2; edge dropout runs in ``edge_steps`` steps
+  spread evenly over step 2, the last when training ends;
+* not followed: the released node stage's *skip sampling* (one agent per round drawn to sit
+  out, by a softmax of its weighted degree, with a surrogate log-probability); here every
+  agent plays in step 1 and node dropout ranks agents by the weighted degree learned there;
+* the penalties act on the probabilities ``σ(θ)``, as every penalty here does (the released
+  code applies them to the raw logits, with weight 1 each);
 * counts: ``round(α · N)`` agents per round (at most ``N − 1``), ``round(β · |edges|)``
   edges of each kind;
 * after dropout (``decode``): ``sample`` draws the kept edges with their learned
@@ -41,7 +50,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from core.baselines.edges import count, nuclear_norm, off_diagonal, prune_lowest
+from core.baselines.edges import count, nuclear_norm, off_diagonal, prune_lowest, steps_due
 from core.baselines.method import GraphMethod, MethodConfig, Stage, TeamShape
 from core.baselines.plans import EpisodeGraph
 
@@ -56,9 +65,16 @@ class AgentDropoutConfig(MethodConfig):
     node_dropout: float = 0.25
     """α: share of agents dropped in each round."""
     edge_dropout: float = 0.25
-    """β: share of each kind of edge (intra, inter) dropped after step 2."""
+    """β: share of each kind of edge's remaining edges (intra, inter) dropped at each step."""
+    edge_steps: int = 2
+    """Edge-dropout steps spread evenly over step 2, the last at its end (released: 2)."""
     rank_weight: float = 0.02
     """Weight of the nuclear-norm penalty in step 2."""
+    closeness_weight: float = 0.02
+    """Weight of the released closeness term ``ReLU(||A_full − A||_F − δ)`` in step 2 (0:
+    the paper's loss, which does not state it)."""
+    delta: float = 0.1
+    """δ of the closeness term (released: 0.1)."""
     node_stage: float = 0.5
     """Share of the training episodes spent in step 1 (node dropout) before step 2."""
     temporal: bool = True
@@ -71,12 +87,12 @@ class AgentDropoutConfig(MethodConfig):
         super().validate()
         self.check_ratio("node_dropout", self.node_dropout)
         self.check_ratio("edge_dropout", self.edge_dropout)
-        if not 0.0 < self.node_stage < 1.0:
-            raise ValueError(f"node_stage = {self.node_stage} is not in (0, 1)")
-        if not (self.rank_weight >= 0 and math.isfinite(self.rank_weight)):
-            raise ValueError(f"rank_weight = {self.rank_weight} must be a finite number >= 0")
-        if not 0.0 < self.init_probability < 1.0:
-            raise ValueError(f"init_probability = {self.init_probability} is not in (0, 1)")
+        self.check_steps("edge_steps", self.edge_steps)
+        self.check_probability("node_stage", self.node_stage)
+        self.check_weight("rank_weight", self.rank_weight)
+        self.check_weight("closeness_weight", self.closeness_weight)
+        self.check_weight("delta", self.delta)
+        self.check_probability("init_probability", self.init_probability)
 
 
 class AgentDropout(GraphMethod):
@@ -100,26 +116,41 @@ class AgentDropout(GraphMethod):
         self.register_buffer("inter_support", inter & config.temporal)
         self.register_buffer("active", torch.ones(r, n, dtype=torch.bool))
         self.register_buffer("stage", torch.tensor(NODES))
+        self.steps_done = 0
+        """Edge-dropout steps taken so far in this training run."""
 
-    def edge_probs(self, context: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
+    def graph_probs(self, context: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
         shape = (batch, self.rounds, self.n, self.n)
         return {
             "intra": torch.sigmoid(self.intra_logits).expand(shape),
             "inter": torch.sigmoid(self.inter_logits).expand(shape),
         }
 
-    def supports(self) -> dict[str, torch.Tensor]:
+    def graph_supports(self) -> dict[str, torch.Tensor]:
         return {"intra": self.intra_support, "inter": self.inter_support}
 
     def regulariser(self, probs: dict[str, torch.Tensor]) -> torch.Tensor:
-        if int(self.stage) != EDGES or self.config.rank_weight == 0:
+        """Step 2: ``rank_weight · Σ ||A||_* + closeness_weight · Σ ReLU(||A_full − A||_F −
+        δ)`` over each round's matrix (the batch repeats them)."""
+        c = self.config
+        if int(self.stage) != EDGES:
             return torch.zeros(())
         supports = self.supports()
-        return self.config.rank_weight * sum(
-            nuclear_norm(p[0], supports[k]) for k, p in probs.items()
-        )
+        loss = torch.zeros(())
+        if c.rank_weight:
+            loss = loss + c.rank_weight * sum(
+                nuclear_norm(p[0], supports[k]) for k, p in probs.items()
+            )
+        if c.closeness_weight:
+            # A_full: every edge the matrix may still have (the full graph, less the dropped
+            # agents' edges, which no longer count).
+            for key, p in probs.items():
+                full = supports[key].to(p.dtype)
+                gap = torch.linalg.matrix_norm(full - p[0] * full, ord="fro")
+                loss = loss + c.closeness_weight * torch.relu(gap - c.delta).sum()
+        return loss
 
-    def episode_graph(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
+    def layout(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
         return EpisodeGraph(
             spatial=edges["intra"].astype(bool),
             temporal=edges["inter"].astype(bool),
@@ -137,9 +168,13 @@ class AgentDropout(GraphMethod):
             return a.sum(dim=-1) + a.sum(dim=-2)
 
     def on_progress(self, done: int, total: int) -> Stage | None:
-        if int(self.stage) != NODES or done < self.config.node_stage * total:
+        if int(self.stage) == NODES:
+            return self.drop_nodes(done) if done >= self.config.node_stage * total else None
+        if int(self.stage) != EDGES:
             return None
-        return self.drop_nodes(done)
+        start = int(self.config.node_stage * total)
+        due = steps_due(done - start, total - start, self.config.edge_steps)
+        return self.drop_edges(done) if self.steps_done < due else None
 
     def drop_nodes(self, done: int) -> Stage:
         """Step 1's end: per round, the ``round(α N)`` least contributing agents leave."""
@@ -159,21 +194,30 @@ class AgentDropout(GraphMethod):
         return Stage(done, "nodes dropped", {"dropped_per_round": dropped})
 
     def finish(self, done: int) -> Stage | None:
-        """Step 2's end: each kind of edge loses its ``β`` share, lowest weight first."""
+        """Step 2's end: the last edge-dropout step (and any not taken)."""
         events = []
         if int(self.stage) == NODES:
             events.append(self.drop_nodes(done).detail)
         if int(self.stage) != EDGES:
             return None
+        while self.steps_done < self.config.edge_steps - 1:
+            self.drop_edges(done)
+        stage = self.drop_edges(done)
+        self.stage.fill_(DONE)
+        if events:
+            stage.detail["nodes"] = events[0]
+        return stage
+
+    def drop_edges(self, done: int) -> Stage:
+        """One edge-dropout step: each kind of edge loses ``β`` of its remaining edges,
+        lowest weight first."""
         with torch.no_grad():
-            probs = self.edge_probs({}, 1)
-            before = {k: int(s.sum()) for k, s in self.supports().items()}
+            probs = self.graph_probs({}, 1)
+            before = {k: int(s.sum()) for k, s in self.graph_supports().items()}
             beta = self.config.edge_dropout
             self.intra_support.copy_(prune_lowest(probs["intra"][0], self.intra_support, beta))
             self.inter_support.copy_(prune_lowest(probs["inter"][0], self.inter_support, beta))
-            self.stage.fill_(DONE)
-        after = {k: int(s.sum()) for k, s in self.supports().items()}
-        detail = {"edges_before": before, "edges_after": after}
-        if events:
-            detail["nodes"] = events[0]
+        self.steps_done += 1
+        after = {k: int(s.sum()) for k, s in self.graph_supports().items()}
+        detail = {"step": self.steps_done, "edges_before": before, "edges_after": after}
         return Stage(done, "edges dropped", detail)

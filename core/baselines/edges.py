@@ -13,7 +13,8 @@ gradient of the expected utility over sampled graphs) with a leave-one-out basel
 
     ∇θ E[u(G)] ≈ 1/B Σ_b (u_b − ū_{−b}) ∇θ log p_θ(G_b),   ū_{−b} = mean of the other B−1
 
-The baseline is our choice (the paper averages ``u_b ∇ log p`` directly); it is unbiased
+The baseline is our choice (GPTSwarm's paper writes the plain average of ``u_b ∇ log p``;
+its released code subtracts the mean utility of every episode so far); it is unbiased
 (each ``ū_{−b}`` is independent of ``G_b``) and removes most of the variance a 0/1
 outcome brings. The tests check this estimator against a finite difference of the exact
 expectation on a two-edge family.
@@ -116,3 +117,13 @@ def total_log_prob(
     if total is None:
         raise ValueError("no edge tensors")
     return total
+
+
+def steps_due(done: int, total: int, steps: int) -> int:
+    """How many of ``steps`` pruning steps spread evenly over a budget of ``total`` are due
+    after ``done``: step ``k`` (1-based) at ``k/steps`` of the budget, the last one only
+    when training ends (so at most ``steps − 1`` before). AgentPrune's released schedule —
+    10 iterations, pruning every 5 — is ``steps = 2``: half way, and at the end."""
+    if total <= 0:
+        return 0
+    return min(steps - 1, (done * steps) // total)

@@ -34,7 +34,6 @@ Mapping onto this runtime (docs/baselines.md):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -82,10 +81,12 @@ class GDesignerConfig(MethodConfig):
     """Width of each agent's latent ``z``."""
     sparsity_weight: float = 0.01
     """ζ: weight of the nuclear-norm sparsity penalty on the decoded probabilities."""
-    anchor: str = "chain"
-    """Anchor topology of the encoder's graph and of the anchor term."""
-    anchor_weight: float = 0.01
-    """λ_a: weight of the anchor term (BCE of the decoded probabilities to the anchor)."""
+    anchor: str = "full"
+    """Anchor topology: the encoder's adjacency and the anchor term's target. Released code:
+    the dense role graph (every role connected), our ``full``."""
+    anchor_weight: float = 0.0
+    """λ_a: weight of the paper's anchor term (BCE of the decoded probabilities to the
+    anchor); the released code has none (0)."""
     kl_weight: float = 0.001
     """λ_kl: weight of the VGAE's KL term."""
     init_log_std: float = -2.0
@@ -99,9 +100,7 @@ class GDesignerConfig(MethodConfig):
             if not (isinstance(value, int) and 1 <= value <= 4096):
                 raise ValueError(f"{name} = {value} is not a width between 1 and 4096")
         for name in ("sparsity_weight", "anchor_weight", "kl_weight"):
-            value = getattr(self, name)
-            if not (value >= 0 and math.isfinite(value)):
-                raise ValueError(f"{name} = {value} must be a finite number >= 0")
+            self.check_weight(name, getattr(self, name))
         if not -10.0 <= self.init_log_std <= 2.0:
             raise ValueError(f"init_log_std = {self.init_log_std} is not in [-10, 2]")
         if self.anchor not in ANCHORS:
@@ -148,7 +147,16 @@ class GDesigner(GraphMethod):
         self.decoder = nn.Parameter(torch.zeros(z, z))
         self.bias = nn.Parameter(torch.zeros(()))
         self.register_buffer("support", off_diagonal(n))
+        if config.tools:
+            # With tools the verify bits are decoded from each agent's latent, so they too are
+            # designed per query, on top of the base's per-agent logits (the latents of
+            # agents alike are alike: without them one agent's bit dragged the others');
+            # zero so every bit starts at p = 0.5.
+            self.verify_head = nn.Linear(z, self.rounds)
+            nn.init.zeros_(self.verify_head.weight)
+            nn.init.zeros_(self.verify_head.bias)
         self._kl: torch.Tensor | None = None
+        self._z: torch.Tensor | None = None
 
     def context(
         self, features: torch.Tensor, explore: bool, generator: torch.Generator | None
@@ -174,10 +182,11 @@ class GDesigner(GraphMethod):
         logstd = (self.adjacency @ self.conv_logstd(hidden))[:, : self.n].clamp(-6.0, 2.0)
         return mu, logstd
 
-    def edge_probs(self, context: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
+    def graph_probs(self, context: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
         task = context["task"]
         mu, logstd = self.encode(task)
         z = mu + logstd.exp() * context["noise"]
+        self._z = z
         raw = z @ self.decoder @ z.transpose(1, 2) + self.bias  # (B, N, N)
         # Soft-bounded to ±LOGIT_BOUND: a saturated edge (p = 0 or 1) would stop learning.
         logits = LOGIT_BOUND * torch.tanh(raw / LOGIT_BOUND)
@@ -185,7 +194,11 @@ class GDesigner(GraphMethod):
         self._kl = 0.5 * (mu.pow(2) + (2 * logstd).exp() - 2 * logstd - 1).sum(dim=(1, 2))
         return {"spatial": torch.sigmoid(logits)}
 
-    def supports(self) -> dict[str, torch.Tensor]:
+    def verify_probs(self, context: dict[str, torch.Tensor], batch: int) -> torch.Tensor:
+        """``(B, R, N)`` from the latents of this forward's :meth:`graph_probs`."""
+        return torch.sigmoid(self.verify_head(self._z).transpose(1, 2) + self.verify_logits)
+
+    def graph_supports(self) -> dict[str, torch.Tensor]:
         return {"spatial": self.support}
 
     def regulariser(self, probs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -200,7 +213,7 @@ class GDesigner(GraphMethod):
             loss = loss + c.kl_weight * self._kl.mean()
         return loss
 
-    def episode_graph(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
+    def layout(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
         return EpisodeGraph.repeated(edges["spatial"], self.rounds)
 
 

@@ -18,7 +18,8 @@ Choices where the paper is silent or differs from this runtime (docs/baselines.m
   answer);
 * utility: the episode's reward, ``score − w_tok · token penalty`` — with ``--token-weight
   0`` exactly the paper's accuracy utility;
-* baseline: leave-one-out batch mean (:func:`core.baselines.edges.reinforce_loss`);
+* baseline: leave-one-out batch mean (:func:`core.baselines.edges.reinforce_loss`) after a
+  task regression (the released code subtracts the running mean of all utilities so far);
 * start: every edge at ``init_probability`` (0.5: the paper's uniform start).
 """
 
@@ -64,11 +65,11 @@ class GPTSwarm(GraphMethod):
         self.logits = nn.Parameter(torch.full((self.n, self.n), start))
         self.register_buffer("support", off_diagonal(self.n))
 
-    def edge_probs(self, context: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
+    def graph_probs(self, context: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
         return {"spatial": torch.sigmoid(self.logits).expand(batch, self.n, self.n)}
 
-    def supports(self) -> dict[str, torch.Tensor]:
+    def graph_supports(self) -> dict[str, torch.Tensor]:
         return {"spatial": self.support}
 
-    def episode_graph(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
+    def layout(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
         return EpisodeGraph.repeated(edges["spatial"], self.rounds)

@@ -11,6 +11,7 @@ then edges). :mod:`core.baselines.training` trains any of them the same way.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
@@ -22,6 +23,8 @@ from torch import nn
 from core.baselines.edges import sample_edges, threshold_edges
 from core.baselines.plans import EpisodeGraph
 
+VERIFY = "verify"
+"""The key of the verify bits ``(B, R, N)`` among a method's edge tensors (``tools``)."""
 DECODES = ("threshold", "sample", "mask")
 """How a trained method picks its graph when it is evaluated: ``threshold`` keeps the
 supported edges with probability > 0.5 (the most likely graph), ``sample`` draws them,
@@ -57,6 +60,11 @@ class MethodConfig:
     """Adam's step size on the edge parameters."""
     decode: str = "threshold"
     """How the trained method picks its graph when evaluated (:data:`DECODES`)."""
+    tools: bool = False
+    """The with-tools protocol (our extension, docs/baselines.md "Protocols"): besides its
+    graph the method learns a verify bit per agent and round, a Bernoulli variable trained
+    by the same REINFORCE step as its edges; an agent whose bit is set takes
+    ``execute_verify`` that round. False: the method as published (graphs only)."""
     decodes: ClassVar[tuple[str, ...]] = DECODES
 
     def validate(self) -> None:
@@ -69,6 +77,23 @@ class MethodConfig:
     def check_ratio(name: str, value: float, top: float = 1.0) -> None:
         if not 0.0 <= value <= top:
             raise ValueError(f"{name} = {value} is not in [0, {top:g}]")
+
+    @staticmethod
+    def check_weight(name: str, value: float) -> None:
+        """A regulariser's weight: finite and >= 0."""
+        if not (value >= 0 and math.isfinite(value)):
+            raise ValueError(f"{name} = {value} must be a finite number >= 0")
+
+    @staticmethod
+    def check_probability(name: str, value: float) -> None:
+        """A starting probability: strictly inside (0, 1), so its logit is finite."""
+        if not 0.0 < value < 1.0:
+            raise ValueError(f"{name} = {value} is not in (0, 1)")
+
+    @staticmethod
+    def check_steps(name: str, value: int) -> None:
+        if not (isinstance(value, int) and 1 <= value <= 100):
+            raise ValueError(f"{name} = {value} is not a whole number between 1 and 100")
 
 
 @dataclass
@@ -97,20 +122,52 @@ class GraphMethod(nn.Module, ABC):
         shape.validate()
         self.config, self.shape = config, shape
         self.n, self.rounds = shape.n_agents, shape.n_rounds
+        if config.tools:
+            # Every bit starts at p = 0.5, like every edge: the uniform start.
+            self.verify_logits = nn.Parameter(torch.zeros(self.rounds, self.n))
 
     # -- what a subclass defines ------------------------------------------------------
 
     @abstractmethod
-    def edge_probs(self, context: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
+    def graph_probs(self, context: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
         """Edge probabilities per named edge tensor, ``(batch, *shape)``, with grad."""
 
     @abstractmethod
-    def supports(self) -> dict[str, torch.Tensor]:
+    def graph_supports(self) -> dict[str, torch.Tensor]:
         """Per named edge tensor, the bool ``(*shape)`` of entries that can be present."""
 
     @abstractmethod
-    def episode_graph(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
+    def layout(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
         """One episode's graphs from its edge tensors (``(*shape)`` bool each)."""
+
+    def verify_probs(self, context: dict[str, torch.Tensor], batch: int) -> torch.Tensor:
+        """``(batch, R, N)``: the probability that agent ``i`` verifies in round ``r``
+        (``tools`` only). One logit per agent and round; G-Designer decodes them from the
+        query's latents instead."""
+        return torch.sigmoid(self.verify_logits).expand(batch, self.rounds, self.n)
+
+    # -- the graph and, with tools, the verify bits -------------------------------------
+
+    def edge_probs(self, context: dict[str, torch.Tensor], batch: int) -> dict[str, torch.Tensor]:
+        """:meth:`graph_probs` plus, with ``tools``, the verify bits under :data:`VERIFY`."""
+        probs = self.graph_probs(context, batch)
+        if self.config.tools:
+            probs[VERIFY] = self.verify_probs(context, batch)
+        return probs
+
+    def supports(self) -> dict[str, torch.Tensor]:
+        """:meth:`graph_supports` plus, with ``tools``, every verify bit (always random)."""
+        supports = self.graph_supports()
+        if self.config.tools:
+            supports[VERIFY] = torch.ones(self.rounds, self.n, dtype=torch.bool)
+        return supports
+
+    def episode_graph(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
+        """One episode's graphs (:meth:`layout`) with its verify bits, if any."""
+        graph = self.layout(edges)
+        if VERIFY in edges:
+            graph.verify = edges[VERIFY].astype(bool)
+        return graph
 
     def regulariser(self, probs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Added to the REINFORCE loss (a low-rank or sparsity penalty); default none."""
@@ -159,7 +216,7 @@ class GraphMethod(nn.Module, ABC):
             support = supports[key].expand_as(p)
             if mode == "sample":
                 out[key] = sample_edges(p, support, generator)
-            elif mode == "threshold":
+            elif mode == "threshold" or key == VERIFY:  # ``mask`` would verify everywhere
                 out[key] = threshold_edges(p, support)
             else:
                 out[key] = support.clone()

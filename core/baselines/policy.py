@@ -104,6 +104,11 @@ def stacked(
 def describe_graphs(graphs: list[EpisodeGraph]) -> dict[str, Any]:
     """Mean edges per round (spatial, temporal) and active agents over some episodes."""
     if not graphs:
-        return {"spatial_edges": 0.0, "temporal_edges": 0.0, "active_agents": 0.0}
+        return {
+            "spatial_edges": 0.0,
+            "temporal_edges": 0.0,
+            "active_agents": 0.0,
+            "verifying_agents": 0.0,
+        }
     parts = [g.density() for g in graphs]
     return {k: float(np.mean([p[k] for p in parts])) for k in parts[0]}

@@ -59,6 +59,16 @@ def method_config(name: str, values: dict[str, Any] | None = None) -> MethodConf
     return config
 
 
+def check_protocol(config: MethodConfig, actions: str) -> None:
+    """A method that verifies (``tools``, the with-tools protocol) needs a team whose action
+    set has ``execute_verify``: one sentence otherwise."""
+    if config.tools and actions == "graph":
+        raise UserError(
+            "a method with tools=true verifies, which --actions graph forbids; "
+            "use --actions all, or tools=false for the graph-only protocol."
+        )
+
+
 def parse_pairs(pairs: Sequence[str], flag: str = "--set") -> dict[str, str]:
     """``["prune_ratio=0.3", "decode=mask"]`` -> ``{"prune_ratio": "0.3", ...}``."""
     out: dict[str, str] = {}

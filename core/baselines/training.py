@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import torch
 
 from core.baselines.edges import reinforce_loss, total_log_prob
-from core.baselines.method import GraphMethod, Stage
+from core.baselines.method import VERIFY, GraphMethod, Stage
 from core.baselines.policy import EpisodeDraw, GraphPolicy, describe_graphs, stacked
 from core.qmix.env import VecEnv
 from core.qmix.runner import EpisodeResult, rollout
@@ -206,7 +206,8 @@ def update(
     log_probs = total_log_prob(probs, edges, method.supports())
     residual = utility if critic is None else utility - critic(features)
     policy_loss = reinforce_loss(log_probs, residual)
-    penalty = method.regulariser(probs)
+    # The method's regulariser is about its graph; the verify bits (tools) have none.
+    penalty = method.regulariser({k: p for k, p in probs.items() if k != VERIFY})
     loss = policy_loss + penalty
     optimiser.zero_grad(set_to_none=True)
     loss.backward()

@@ -192,6 +192,16 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
             ),
         ],
     ),
+    "actions": TeamFlag(
+        "actions",
+        Annotated[
+            str,
+            typer.Option(
+                help="Action set: all (six actions) or graph (no execute_verify: only what a "
+                "communication graph expresses; docs/baselines.md, Protocols)."
+            ),
+        ],
+    ),
     "fail_prob": TeamFlag(
         "fail_prob",
         Annotated[float, typer.Option(help="Random failure curriculum: P(agent fails).")],
@@ -274,6 +284,7 @@ TEAM = (
     "preset",
     "society",
     "embedding",
+    "actions",
 )
 BACKEND = (
     "backend",

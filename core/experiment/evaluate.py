@@ -11,6 +11,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from core.actions import action_mask
 from core.errors import EndpointGone, UserError
 from core.qmix.checkpoint import load_checkpoint
 from core.qmix.env import EnvShapes, SerialVecEnv, load_env
@@ -46,8 +49,10 @@ def learned_policy(checkpoint: Path, opts: TeamOptions, device: str = "auto") ->
     env.close()
     dev = resolve_device(device)
     ckpt = load_checkpoint(checkpoint, dev, expect=shapes)
-    policy = QMixPolicy(ckpt.agent, ckpt.mixer, dev, epsilon=0.0, label="qmix")
-    weight = ckpt.env.get("team", {}).get("token_weight") if isinstance(ckpt.env, dict) else None
+    team = ckpt.env.get("team", {}) if isinstance(ckpt.env, dict) else {}
+    allowed = np.asarray(action_mask(team.get("actions", "all")))
+    policy = QMixPolicy(ckpt.agent, ckpt.mixer, dev, epsilon=0.0, label="qmix", allowed=allowed)
+    weight = team.get("token_weight")
     policy.info = PolicyInfo("qmix", "learned", "qmix", weight, {}, str(checkpoint))
     return policy
 

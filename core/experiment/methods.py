@@ -21,7 +21,7 @@ import numpy as np
 from core.baselines.checkpoint import save_method
 from core.baselines.method import GraphMethod, MethodConfig, Stage
 from core.baselines.names import METHOD_NAMES
-from core.baselines.registry import build_method
+from core.baselines.registry import build_method, check_protocol
 from core.baselines.training import BaselineHooks, BaselineState, BaselineTrainConfig, train_method
 from core.errors import EndpointGone, UserError
 from core.experiment.finetune import BudgetMeter
@@ -138,6 +138,7 @@ def train_baseline(
     except ValueError as exc:
         raise UserError(f"{exc}.") from None
     ensure_writable(out)
+    check_protocol(method_config, opts.actions)
     method = new_method(method_name, method_config, opts, config.seed)
     logger = None
     if log and hooks is None:

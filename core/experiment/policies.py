@@ -57,9 +57,11 @@ def baseline_policy(checkpoint: Path, opts: TeamOptions) -> Any:
     """The decoded graphs of a learned-topology checkpoint, checked against the team."""
     from core.baselines.checkpoint import load_method
     from core.baselines.policy import GraphPolicy
+    from core.baselines.registry import check_protocol
 
     loaded = load_method(checkpoint, expect=team_shape(opts))
     method = loaded.method
+    check_protocol(method.config, opts.actions)
     policy = GraphPolicy(method, explore=False, generator=_eval_generator(opts))
     knob = {method.knob: method.knob_value()} if method.knob else {}
     policy.info = PolicyInfo(

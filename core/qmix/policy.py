@@ -43,9 +43,14 @@ class QMixPolicy:
         epsilon: float = 0.0,
         generator: torch.Generator | None = None,
         label: str = "qmix",
+        allowed: np.ndarray | None = None,
     ):
         self.agent, self.mixer, self.device = agent, mixer, device
         self.epsilon, self.generator, self.name = epsilon, generator, label
+        # ``(A,)`` bool: the action set the policy was trained with (``--actions``). It is
+        # applied on top of the environment's ``avail``, so a checkpoint trained on the
+        # graph-only set never verifies, whatever set the evaluating team allows.
+        self.allowed = None if allowed is None else torch.as_tensor(allowed, dtype=torch.bool)
 
     def start(self, episodes: list[int]) -> PolicyMemory:
         batch = len(episodes)
@@ -64,6 +69,8 @@ class QMixPolicy:
         o = torch.from_numpy(np.stack([x["obs"] for x in obs])).to(self.device)
         adj = torch.from_numpy(np.stack([x["adj"] for x in obs])).to(self.device)
         avail = torch.from_numpy(np.stack([x["avail"] for x in obs])).to(self.device)
+        if self.allowed is not None:
+            avail = avail & self.allowed.to(self.device)
         q, hidden = self.agent(o, adj, memory.last_action, memory.hidden)
         actions, greedy = select_actions(q, avail, self.epsilon, self.generator)
         out = StepOutput(

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from core.actions import N_ACTIONS
+from core.actions import N_ACTIONS, action_mask
 from core.backends.base import Backend
 from core.errors import BudgetReached, EndpointGone, UserError
 from core.qmix.env import Transition
@@ -96,6 +96,7 @@ class TeamEnv:
             opts.rounds,
             make_embedder(opts.embedding, opts.embedding_dim),
             self.runtime_config.token_budget,
+            action_mask(opts.actions),
         )
         self.n_agents = len(opts.roles)
         self.n_actions = N_ACTIONS

@@ -22,7 +22,8 @@ one-hot (1..5), the share of agents currently right, team tokens / budget, and p
 currently right, silent, byzantine.
 
 ``avail``: a silent agent (crashed / timed out in the coming round) can only take
-``solo_process`` (it will not act anyway); everyone else can take all six actions.
+``solo_process`` (it will not act anyway); everyone else can take every action of the
+team's action set (``--actions``: all six, or ``graph`` without ``execute_verify``).
 """
 
 from __future__ import annotations
@@ -63,7 +64,12 @@ class ObservationBuilder:
     """Turns a :class:`TeamEpisode` into the protocol's ``obs/state/adj/avail`` arrays."""
 
     def __init__(
-        self, roles: Sequence[str], n_rounds: int, embedder: Embedder, token_budget: float
+        self,
+        roles: Sequence[str],
+        n_rounds: int,
+        embedder: Embedder,
+        token_budget: float,
+        allowed: Sequence[bool] | None = None,
     ):
         self.roles = list(roles)
         self.n_agents = len(self.roles)
@@ -73,6 +79,8 @@ class ObservationBuilder:
         self.obs_dim = embedder.dim + self.n_agents + n_rounds + _FIXED
         self.state_dim = self.n_agents * self.obs_dim + _STATE_EXTRA + 3 * self.n_agents
         self._static_cache: dict[tuple[str, str], np.ndarray] = {}
+        # The team's action set (``--actions``): every agent's avail row starts from it.
+        self.allowed = np.ones(N_ACTIONS, dtype=bool) if allowed is None else np.asarray(allowed)
 
     def _static(self, episode: TeamEpisode) -> np.ndarray:
         """``(N, E + 3 + 3 + 5 + N)`` the features that do not change within an episode."""
@@ -112,7 +120,7 @@ class ObservationBuilder:
         obs = np.zeros((m, n, d), dtype=np.float32)
         obs[:, :, :width] = [self._static(ep) for ep in episodes]
         adj = np.zeros((m, n, n), dtype=np.float32)
-        avail = np.ones((m, n, N_ACTIONS), dtype=bool)
+        avail = np.broadcast_to(self.allowed, (m, n, N_ACTIONS)).copy()
         dynamic, extra = [], []
         for k, ep in enumerate(episodes):
             r = ep.round_index

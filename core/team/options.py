@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 from urllib.parse import urlsplit
 
+from core.actions import ACTION_SETS
 from core.backends.prompts import LAYOUTS, VERIFY_TESTS
 from core.backends.registry import BACKENDS, LABEL_BACKENDS, make_backend, prompt_settings
 from core.backends.society import (
@@ -94,6 +95,9 @@ class TeamOptions:
     pass_through: str = "off"
     """``unanimous``: the decision agent returns the answer every final answer agrees on
     without a call (a deviation from the paper, docs/team.md); ``off``: the paper's rule."""
+    actions: str = "all"
+    """The action set (:data:`core.actions.ACTION_SETS`): ``all`` six, or ``graph`` — no
+    ``execute_verify`` (the graph-only protocol of docs/baselines.md)."""
     fail_prob: float = 0.0
     """Random failure curriculum: per episode, each agent fails with this probability."""
     failures: str = ""
@@ -179,6 +183,10 @@ class TeamOptions:
             raise UserError(
                 f"--pass-through must be one of {', '.join(PASS_THROUGH_RULES)}, "
                 f"not {self.pass_through!r}."
+            )
+        if self.actions not in ACTION_SETS:
+            raise UserError(
+                f"--actions must be one of {', '.join(ACTION_SETS)}, not {self.actions!r}."
             )
         check("fail_prob", self.fail_prob)
         if self.embedding not in EMBEDDERS:

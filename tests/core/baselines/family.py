@@ -64,3 +64,45 @@ def expert_team(rounds: int = 1, seed: int = 0) -> TeamEnv:
         seed=seed,
     )
     return TeamEnv(opts, "train", backend=ExpertBackend())
+
+
+class ToolBackend(ExpertBackend):
+    """The with-tools family: only agent 0 holds the tool, and the decision agent returns
+    agent 0's answer. Agent 0 answers right when it takes ``execute_verify`` (20 more
+    tokens), wrong otherwise; any other agent adopts a right answer it reads (which changes
+    nothing), and verifying costs it as much. The best plan: agent 0 verifies, nobody else
+    does, no edge at all (every message read only costs tokens)."""
+
+    name = "tool"
+
+    async def agent_turn(self, turn: AgentTurn) -> TurnResult:
+        from core.actions import Action
+
+        read = [m for m in (*turn.inbox, *turn.earlier) if m.answer is not None]
+        verifies = turn.action == Action.EXECUTE_VERIFY
+        if turn.agent == 0 and verifies:
+            answer = turn.task.answer
+        else:
+            right = [m.answer for m in read if m.answer == turn.task.answer]
+            answer = right[0] if right else WRONG
+        prompt = 10 + 10 * len(read) + 20 * verifies
+        call = LLMCall(turn.agent, turn.round, f"t{turn.agent}{turn.round}", prompt, 10)
+        return TurnResult(text=f"Answer: {answer}", answer=answer, confidence=0.5, call=call)
+
+    async def decide(self, turn: DecisionTurn) -> TurnResult:
+        answer = turn.finals[0].answer
+        call = LLMCall(-1, turn.n_rounds, "td", 10, 10)
+        return TurnResult(text=f"Answer: {answer}", answer=answer, confidence=0.5, call=call)
+
+
+def tool_team(seed: int = 0) -> TeamEnv:
+    """The with-tools family on the ``math`` tasks' training split (as :func:`expert_team`)."""
+    opts = TeamOptions(
+        benchmark="math",
+        rounds=1,
+        token_weight=1.0,
+        token_budget=200.0,
+        token_penalty="linear",
+        seed=seed,
+    )
+    return TeamEnv(opts, "train", backend=ToolBackend())

@@ -23,7 +23,11 @@ def trained(name: str, seed: int):
     team = expert_team(seed=seed)
     shape = TeamShape(4, 1, task_feature_width(team.obs_dim, 4, 1), tuple(team.opts.roles))
     torch.manual_seed(seed)
-    method = build_method(name, method_config(name), shape, make_embedder())
+    # G-Designer in the paper's reading (chain anchor, its BCE term): with the released
+    # dense anchor the latents of this family's four agents stay alike and it does not find
+    # the graph in this budget (docs/baselines.md, the G-Designer table).
+    values = {"anchor": "chain", "anchor_weight": 0.01} if name == "gdesigner" else {}
+    method = build_method(name, method_config(name, values), shape, make_embedder())
     if name != "gdesigner":  # G-Designer's network starts random by itself
         with torch.no_grad():
             for p in method.parameters():
@@ -54,7 +58,10 @@ def test_the_edges_out_of_the_expert_are_found(name, seed):
     try:
         p = probabilities(method, "spatial")
         assert all(p[e] > 0.9 for e in GOOD), p.round(2)
-        assert all(p[j, 0] < 0.2 for j in FOLLOWERS), p.round(2)  # never into the expert
+        # Never into the expert: unlikely, or pruned (AgentPrune's first step, half way, takes
+        # the lowest edges out of learning wherever they stood).
+        support = method.supports()["spatial"].numpy()
+        assert all(p[j, 0] < 0.2 or not support[j, 0] for j in FOLLOWERS), p.round(2)
         edges = decoded_edges(team, method)
         assert GOOD <= edges and not any(d == 0 for _, d in edges)
         # The last batches are right nearly always (a right team scores 1, minus tokens).
@@ -67,7 +74,7 @@ def test_the_edges_out_of_the_expert_are_found(name, seed):
 def test_agentdropout_keeps_the_expert_and_its_edges(seed):
     team, method, state = trained("agentdropout", seed)
     try:
-        assert [s.what for s in state.stages] == ["nodes dropped", "edges dropped"]
+        assert [s.what for s in state.stages] == ["nodes dropped", *["edges dropped"] * 2]
         active = method.active[0].numpy()
         assert active[0] and active.sum() == 3  # round(0.25 * 4) = 1 follower leaves
         p = probabilities(method, "intra")[0]
