@@ -31,13 +31,13 @@ from typing import Any
 from benchmarks.common import Parser, int_in, user_errors
 from core.backends.local_server import start_unshared
 from core.backends.registry import local_model_server
-from core.experiment.options import make_team_env
+from core.team.env import TeamEnv
 from core.team.options import TeamOptions
 from core.team.topologies import make_policy
 
 
 def play(opts: TeamOptions, topologies: list[str], episodes: int, first: int = 0) -> dict[str, Any]:
-    env = make_team_env(opts, "eval")
+    env = TeamEnv(opts, "eval")
     backend = env.backend
     backend.config.seed = 0  # seeded requests: the replay decodes the same completions
     sent: list[dict[str, Any]] = []

@@ -414,8 +414,9 @@ def _resume_training(
     checkpoint_every_s: float | None = None,
     budget: Any = None,
 ) -> None:
-    from core.experiment import options_from_dict, train_config_from_dict, train_team
+    from core.experiment import options_from_dict, train_team
     from core.store.queries import get_run
+    from core.team.recipes import stored_train_config
 
     check_store_exists(db)
 
@@ -431,7 +432,7 @@ def _resume_training(
         )
     opts = options_from_dict(info.config["team"])
     recipe = info.config.get("recipe", TEAM_RECIPE)  # runs before recipes were the society's
-    config = train_config_from_dict(info.config["train"], recipe)
+    config = stored_train_config(info.config["train"], recipe)
     config.device = device
     from core.experiment.finetune import Budget
     from core.store.queries import run_spend

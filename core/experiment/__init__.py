@@ -1,7 +1,7 @@
 """Experiments on the agent team: the one place that turns options into objects and runs.
 
-* :mod:`core.experiment.options` — team options (re-exported from :mod:`core.team.options`),
-  the training config read back from a run, the team environment of a split;
+* the team options (:class:`~core.team.options.TeamOptions`, one object; re-exported here
+  for the lab's pages, which import ``core.experiment`` and not the team);
 * :mod:`core.experiment.train` — logged training runs (and ``--resume``), plus training on
   any protocol environment;
 * :mod:`core.experiment.evaluate` — held-out evaluation, comparison and robustness runs;
@@ -23,13 +23,8 @@ from core.experiment.evaluate import (
     robustness_team,
     run_policy,
 )
-from core.experiment.options import (
-    TeamOptions,
-    make_team_env,
-    options_from_dict,
-    train_config_from_dict,
-)
 from core.experiment.train import TrainOutcome, save_training_checkpoint, train_team
+from core.team.options import TeamOptions, options_from_dict
 
 __all__ = [
     "TeamOptions",
@@ -38,12 +33,10 @@ __all__ = [
     "evaluate_team",
     "learned_policy",
     "log_run",
-    "make_team_env",
     "options_from_dict",
     "resolve_policy",
     "robustness_team",
     "run_policy",
     "save_training_checkpoint",
-    "train_config_from_dict",
     "train_team",
 ]

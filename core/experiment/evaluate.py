@@ -38,13 +38,13 @@ def learned_policy(checkpoint: Path, opts: TeamOptions, device: str = "auto") ->
     (:class:`~core.experiment.policies.PolicyInfo`) names the family, the token weight it
     was trained at and its knob."""
     from core.baselines.checkpoint import FORMAT as BASELINE_FORMAT
-    from core.experiment.options import make_team_env
     from core.experiment.policies import PolicyInfo, baseline_policy
     from core.qmix.checkpoint import read_payload
+    from core.team.env import TeamEnv
 
     if read_payload(checkpoint).get("format") == BASELINE_FORMAT:
         return baseline_policy(checkpoint, opts)
-    env = make_team_env(opts, "eval")
+    env = TeamEnv(opts, "eval")
     shapes = EnvShapes.of(env)
     env.close()
     dev = resolve_device(device)
@@ -77,9 +77,9 @@ def run_policy(
     first: int = 0,
 ) -> list[EpisodeRecord]:
     """Play held-out episodes ``first..first+episodes-1`` of stream ``seed`` with ``policy``."""
-    from core.experiment.options import make_team_env
+    from core.team.env import TeamEnv
 
-    env = make_team_env(replace(opts, seed=seed), "eval")
+    env = TeamEnv(replace(opts, seed=seed), "eval")
     try:
         with torch_threads(EVAL_THREADS):
             return env.run(policy, range(first, first + episodes), failures=failures)
@@ -186,9 +186,9 @@ def play_plan(
     the records played here. A kill loses at most the batch in flight, and the run's
     logged episodes are always the plan's first ones, in order."""
     from core.experiment.budget import episodes_that_fit
-    from core.experiment.options import make_team_env
+    from core.team.env import TeamEnv
 
-    env = make_team_env(replace(opts, seed=plan.seed), "eval")
+    env = TeamEnv(replace(opts, seed=plan.seed), "eval")
     width = opts.concurrency
     played: list[EpisodeRecord] = []
     try:
@@ -347,9 +347,9 @@ def resume_evaluation(
     estimate (:func:`core.experiment.budget.real_run`)."""
     from core.experiment.budget import real_run
     from core.experiment.finetune import Budget
-    from core.experiment.options import options_from_dict
     from core.store.queries import get_run, last_episode, run_spend
     from core.store.writer import RunLogger
+    from core.team.options import options_from_dict
 
     info = get_run(db, run_id)
     if info is None:

@@ -363,10 +363,10 @@ def probe(
     """Play episode 0 of ``split`` once with ``policy`` (what the run will play, when there
     is one; None = :data:`PROBE_POLICY`), not logged, and scale it up. Its requests are the
     run's own for that episode, so the response cache keeps them for the run."""
-    from core.experiment.options import make_team_env
+    from core.team.env import TeamEnv
     from core.team.topologies import make_policy
 
-    env = make_team_env(opts, split)
+    env = TeamEnv(opts, split)
     try:
         t0 = time.monotonic()
         record = env.run(policy or make_policy(PROBE_POLICY), [0], width=1)[0]

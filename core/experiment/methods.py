@@ -25,11 +25,11 @@ from core.baselines.registry import build_method, check_protocol
 from core.baselines.training import BaselineHooks, BaselineState, BaselineTrainConfig, train_method
 from core.errors import EndpointGone, UserError
 from core.experiment.finetune import BudgetMeter
-from core.experiment.options import make_team_env
 from core.experiment.policies import baseline_policy, team_shape
 from core.qmix.checkpoint import ensure_writable
 from core.qmix.runner import EpisodeResult
 from core.team.embedding import make_embedder
+from core.team.env import TeamEnv
 from core.team.options import TeamOptions
 from core.team.summary import summarize_records
 
@@ -163,7 +163,7 @@ def train_baseline(
     hooks = hooks or BaselineHooks()
     if meter is not None:
         hooks = BaselineBudgetHooks(hooks, meter)
-    team = make_team_env(opts, "train")
+    team = TeamEnv(opts, "train")
     status, stopped, saved = "interrupted", None, False
     try:
         state = train_method(team.vectorized, method, config, hooks, progress)

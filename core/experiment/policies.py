@@ -81,10 +81,10 @@ def _eval_generator(opts: TeamOptions) -> Any:
 def team_shape(opts: TeamOptions) -> Any:
     """The :class:`~core.baselines.method.TeamShape` of ``opts``' team."""
     from core.baselines.method import TeamShape
-    from core.experiment.options import make_team_env
+    from core.team.env import TeamEnv
     from core.team.observations import task_feature_width
 
-    env = make_team_env(opts, "eval")
+    env = TeamEnv(opts, "eval")
     try:
         width = task_feature_width(env.obs_dim, env.n_agents, env.max_steps)
         return TeamShape(env.n_agents, env.max_steps, width, tuple(opts.roles))

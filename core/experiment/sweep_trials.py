@@ -23,12 +23,12 @@ import ray
 
 from core.baselines.training import BaselineTrainConfig
 from core.experiment.evaluate import run_policy
-from core.experiment.options import make_team_env
 from core.experiment.sweep_plan import TrialSpec
 from core.experiment.train import StoreHooks, save_training_checkpoint
 from core.qmix.policy import QMixPolicy
 from core.qmix.training import train
 from core.records import EpisodeRecord
+from core.team.env import TeamEnv
 from core.team.options import TeamOptions
 from core.team.topologies import make_policy
 
@@ -115,7 +115,7 @@ def train_trial(spec: TrialSpec) -> TrialResult:
     sink = EpisodeSink()
     # A checkpoint interval past the end: the one checkpoint is written below, as bytes.
     hooks = StoreHooks(sink, Path("unused"), config.episodes + 1, save=lambda state: None)
-    team = make_team_env(spec.team, "train")
+    team = TeamEnv(spec.team, "train")
     try:
         state = train(team.vectorized, config, hooks=hooks)
         hooks.flush()

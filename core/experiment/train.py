@@ -20,13 +20,14 @@ import numpy as np
 from core.errors import BudgetReached, DiskFull, EndpointGone, UserError
 from core.experiment.evaluate import EVAL_THREADS, run_policy
 from core.experiment.finetune import BudgetHooks, BudgetMeter, init_config, initial_state
-from core.experiment.options import TeamOptions, make_team_env
 from core.qmix.checkpoint import ensure_writable, load_checkpoint, save_checkpoint
 from core.qmix.env import EnvShapes, SerialVecEnv, load_env
 from core.qmix.policy import QMixPolicy
 from core.qmix.runner import EpisodeResult, rollout_all, summarize
 from core.qmix.seeding import seed_everything, torch_threads
 from core.qmix.training import TrainConfig, TrainHooks, TrainState, build_state, train
+from core.team.env import TeamEnv
+from core.team.options import TeamOptions
 from core.team.recipes import ENV_RECIPE, TEAM_RECIPE
 from core.team.summary import summarize_records
 
@@ -232,7 +233,7 @@ def train_team(
         )
     if out is not None:
         ensure_writable(out)
-    team = make_team_env(opts, "train")
+    team = TeamEnv(opts, "train")
     logger = None
     try:
         state = None

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import torch
 
-from core.experiment import TeamOptions, make_team_env, run_policy, train_team
+from core.experiment import TeamOptions, run_policy, train_team
 from core.qmix.encoders import AgentNetConfig
 from core.qmix.env import EnvShapes
 from core.qmix.policy import QMixPolicy
 from core.qmix.seeding import seed_everything
 from core.qmix.training import TrainConfig, build_state
+from core.team.env import TeamEnv
 from core.team.recipes import TEAM_RECIPE, recipe_config
 from core.team.summary import summarize_records
 from core.team.topologies import make_policy
@@ -27,7 +28,7 @@ def test_short_sim_training_beats_its_untrained_start_and_random_actions(tmp_pat
         TEAM_RECIPE,
         {"episodes": 3000, "seed": 1, "device": "cpu", "n_envs": 32, "max_updates": 600, **widths},
     )
-    env = make_team_env(opts, "train")
+    env = TeamEnv(opts, "train")
     shapes = EnvShapes.of(env)
     env.close()
     seed_everything(config.seed)
