@@ -24,7 +24,11 @@ from core.errors import UserError
 from core.qmix.checkpoint import read_payload, write_payload
 
 FORMAT = "agentqmix-baseline"
-VERSION = 1
+VERSION = 2
+"""2: the team settings are stored once, as the team options (``team``), the token weight
+among them, as an Agent Q-Mix checkpoint stores them; 1 (still read) kept the token weight
+in a key of its own beside them."""
+READABLE = (1, 2)
 
 
 @dataclass
@@ -32,18 +36,20 @@ class LoadedMethod:
     """A checkpoint's method, ready to act, and what made it."""
 
     method: GraphMethod
-    token_weight: float
-    """w_tok of the reward it was trained on."""
     team: dict[str, Any]
     """The team options it was trained with (``asdict(TeamOptions)``, credentials redacted)."""
     meta: dict[str, Any]
     """Training facts: episodes, tokens, seed, run id, stages."""
 
+    @property
+    def token_weight(self) -> float:
+        """w_tok of the reward it was trained on (one of its team settings)."""
+        return float(self.team["token_weight"])
+
 
 def save_method(
     path: str | Path,
     method: GraphMethod,
-    token_weight: float,
     team: dict[str, Any],
     meta: dict[str, Any] | None = None,
 ) -> Path:
@@ -58,7 +64,6 @@ def save_method(
         "config": {f.name: getattr(method.config, f.name) for f in fields(method.config)},
         "shape": method.shape.as_dict(),
         "state": {k: v.detach().cpu() for k, v in method.state_dict().items()},
-        "token_weight": float(token_weight),
         "team": team,
         "meta": meta or {},
     }
@@ -71,13 +76,13 @@ def load_method(path: str | Path, expect: TeamShape | None = None) -> LoadedMeth
     payload = read_payload(path)
     if payload.get("format") != FORMAT:
         raise UserError(f"checkpoint {path} is not a learned-topology checkpoint.")
-    if payload.get("version") != VERSION:
+    version = payload.get("version")
+    if version not in READABLE:
         raise UserError(
-            f"checkpoint {path} has format version {payload.get('version')}; this build reads {VERSION}."
+            f"checkpoint {path} has format version {version}; this build reads "
+            f"{' and '.join(map(str, READABLE))}."
         )
-    missing = [
-        k for k in ("method", "config", "shape", "state", "token_weight") if k not in payload
-    ]
+    missing = [k for k in ("method", "config", "shape", "state", "team") if k not in payload]
     if missing:
         raise UserError(f"checkpoint {path} is incomplete: it lacks {', '.join(missing)}.")
     name = payload["method"]
@@ -99,16 +104,18 @@ def load_method(path: str | Path, expect: TeamShape | None = None) -> LoadedMeth
             f"checkpoint {path} learned {shape.n_rounds} rounds of graphs; this team plays "
             f"{expect.n_rounds} (pass --rounds {shape.n_rounds})."
         )
-    weight = payload["token_weight"]
+    team = payload["team"] if isinstance(payload["team"], dict) else {}
+    if version == 1:  # the token weight had a key of its own beside the team
+        team = {**team, "token_weight": payload.get("token_weight")}
+    weight = team.get("token_weight")
     if isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight):
         raise UserError(f"checkpoint {path} has an invalid token weight ({weight!r}).")
     if expect is not None:
         shape = TeamShape(shape.n_agents, expect.n_rounds, shape.feature_width, shape.roles)
     method = build_method(name, config, shape)
     _load_state(method, payload["state"], path)
-    team = payload.get("team") if isinstance(payload.get("team"), dict) else {}
     meta = payload.get("meta") if isinstance(payload.get("meta"), dict) else {}
-    return LoadedMethod(method.eval(), float(weight), team, meta)
+    return LoadedMethod(method.eval(), team, meta)
 
 
 def _config(cls: type, values: Any, path: Path) -> Any:

@@ -176,7 +176,7 @@ def train_baseline(
             "stages": [stage_dict(s) for s in state.stages],
             "graph": method.summary(),
         }
-        save_method(out, method, opts.token_weight, redact_config(asdict(opts)), meta)
+        save_method(out, method, redact_config(asdict(opts)), meta)
         saved = True
         if logger:
             logger.set_checkpoint(out, logger.next_episode - 1)

@@ -22,6 +22,7 @@ from core.errors import UserError
 from core.experiment.evaluate import learned_policy, run_policy
 from core.experiment.methods import new_method
 from core.experiment.policies import team_shape
+from core.qmix.checkpoint import read_payload, write_payload
 from core.team.failures import FAILURE_MODES, FailureSpec
 from core.team.options import TeamOptions
 from lab import forks
@@ -85,6 +86,23 @@ def test_a_method_run_is_not_resumed_as_qmix(trained, capsys):
     assert code == 2 and "only Agent Q-Mix runs resume" in err
 
 
+def test_a_version_1_checkpoint_reads_its_token_weight_from_its_own_key(trained, tmp_path):
+    # Version 2 stores the team settings once (the token weight among the team options);
+    # a version-1 file kept the weight in a key of its own, and still loads with it.
+    _, paths = trained
+    payload = read_payload(paths["agentprune"])
+    assert payload["version"] == 2 and "token_weight" not in payload
+    team = {k: v for k, v in payload["team"].items() if k != "token_weight"}
+    old = write_payload(
+        tmp_path / "v1.pt", {**payload, "version": 1, "team": team, "token_weight": 0.25}
+    )
+    loaded = load_method(old, expect=team_shape(TeamOptions(benchmark="math")))
+    assert loaded.token_weight == 0.25 and loaded.team["token_weight"] == 0.25
+    bad = write_payload(tmp_path / "bad.pt", {**payload, "team": team})
+    with pytest.raises(UserError, match="invalid token weight"):
+        load_method(bad)
+
+
 def test_checkpoints_round_trip_and_load_everywhere(trained, tmp_path):
     db, paths = trained
     opts = TeamOptions(benchmark="math")
@@ -93,7 +111,7 @@ def test_checkpoints_round_trip_and_load_everywhere(trained, tmp_path):
         loaded = load_method(path, expect=shape)
         assert loaded.method.name == name and loaded.token_weight == 0.1
         assert loaded.meta["episodes"] == 48 and loaded.meta["train_tokens"] > 0
-        again = save_method(tmp_path / f"{name}.pt", loaded.method, 0.1, loaded.team, loaded.meta)
+        again = save_method(tmp_path / f"{name}.pt", loaded.method, loaded.team, loaded.meta)
         twice = load_method(again, expect=shape)
         theirs = twice.method.state_dict()
         for key, tensor in loaded.method.state_dict().items():
