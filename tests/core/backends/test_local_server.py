@@ -105,9 +105,8 @@ def test_real_episode_stores_the_servers_usage(
 ) -> None:
     db = tmp_path / "real.duckdb"
     # A CLI process attaches to the session's server (through the proxy, same identity).
-    shared = {
-        ls.ATTACH_ENV: json.dumps({"url": proxy.url, "identity": local_server.model.identity})
-    }
+    handed = json.loads(local_server.attach_env()[ls.ATTACH_ENV])
+    shared = {ls.ATTACH_ENV: json.dumps({**handed, "url": proxy.url})}
     proc = subprocess.run(
         [sys.executable, "-m", "core.cli", "eval", "--backend", "local", "--benchmark", "math",
          "--policy", "star", "--agents", "solver,analyst", "--rounds", "1", "--episodes", "1",

@@ -124,12 +124,8 @@ def test_a_rounds_calls_go_together_each_to_its_agents_slot(
     call is answered, and the store keeps the usage the server reported; the run records
     its server's engine, slots and threads."""
     db = tmp_path / "native.duckdb"
-    shared = {
-        ls.ATTACH_ENV: json.dumps(
-            {"url": proxy.url, "identity": local_server.model.identity,
-             "slots": local_server.slots, "threads": local_server.threads}
-        )
-    }  # fmt: skip
+    handed = json.loads(local_server.attach_env()[ls.ATTACH_ENV])
+    shared = {ls.ATTACH_ENV: json.dumps({**handed, "url": proxy.url})}
     proc = subprocess.run(
         [sys.executable, "-m", "core.cli", "eval", "--backend", "local", "--benchmark", "math",
          "--policy", "star", "--agents", "solver,analyst,coder", "--rounds", "1",
