@@ -89,9 +89,11 @@ else
   generator=""
   command -v ninja >/dev/null 2>&1 && generator="-G Ninja"
   # Its own process group (setsid), as pip's above: stopping this script stops the compilers.
+  # Only llama-cpp-python as source: with `--no-binary :all:` pip would also build the
+  # sdist's build dependencies from source (it compiled cmake itself when none was usable).
   # shellcheck disable=SC2016 # expanded by the inner bash, from the exported variables
   AQ_WORK="$work" AQ_FLAGS="$flags" AQ_GENERATOR="$generator" setsid bash -ec '
-    python -m pip download --disable-pip-version-check --no-binary :all: --no-deps \
+    python -m pip download --disable-pip-version-check --no-binary llama-cpp-python --no-deps \
       -d "$AQ_WORK" "llama-cpp-python==0.3.36"
     tar -xzf "$AQ_WORK"/llama_cpp_python-0.3.36.tar.gz -C "$AQ_WORK"
     cmake -S "$AQ_WORK/llama_cpp_python-0.3.36/vendor/llama.cpp" -B "$AQ_WORK/build" \
