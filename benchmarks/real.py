@@ -1,22 +1,29 @@
-"""Real episodes on the local model: seconds per episode by topology, tokens/s, overhead.
+"""Real episodes on the local model, both engines side by side: seconds per episode by
+topology, prefill and decode tokens/s, cache hits per slot, overhead over raw server calls.
 
-Starts the llama.cpp server (``--backend local``, SmolLM2-135M-Instruct by default), plays
-``--episodes`` held-out episodes per fixed topology with the default team (4 agents, 3
-rounds), cache off, and records every request in the order it was sent. It then sends the
-same requests (same messages, cap, temperature and seed) straight to a second server of
-the same model and settings, one at a time in the same order, right after each episode
-(both then meet the same load on a shared machine), and reports the team runtime's
-overhead: episode wall time over the straight replay's wall time, minus one. The second
+Starts the local model on each engine of ``--engines`` (``native``: llama.cpp's
+llama-server, a slot per agent; ``python``: llama-cpp-python's server), plays the same
+held-out episodes on each with the default team (4 agents, 3 rounds), cache off, the
+engines alternating episode by episode (and which goes first, so that neither always meets
+the machine's load first), and records every request with the moments it was sent and
+answered. Right after each episode it sends the same requests (same body: messages, cap,
+temperature, seed, slot) straight to a second server of the same engine and settings,
+each one once the requests that had been answered before it was sent are answered again
+(the episode's own order and concurrency, without the team's runtime), and reports the
+runtime's overhead: episode wall time over the straight replay's, minus one. The second
 server has seen every earlier episode's requests, as the first one has, and none of this
-one's: replayed on the first, each request would find its whole prompt in the prompt
-cache the episode filled. Prints JSON.
+one's. Prints JSON.
 
-    agentqmix bench real [--topologies star,chain] [--episodes 3] [--first-episode 0]
-                         [--benchmark mixed] [--prompt-layout fresh|conversation]
+    agentqmix bench real [--topologies all|star,chain] [--episodes 3] [--first-episode 0]
+                         [--engines native,python] [--benchmark mixed]
+                         [--prompt-layout fresh|conversation]
 
 ``--first-episode K`` plays held-out episodes K, K+1, ...: ``mixed`` episodes 0-4 hold
 multiple choice and maths only; 5, 6 and 9 are code. The JSON gives the median by task
-kind as well as over all.
+kind as well as over all. The native engine's figures come from its responses'
+``timings`` (prefill and decode tokens/s as the server times each request: a request
+batched with others shares the time) and ``cached_tokens`` (cache hits per slot), and its
+``/metrics`` (slots busy per decode step).
 """
 
 from __future__ import annotations
@@ -24,101 +31,235 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import threading
 import time
 import urllib.request
+from dataclasses import asdict, replace
 from typing import Any
 
 from benchmarks.common import Parser, int_in, user_errors
-from core.backends.local_server import start_unshared
-from core.backends.registry import local_model_server
+from core.backends.local_server import ENGINES, LocalServer, start_unshared
+from core.backends.registry import local_model_server, prompt_settings
+from core.errors import UserError
 from core.team.env import TeamEnv
 from core.team.options import TeamOptions
-from core.team.topologies import make_policy
+from core.team.topologies import FIXED_TOPOLOGIES, make_policy
+
+Sent = tuple[dict[str, Any], float, float]
+"""A request as sent: its JSON body, when it was sent and when it was answered."""
 
 
-def play(opts: TeamOptions, topologies: list[str], episodes: int, first: int = 0) -> dict[str, Any]:
-    env = TeamEnv(opts, "eval")
-    backend = env.backend
-    backend.config.seed = 0  # seeded requests: the replay decodes the same completions
-    sent: list[dict[str, Any]] = []
-    once = backend._once
+class Engine:
+    """One engine's team env, the requests its back-end sent, and its replay server."""
 
-    async def recording_once(request: dict[str, Any], *args: Any) -> Any:
-        sent.append(request)
-        return await once(request, *args)
+    def __init__(self, opts: TeamOptions):
+        self.opts = opts
+        self.env = TeamEnv(opts, "eval")
+        backend = self.backend = self.env.backend
+        backend.config.seed = 0  # seeded requests: the replay decodes the same completions
+        self.sent: list[Sent] = []
+        once = backend._once
 
-    backend._once = recording_once
-    rows: dict[str, Any] = {}
-    replay_server = start_unshared(local_model_server(opts.model_file))
-    try:
-        for name in topologies:
-            sent_before = len(sent)
-            seconds, replays, tokens, completion = [], [], 0, 0
-            by_kind: dict[str, list[float]] = {}
-            for k in range(first, first + episodes):
-                start = len(sent)
-                t0 = time.perf_counter()
-                (record,) = env.run(make_policy(name), [k])
-                seconds.append(time.perf_counter() - t0)
-                by_kind.setdefault(record.domain, []).append(seconds[-1])
-                # Right after the episode, so that both see the same load on a shared machine.
-                replays.append(straight(replay_server.url, sent[start:]))
-                tokens += record.tokens
-                completion += sum(c.completion_tokens for c in record.calls)
-            wall, replay = sum(seconds), sum(replays)
-            rows[name] = {
-                "episodes": episodes,
-                "seconds_per_episode": [round(s, 2) for s in seconds],
-                "episode_indices": [first, first + episodes - 1],
-                "median_s": round(statistics.median(seconds), 2),
-                # A code episode writes whole functions: a median over maths alone says
-                # nothing about it.
-                "median_s_by_kind": {
-                    kind: round(statistics.median(s), 2) for kind, s in sorted(by_kind.items())
-                },
-                "episodes_by_kind": {kind: len(s) for kind, s in sorted(by_kind.items())},
-                "calls": len(sent) - sent_before,
-                "tokens_per_episode": round(tokens / episodes),
-                "completion_tokens_per_s": round(completion / wall, 1),
-                "tokens_per_s": round(tokens / wall, 1),
-                "straight_replay_s": [round(r, 2) for r in replays],
-                "overhead": round(wall / replay - 1, 4),
-                "overhead_per_episode": [
-                    round(w / r - 1, 4) for w, r in zip(seconds, replays, strict=True)
-                ],
-                "failed_calls": backend.stats["failed_calls"],
-            }
-    finally:
-        env.close()
-        replay_server.stop()
-    return rows
+        async def recording_once(request: dict[str, Any], *args: Any) -> Any:
+            body = {k: request[k] for k in ("model", "messages", "temperature", "max_tokens")}
+            body |= {"seed": request["seed"], **backend.request_extras(request)}
+            t0 = time.perf_counter()
+            out = await once(request, *args)
+            self.sent.append((body, t0, time.perf_counter()))
+            return out
+
+        backend._once = recording_once
+        self.replay_server = start_unshared(local_model_server(opts))
+
+    def play(self, topology: str, k: int) -> dict[str, Any]:
+        """Episode ``k`` with ``topology``, then its straight replay."""
+        start = len(self.sent)
+        slots_before = [asdict(s) for s in getattr(self.backend, "slot_stats", [])]
+        t0 = time.perf_counter()
+        (record,) = self.env.run(make_policy(topology), [k])
+        seconds = time.perf_counter() - t0
+        replay = straight(self.replay_server.url, self.sent[start:])
+        slots = [
+            {k: now[k] - was[k] for k in now}
+            for now, was in zip(
+                [asdict(s) for s in getattr(self.backend, "slot_stats", [])],
+                slots_before,
+                strict=True,
+            )
+        ]
+        return {
+            "seconds": seconds,
+            "replay": replay,
+            "kind": record.domain,
+            "tokens": record.tokens,
+            "completion": sum(c.completion_tokens for c in record.calls),
+            "calls": len(self.sent) - start,
+            "slots": slots,
+        }
+
+    def close(self) -> None:
+        self.env.close()
+        self.replay_server.stop()
 
 
-def straight(base_url: str, requests: list[dict[str, Any]]) -> float:
-    """Wall time of ``requests`` sent straight to the server, one at a time, in order."""
+def straight(base_url: str, sent: list[Sent]) -> float:
+    """Wall time of ``sent`` replayed straight to the server: each request once every
+    request answered before it was first sent is answered again (one at a time when they
+    were sent one at a time, together when they were in flight together)."""
+    done = [threading.Event() for _ in sent]
+    errors: list[BaseException] = []
+
+    def send(i: int) -> None:
+        try:
+            req = urllib.request.Request(
+                f"{base_url}/chat/completions",
+                data=json.dumps(sent[i][0]).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+            with urllib.request.urlopen(req, timeout=600) as resp:
+                resp.read()
+        except BaseException as err:  # reported by the caller's thread
+            errors.append(err)
+        finally:
+            done[i].set()
+
+    order = sorted(range(len(sent)), key=lambda i: sent[i][1])
+    threads = []
     t0 = time.perf_counter()
-    for r in requests:
-        body = {k: r[k] for k in ("model", "messages", "temperature", "max_tokens", "seed")}
-        req = urllib.request.Request(
-            f"{base_url}/chat/completions",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(req, timeout=600) as resp:
-            resp.read()
+    for j in order:
+        for i in order:
+            if sent[i][2] <= sent[j][1]:
+                done[i].wait()
+        threads.append(threading.Thread(target=send, args=(j,)))
+        threads[-1].start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise RuntimeError(f"a replayed request failed: {errors[0]}")
     return time.perf_counter() - t0
+
+
+def summary(runs: list[dict[str, Any]], first: int) -> dict[str, Any]:
+    """One engine's figures over one topology's episodes."""
+    seconds = [r["seconds"] for r in runs]
+    replays = [r["replay"] for r in runs]
+    by_kind: dict[str, list[float]] = {}
+    for r in runs:
+        by_kind.setdefault(r["kind"], []).append(r["seconds"])
+    wall = sum(seconds)
+    row: dict[str, Any] = {
+        "episodes": len(runs),
+        "episode_indices": [first, first + len(runs) - 1],
+        "seconds_per_episode": [round(s, 2) for s in seconds],
+        "median_s": round(statistics.median(seconds), 2),
+        # A code episode writes whole functions: a median over maths alone says nothing of it.
+        "median_s_by_kind": {k: round(statistics.median(s), 2) for k, s in sorted(by_kind.items())},
+        "calls": sum(r["calls"] for r in runs),
+        "tokens_per_episode": round(sum(r["tokens"] for r in runs) / len(runs)),
+        "completion_tokens_per_s": round(sum(r["completion"] for r in runs) / wall, 1),
+        "tokens_per_s": round(sum(r["tokens"] for r in runs) / wall, 1),
+        "straight_replay_s": [round(r, 2) for r in replays],
+        "overhead": round(wall / sum(replays) - 1, 4),
+        "overhead_per_episode": [
+            round(w / r - 1, 4) for w, r in zip(seconds, replays, strict=True)
+        ],
+    }
+    slots = [r["slots"] for r in runs if r["slots"]]
+    if slots:
+        per_slot = [
+            {k: sum(s[i][k] for s in slots) for k in slots[0][i]} for i in range(len(slots[0]))
+        ]
+        prompt_ms = sum(s["prompt_ms"] for s in per_slot)
+        computed = sum(s["prompt_tokens"] - s["cached_tokens"] for s in per_slot)
+        decode_ms = sum(s["predicted_ms"] for s in per_slot)
+        decoded = sum(s["predicted_tokens"] for s in per_slot)
+        row["prefill_tokens_per_s"] = round(1000 * computed / prompt_ms, 1) if prompt_ms else None
+        row["decode_tokens_per_s"] = round(1000 * decoded / decode_ms, 1) if decode_ms else None
+        row["cache_hits_per_slot"] = [
+            {
+                "slot": i,
+                "requests": s["requests"],
+                "reused": s["reused"],
+                "cached_tokens": s["cached_tokens"],
+                "prompt_tokens": s["prompt_tokens"],
+            }
+            for i, s in enumerate(per_slot)
+        ]
+    return row
+
+
+def server_metrics(server: LocalServer) -> dict[str, float]:
+    """The native engine's ``/metrics`` (Prometheus text), as ``name -> value``."""
+    base = server.url.removesuffix("/v1")
+    with urllib.request.urlopen(f"{base}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("llamacpp:"):
+            name, value = line.split()
+            out[name.removeprefix("llamacpp:")] = float(value)
+    return out
+
+
+def play(
+    opts: TeamOptions, engines: list[str], topologies: list[str], episodes: int, first: int = 0
+) -> dict[str, Any]:
+    """Every topology's episodes on every engine, alternating; the figures by topology."""
+    teams = {e: Engine(replace(opts, local_engine=e)) for e in engines}
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {
+        t: {e: [] for e in engines} for t in topologies
+    }
+    try:
+        turn = 0
+        for name in topologies:
+            for k in range(first, first + episodes):
+                order = engines if turn % 2 == 0 else engines[::-1]
+                turn += 1
+                for e in order:
+                    runs[name][e].append(teams[e].play(name, k))
+        out: dict[str, Any] = {
+            name: {e: summary(runs[name][e], first) for e in engines} for name in topologies
+        }
+        servers = {e: t.backend.server for e, t in teams.items()}
+        identity = {
+            e: {"engine": e, "slots": s.slots, "threads": s.threads} for e, s in servers.items()
+        }
+        metrics = {e: server_metrics(s) for e, s in servers.items() if e == "native"}
+        failed = {e: t.backend.stats["failed_calls"] for e, t in teams.items()}
+    finally:
+        for team in teams.values():
+            team.close()
+    return {
+        "servers": identity,
+        "native_metrics": metrics,
+        "failed_calls": failed,
+        "topologies": out,
+    }
 
 
 def main() -> None:
     parser = Parser(description=__doc__.splitlines()[0])
-    parser.add_argument("--topologies", default="star")
+    parser.add_argument("--topologies", default="star", help="comma-separated, or all")
     parser.add_argument("--episodes", type=int_in(1, 1000), default=3)
     parser.add_argument("--first-episode", type=int_in(0, 1_000_000), default=0)
+    parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--benchmark", default="mixed")
     parser.add_argument("--model-file", default=None)
     parser.add_argument("--prompt-layout", default=None, help="default: the local recipe's")
     args = parser.parse_args()
     with user_errors():
+        topologies = (
+            list(FIXED_TOPOLOGIES) if args.topologies == "all" else args.topologies.split(",")
+        )
+        for t in topologies:
+            make_policy(t)  # an unknown name is one sentence before any server starts
+        engines = args.engines.split(",")
+        if (
+            not engines
+            or any(e not in ENGINES for e in engines)
+            or len(set(engines)) < len(engines)
+        ):
+            raise UserError(f"--engines must name some of {', '.join(ENGINES)}, each once.")
         opts = TeamOptions(
             backend="local",
             benchmark=args.benchmark,
@@ -127,9 +268,7 @@ def main() -> None:
             prompt_layout=args.prompt_layout,
         )
         opts.validate()
-        for name in args.topologies.split(","):
-            make_policy(name)  # an unknown topology, before the model server starts
-        rows = play(opts, args.topologies.split(","), args.episodes, args.first_episode)
+        result = play(opts, engines, topologies, args.episodes, args.first_episode)
     print(
         json.dumps(
             {
@@ -137,10 +276,10 @@ def main() -> None:
                 "benchmark": args.benchmark,
                 "agents": len(opts.roles),
                 "rounds": opts.rounds,
-                "prompting": opts.run_config()["prompting"],
+                "prompting": prompt_settings(opts),
                 "cpus": os.cpu_count(),
                 "load_average": os.getloadavg(),
-                "topologies": rows,
+                **result,
             },
             indent=1,
         )

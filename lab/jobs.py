@@ -293,10 +293,19 @@ def local_server_env(argv: Sequence[str]) -> dict[str, str]:
     from core.backends.local_server import serve
     from core.backends.registry import local_model_server
     from core.errors import UserError
+    from core.team.options import TeamOptions
 
-    model_file = args[args.index("--model-file") + 1] if "--model-file" in args else None
+    def flag(name: str) -> str | None:
+        return args[args.index(name) + 1] if name in args[:-1] else None
+
     try:
-        return serve(local_model_server(model_file)).attach_env()
+        opts = TeamOptions(backend="local", model_file=flag("--model-file"))
+        if (engine := flag("--local-engine")) is not None:
+            opts.local_engine = engine
+        if (agents := flag("--agents")) is not None:
+            opts.roles = tuple(r.strip() for r in agents.split(",") if r.strip())
+        opts.validate()
+        return serve(local_model_server(opts)).attach_env()
     except UserError:
         return {}
 

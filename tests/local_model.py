@@ -16,11 +16,14 @@ import pytest
 
 from core.backends.local_server import LocalServer, serve
 from core.backends.registry import local_model_server
+from core.team.options import TeamOptions
 
 
 @pytest.fixture(scope="session")
 def local_server() -> Iterator[LocalServer]:
-    server = serve(local_model_server(None))  # the shipped model as the recipe serves it
+    # The shipped model as the recipe serves it, on the default engine, for the default team
+    # (the smaller teams of tests use it too: it has slots enough).
+    server = serve(local_model_server(TeamOptions(backend="local")))
     try:
         yield server
     finally:

@@ -1,14 +1,28 @@
 """``--backend local``: the OpenAI back-end on the llama.cpp server the project starts.
 
 Everything the OpenAI back-end does (usage tokens, the response cache, retries, exact
-prompts, masking) holds unchanged; this class only names the back-end, sends one call at
-a time (one llama.cpp instance decodes one request at a time and keeps the prompt prefix
-of the last one), and fails a call at once when the server is gone instead of retrying.
+prompts, masking) holds unchanged; this class names the back-end, fails a call at once
+when the server is gone instead of retrying, plays one episode at a time, and schedules
+calls for the engine:
+
+* ``python`` (llama-cpp-python's server): one call at a time (``concurrency`` 1; it decodes
+  one request at a time and keeps the prompt prefix of the last one);
+* ``native`` (``llama-server``): a round's calls in flight together, each in its agent's
+  slot (:func:`core.backends.native_server.slot_of`), so the server batches them. A request
+  that continues a conversation (it holds an earlier reply) asks the slot to reuse its
+  prefix (``cache_prompt``); one that starts a conversation (every agent's first request
+  of an episode, every decision) starts from a clean slot: an episode's replies then
+  depend on nothing an earlier episode left in the slots (docs/openai.md, "Replies that
+  stay comparable").
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from core.backends.local_server import LocalServer
+from core.backends.native_server import slot_of
 from core.backends.openai_backend import MAX_TOKENS, OpenAIBackend, OpenAIBackendConfig
 
 LOCAL_MAX_TOKENS: dict[tuple[str, str], int] = {
@@ -66,14 +80,64 @@ def local_weights(model_file: str | None) -> str | None:
     return LOCAL_WEIGHTS if model_file is None else None
 
 
+@dataclass
+class SlotStats:
+    """What one slot of the native engine served (from its responses)."""
+
+    requests: int = 0
+    reused: int = 0
+    """Requests that found part of their prompt in the slot (``cached_tokens`` > 0)."""
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    """Prompt tokens taken from the slot's KV cache, not computed."""
+    prompt_ms: float = 0.0
+    """The server's time computing prompt tokens (batched with other slots' work)."""
+    predicted_tokens: int = 0
+    predicted_ms: float = 0.0
+
+
 class LocalBackend(OpenAIBackend):
     """An :class:`OpenAIBackend` bound to a running :class:`LocalServer`."""
 
     name = "local"
+    one_episode_at_a_time = True
+    """Episodes of a batch are played in turn (the team env reads it): each agent keeps one
+    slot, so two episodes at once would evict each other's conversations."""
 
     def __init__(self, server: LocalServer, config: OpenAIBackendConfig) -> None:
         super().__init__(config)
         self.server = server
+        self.native = server.model.config.engine == "native"
+        self.slot_stats = [SlotStats() for _ in range(server.slots if self.native else 0)]
+        """Per slot of the native engine, what it served (index = slot)."""
 
     def endpoint_down(self) -> str | None:
         return self.server.gone()
+
+    def slot(self, request: dict[str, Any]) -> int:
+        """The slot of the agent a request is for (``request["sample"]`` = ``[episode seed,
+        agent]``)."""
+        return slot_of(int(request["sample"][1]), self.server.slots)
+
+    def request_extras(self, request: dict[str, Any]) -> dict[str, Any]:
+        if not self.native:
+            return {}
+        continues = any(m.get("role") == "assistant" for m in request["messages"])
+        return {"id_slot": self.slot(request), "cache_prompt": continues}
+
+    def observe(self, request: dict[str, Any], resp: Any) -> None:
+        if not self.native:
+            return
+        extra = getattr(resp, "model_extra", None) or {}
+        timings = extra.get("timings") if isinstance(extra.get("timings"), dict) else {}
+        usage = getattr(resp, "usage", None)
+        details = getattr(usage, "prompt_tokens_details", None)
+        cached = int(getattr(details, "cached_tokens", 0) or 0)
+        stats = self.slot_stats[self.slot(request)]
+        stats.requests += 1
+        stats.reused += cached > 0
+        stats.prompt_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
+        stats.cached_tokens += cached
+        stats.prompt_ms += float(timings.get("prompt_ms", 0.0))
+        stats.predicted_tokens += int(timings.get("predicted_n", 0))
+        stats.predicted_ms += float(timings.get("predicted_ms", 0.0))

