@@ -154,6 +154,7 @@ def summary(runs: list[dict[str, Any]], first: int) -> dict[str, Any]:
         "median_s": round(statistics.median(seconds), 2),
         # A code episode writes whole functions: a median over maths alone says nothing of it.
         "median_s_by_kind": {k: round(statistics.median(s), 2) for k, s in sorted(by_kind.items())},
+        "episodes_by_kind": {k: len(s) for k, s in sorted(by_kind.items())},
         "calls": sum(r["calls"] for r in runs),
         "tokens_per_episode": round(sum(r["tokens"] for r in runs) / len(runs)),
         "completion_tokens_per_s": round(sum(r["completion"] for r in runs) / wall, 1),

@@ -23,13 +23,20 @@ def test_real_episodes_are_timed_against_a_straight_replay_of_their_calls() -> N
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout)
     assert out["model"].startswith("SmolLM2") and out["agents"] >= 1
-    row = out["topologies"]["single"]
-    assert row["calls"] >= 1 and row["failed_calls"] == 0
-    assert row["tokens_per_episode"] > 0 and row["completion_tokens_per_s"] > 0
-    (replay,) = row["straight_replay_s"]
-    assert replay > 0
-    (seconds,) = row["seconds_per_episode"]
-    assert row["median_s"] == seconds > 0
-    assert row["episode_indices"] == [2, 2]
-    assert row["median_s_by_kind"] == {"math": seconds} and row["episodes_by_kind"] == {"math": 1}
-    assert abs(row["overhead"] - (seconds / replay - 1)) < 0.02  # both rounded to 0.01 s
+    rows = out["topologies"]["single"]
+    # Both engines play the same episode, side by side (docs/openai.md, "Engines").
+    assert set(rows) == {"native", "python"} == set(out["servers"])
+    for engine, row in rows.items():
+        assert out["servers"][engine]["engine"] == engine
+        assert row["calls"] >= 1 and out["failed_calls"][engine] == 0
+        assert row["tokens_per_episode"] > 0 and row["completion_tokens_per_s"] > 0
+        (replay,) = row["straight_replay_s"]
+        assert replay > 0
+        (seconds,) = row["seconds_per_episode"]
+        assert row["median_s"] == seconds > 0
+        assert row["episode_indices"] == [2, 2]
+        assert row["median_s_by_kind"] == {"math": seconds}
+        assert row["episodes_by_kind"] == {"math": 1}
+        assert abs(row["overhead"] - (seconds / replay - 1)) < 0.02  # both rounded to 0.01 s
+    # The native engine's slots are read back: a single agent's one call used a slot.
+    assert sum(slot["requests"] for slot in rows["native"]["cache_hits_per_slot"]) >= 1

@@ -199,7 +199,7 @@ def test_a_pipe_named_like_a_temporary_file_is_not_opened(tmp_path: Path, guard:
     write_file(tmp_path / "sweep.json", b"{}", "--out")
     shape = TeamShape(n_agents=2, n_rounds=2, feature_width=4)
     method = build_method("agentprune", method_config("agentprune"), shape)
-    save_method(tmp_path / "b.pt", method, 0.1, team={})
+    save_method(tmp_path / "b.pt", method, team={"token_weight": 0.1})
     assert (tmp_path / "m.pt").is_file() and (tmp_path / "sweep.json").read_bytes() == b"{}"
     assert (tmp_path / "b.pt").is_file()
     assert all(stat.S_ISFIFO(os.lstat(t).st_mode) for t in traps)
