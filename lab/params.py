@@ -89,8 +89,10 @@ def one_of(options: Sequence[Any] | Mapping[str, Any], what: str = "value") -> P
         text = _checked(raw)
         if text in table:
             return table[text]
+        if not table:
+            raise BadParam(f"is not {_a(what)} (there is none)")
         if len(table) <= 8:
-            raise BadParam(f"is not a {what} here (one of {', '.join(table) or 'none'})")
+            raise BadParam(f"is not {_a(what)} (one of {', '.join(table)})")
         raise BadParam(f"names no {what} in this database")
 
     return parse
@@ -106,10 +108,15 @@ def some_of(options: Sequence[Any], what: str = "value") -> Parse:
         unknown = [t for t in items if t not in table]
         if unknown:
             shown = ", ".join(repr(t) for t in unknown[:3])
-            raise BadParam(f"names {shown}, not a {what} here")
+            raise BadParam(f"names {shown}, not {_a(what)}")
         return list(dict.fromkeys(table[t] for t in items))
 
     return parse
+
+
+def _a(what: str) -> str:
+    """``what`` with its indefinite article: ``a policy``, ``an agent of this team``."""
+    return ("an " if what[:1].lower() in "aeiou" else "a ") + what
 
 
 FLAGS = {"true": True, "false": False, "1": True, "0": False, "yes": True, "no": False}

@@ -24,16 +24,35 @@ from tests.lab.conftest import ROOT
         (
             params.one_of(["qmix", "full"], "policy"),
             "ring",
-            "not a policy here (one of qmix, full)",
+            "is not a policy (one of qmix, full)",
+        ),
+        # The sentence reads right whatever the page names the choice (issue 36: "not a
+        # status of a run here here", "not a agent of this team", "one of none").
+        (
+            params.one_of([], "policy of this run"),
+            "x",
+            "is not a policy of this run (there is none)",
         ),
         (params.one_of([str(i) for i in range(20)], "run"), "x", "names no run in this database"),
-        (params.some_of(range(4), "agent"), "1,7", "names '7', not a agent here"),
+        (
+            params.some_of(range(4), "agent of this team"),
+            "1,7",
+            "names '7', not an agent of this team",
+        ),
         (params.flag, "maybe", "not true or false"),
     ],
 )
 def test_a_bad_value_gives_its_reason(parse, raw, reason):
     with pytest.raises(params.BadParam, match=re.escape(reason)):
         parse(raw)
+
+
+def test_a_reason_says_its_place_once():
+    # Pages name the choice with its place ("status of a run here"): the sentence must not
+    # add another "here" (issue 36 found "not a status of a run here here").
+    with pytest.raises(params.BadParam) as caught:
+        params.some_of(["running"], "status of a run here")("x")
+    assert str(caught.value) == "names 'x', not a status of a run here"
 
 
 def test_good_values_parse():
