@@ -41,7 +41,8 @@ from core.records import EpisodeRecord
 from core.tasks.registry import benchmark_domains
 from core.team.options import options_from_dict
 from core.team.recipes import TEAM_RECIPE, recipe_config, recipe_value
-from core.team.runtime import IDLE_RULES, PASS_THROUGH_RULES, reward
+from core.team.runtime import reward
+from core.team.settings import IDLE_RULES, PASS_THROUGH_RULES
 from core.team.topologies import FIXED_TOPOLOGIES, make_policy
 
 GROUPS = {"all": (1, 2, 3, 4, 5), "easy": (1, 2), "hard": (4, 5)}

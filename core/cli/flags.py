@@ -21,7 +21,7 @@ from core.tasks.registry import TASK_SOURCES
 from core.team.failures import FAILURE_MODES
 from core.team.options import TeamOptions, parse_roles
 from core.team.recipes import RECIPES, recipe_value
-from core.team.runtime import IDLE_RULES, PASS_THROUGH_RULES, TOKEN_PENALTIES
+from core.team.settings import IDLE_RULES, PASS_THROUGH_RULES, TOKEN_PENALTIES
 
 LEARNED_METHODS = ("qmix", *METHOD_NAMES)
 """``train --method``: Agent Q-Mix (the default) or a learned-topology method."""

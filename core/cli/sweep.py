@@ -26,7 +26,7 @@ from core.cli.flags import (
 from core.cli.output import ProgressBar, console, emit_json
 from core.team.options import TeamOptions
 from core.team.recipes import TEAM_RECIPE, recipe_value
-from core.team.runtime import PASS_THROUGH_RULES
+from core.team.settings import PASS_THROUGH_RULES
 from core.team.topologies import FIXED_TOPOLOGIES
 
 

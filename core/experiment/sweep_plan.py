@@ -29,7 +29,8 @@ from core.paths import check_folder, check_not_special
 from core.qmix.training import TrainConfig
 from core.team.options import TeamOptions
 from core.team.recipes import TEAM_RECIPE
-from core.team.runtime import PASS_THROUGH_RULES, reward
+from core.team.runtime import reward
+from core.team.settings import PASS_THROUGH_RULES
 from core.team.topologies import FIXED_TOPOLOGIES
 
 SWEEP_METHODS = ("qmix", *METHOD_NAMES)

@@ -42,12 +42,9 @@ from core.team.runtime import (
     DEFAULT_ROLES,
     DEFAULT_ROUNDS,
     DEFAULT_TOKEN_WEIGHT,
-    IDLE_RULES,
-    PASS_THROUGH_RULES,
-    TOKEN_PENALTIES,
     RuntimeConfig,
 )
-from core.team.settings import check
+from core.team.settings import check, check_choice
 
 log = logging.getLogger(__name__)
 
@@ -188,18 +185,8 @@ class TeamOptions:
             check_role(role, position)
         for name in ("rounds", "token_weight", "accuracy_weight", "token_budget"):
             check(name, getattr(self, name))
-        if self.token_penalty not in TOKEN_PENALTIES:
-            raise UserError(
-                f"--token-penalty must be one of {', '.join(TOKEN_PENALTIES)}, "
-                f"not {self.token_penalty!r}."
-            )
-        if self.idle not in IDLE_RULES:
-            raise UserError(f"--idle must be one of {', '.join(IDLE_RULES)}, not {self.idle!r}.")
-        if self.pass_through not in PASS_THROUGH_RULES:
-            raise UserError(
-                f"--pass-through must be one of {', '.join(PASS_THROUGH_RULES)}, "
-                f"not {self.pass_through!r}."
-            )
+        for name in ("token_penalty", "idle", "pass_through"):
+            check_choice(name, getattr(self, name))
         if self.actions not in ACTION_SETS:
             raise UserError(
                 f"--actions must be one of {', '.join(ACTION_SETS)}, not {self.actions!r}."

@@ -43,7 +43,7 @@ from core.tasks.base import Task
 from core.tasks.scoring import score, scoring_blocks
 from core.team.failures import SILENT_MODES, FailureSpec, fault_table
 from core.team.plan import RoundPlan
-from core.team.settings import check
+from core.team.settings import check, check_choice
 
 T = TypeVar("T")
 
@@ -51,14 +51,6 @@ DEFAULT_ROLES = ("solver", "coder", "analyst", "verifier")
 DEFAULT_ROUNDS = 3
 DEFAULT_TOKEN_WEIGHT = 0.1
 """w_tok, as in the paper's code."""
-TOKEN_PENALTIES = ("capped", "linear")
-IDLE_RULES = ("keep", "call")
-"""What an idle agent does (docs/team.md, "Idle agents"): ``keep`` its answer without a call,
-or be ``call``-ed to re-solve alone (the behaviour before the rule existed)."""
-PASS_THROUGH_RULES = ("off", "unanimous")
-"""When the decision agent returns the team's answer without a call (docs/team.md, "Consensus
-pass-through"): ``off`` — only when one final answer exists (the paper); ``unanimous`` — also
-when every final answer it would read agrees."""
 KEPT_TEXT = "(idle: kept its answer, no call)"
 """The text of an idle agent's step; its tokens are zero and no LLM call is logged."""
 
@@ -94,16 +86,8 @@ class RuntimeConfig:
         check("rounds", self.n_rounds)
         for name in ("token_budget", "token_weight", "accuracy_weight"):
             check(name, getattr(self, name))
-        if self.token_penalty not in TOKEN_PENALTIES:
-            raise ValueError(
-                f"token_penalty = {self.token_penalty!r} is not one of {TOKEN_PENALTIES}"
-            )
-        if self.idle not in IDLE_RULES:
-            raise ValueError(f"idle = {self.idle!r} is not one of {IDLE_RULES}")
-        if self.pass_through not in PASS_THROUGH_RULES:
-            raise ValueError(
-                f"pass_through = {self.pass_through!r} is not one of {PASS_THROUGH_RULES}"
-            )
+        for name in ("token_penalty", "idle", "pass_through"):
+            check_choice(name, getattr(self, name))
 
 
 def garble(text: str, seed: int) -> str:

@@ -1,11 +1,12 @@
-"""The team's numeric settings, each declared once: its flag, its range and its one rule.
+"""The team's settings, each declared once: its flag, its range or choices and its one rule.
 
 :class:`core.team.options.TeamOptions` (the CLI's flags and every run's ``config["team"]``),
 :class:`core.team.runtime.RuntimeConfig` (how an episode is rewarded), the lab's job specs
-(``lab.jobs.TeamSpec``) and the Train page's controls all check a value with
-:func:`check` and take a control's range from :data:`SETTINGS`, so a value is accepted or
-refused by the same rule, with the same sentence, wherever it comes from. Defaults are the
-fields' own (``TeamOptions``); this module holds what a default cannot say: the range.
+(``lab.jobs.TeamSpec``) and the Train page's controls all check a value with :func:`check`
+(numbers, :data:`SETTINGS`) or :func:`check_choice` (names, :data:`CHOICES`) and take a
+control's range from here, so a value is accepted or refused by the same rule, with the
+same sentence (a :class:`~core.errors.UserError`), wherever it comes from. Defaults are the
+fields' own (``TeamOptions``); this module holds what a default cannot say.
 """
 
 from __future__ import annotations
@@ -79,6 +80,30 @@ SETTINGS: dict[str, Setting] = {
 }
 """Every numeric team setting, by its :class:`TeamOptions` field name (``agents`` is the
 number of roles)."""
+
+
+TOKEN_PENALTIES = ("capped", "linear")
+IDLE_RULES = ("keep", "call")
+"""What an idle agent does (docs/team.md, "Idle agents"): ``keep`` its answer without a call,
+or be ``call``-ed to re-solve alone (the behaviour before the rule existed)."""
+PASS_THROUGH_RULES = ("off", "unanimous")
+"""When the decision agent returns the team's answer without a call (docs/team.md, "Consensus
+pass-through"): ``off`` — only when one final answer exists (the paper); ``unanimous`` — also
+when every final answer it would read agrees."""
+CHOICES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "token_penalty": ("--token-penalty", TOKEN_PENALTIES),
+    "idle": ("--idle", IDLE_RULES),
+    "pass_through": ("--pass-through", PASS_THROUGH_RULES),
+}
+"""Every team setting that is one of a few names: its flag and its choices."""
+
+
+def check_choice(name: str, value: str) -> None:
+    """Raise :class:`UserError` (one sentence naming the flag) unless ``value`` is one of
+    setting ``name``'s choices."""
+    flag, choices = CHOICES[name]
+    if value not in choices:
+        raise UserError(f"{flag} must be one of {', '.join(choices)}, not {value!r}.")
 
 
 def check(name: str, value: float | None) -> None:

@@ -10,7 +10,7 @@ import pytest
 from core.errors import UserError
 from core.team.options import TeamOptions
 from core.team.runtime import RuntimeConfig
-from core.team.settings import SETTINGS, check
+from core.team.settings import CHOICES, SETTINGS, check
 from lab.jobs import TeamSpec
 
 
@@ -54,3 +54,17 @@ def test_bounds_open_and_closed(name, good, bad):
     check(name, None)  # "not given" passes: the default applies
     with pytest.raises(UserError, match=SETTINGS[name].flag):
         check(name, bad)
+
+
+@pytest.mark.parametrize("field", ["token_penalty", "idle", "pass_through"])
+def test_a_bad_choice_is_refused_with_the_same_sentence_by_options_and_runtime(field):
+    sentences = []
+    for build in (
+        lambda: TeamOptions(**{field: "nope"}).validate(),
+        lambda: RuntimeConfig(**{field: "nope"}).validate(),
+    ):
+        with pytest.raises(UserError) as caught:
+            build()
+        sentences.append(str(caught.value))
+    flag, choices = CHOICES[field]
+    assert sentences == [f"{flag} must be one of {', '.join(choices)}, not 'nope'."] * 2
