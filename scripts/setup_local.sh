@@ -13,6 +13,34 @@ LLAMA="llama-cpp-python[server]==0.3.36"
 export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 pip_install() { python -m pip install --disable-pip-version-check "$@"; }
 
+# Waits for a build started in its own process group (setsid, PID $1, log $2, doing $3):
+# a progress line every 15 s with the build's step, the group stopped with this script
+# (Ctrl-C, SIGTERM), the log's tail and exit 1 on failure. Sets $start (for the timing).
+watch_build() {
+  local pid=$1 log=$2 doing=$3 step
+  # shellcheck disable=SC2064 # the group to stop is this build's, fixed now
+  trap "kill -- -$pid 2>/dev/null || true" EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  start=$SECONDS
+  while kill -0 "$pid" 2>/dev/null; do
+    for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      step="$(grep -oE '^ *\[ *[0-9]+(/[0-9]+|%)\]' "$log" | tail -n 1 | tr -d '[] ' || true)"
+      echo "local model: still $doing ($((SECONDS - start)) s${step:+, build step $step})"
+    fi
+  done
+  if ! wait "$pid"; then
+    tail -n 30 "$log" >&2
+    echo "local model: $doing failed; the log is $log" >&2
+    exit 1
+  fi
+  trap - EXIT INT TERM
+}
+
 llama_ready() {
   python - <<'PY'
 import importlib.metadata as md, importlib.util as iu, sys
@@ -37,27 +65,7 @@ else
   # Its own process group: stopping this script (Ctrl-C, SIGTERM) stops the compilers too,
   # which a plain kill of pip would leave running.
   setsid python -m pip install --disable-pip-version-check -v "$LLAMA" >"$log" 2>&1 &
-  pid=$!
-  trap 'kill -- "-$pid" 2>/dev/null || true' EXIT
-  trap 'exit 130' INT
-  trap 'exit 143' TERM
-  start=$SECONDS
-  while kill -0 "$pid" 2>/dev/null; do
-    for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-      step="$(grep -oE '^ *\[ *[0-9]+(/[0-9]+|%)\]' "$log" | tail -n 1 | tr -d '[] ' || true)"
-      echo "local model: still installing llama-cpp-python ($((SECONDS - start)) s${step:+, build step $step})"
-    fi
-  done
-  if ! wait "$pid"; then
-    tail -n 30 "$log" >&2
-    echo "local model: installing llama-cpp-python failed; the log is $log" >&2
-    exit 1
-  fi
-  trap - EXIT INT TERM
+  watch_build $! "$log" "installing llama-cpp-python"
   echo "local model: llama-cpp-python installed in $((SECONDS - start)) s"
   rm -f "$log"
 fi
@@ -100,27 +108,7 @@ else
       $AQ_GENERATOR -DCMAKE_BUILD_TYPE=Release $AQ_FLAGS
     cmake --build "$AQ_WORK/build" --target llama-server -j 2
   ' >"$log" 2>&1 &
-  pid=$!
-  trap 'kill -- "-$pid" 2>/dev/null || true' EXIT
-  trap 'exit 130' INT
-  trap 'exit 143' TERM
-  start=$SECONDS
-  while kill -0 "$pid" 2>/dev/null; do
-    for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15; do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-      step="$(grep -oE '^\[ *[0-9]+/[0-9]+\]' "$log" | tail -n 1 | tr -d '[] ' || true)"
-      echo "local model: still building llama-server ($((SECONDS - start)) s${step:+, step $step})"
-    fi
-  done
-  if ! wait "$pid"; then
-    tail -n 30 "$log" >&2
-    echo "local model: building llama-server failed; the log is $log" >&2
-    exit 1
-  fi
-  trap - EXIT INT TERM
+  watch_build $! "$log" "building llama-server"
   mkdir -p "$(dirname "$native")"
   cp "$work/build/bin/llama-server" "$native.part"
   mv "$native.part" "$native"

@@ -21,11 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-import urllib.request
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import duckdb
@@ -43,65 +39,15 @@ from core.errors import UserError
 from core.store.queries import get_run
 from core.tasks.base import Task
 from core.team import options
+from tests.core.backends.proxy import RecordingProxy
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = options.TeamOptions(backend="local")
 """The shipped model on the default engine, for the default team (the session's server)."""
 
 
-class UsageProxy:
-    """Forwards ``/v1/*`` to the real server and records each completion's ``usage``."""
-
-    def __init__(self, upstream: str):
-        self.upstream = upstream
-        self.usages: list[dict[str, int]] = []
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _forward(self, body: bytes | None) -> None:
-                req = urllib.request.Request(
-                    proxy.upstream + self.path.removeprefix("/v1"),
-                    data=body,
-                    headers={"Content-Type": "application/json"},
-                    method=self.command,
-                )
-                with urllib.request.urlopen(req, timeout=120) as resp:
-                    data = resp.read()
-                if self.path.endswith("/chat/completions"):
-                    proxy.usages.append(json.loads(data)["usage"])
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                self._forward(None)
-
-            def do_POST(self) -> None:
-                self._forward(self.rfile.read(int(self.headers["Content-Length"])))
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def proxy(local_server: LocalServer) -> Iterator[UsageProxy]:
-    p = UsageProxy(local_server.url)
-    yield p
-    p.close()
-
-
 def test_real_episode_stores_the_servers_usage(
-    local_server: LocalServer, proxy: UsageProxy, tmp_path: Path
+    local_server: LocalServer, proxy: RecordingProxy, tmp_path: Path
 ) -> None:
     db = tmp_path / "real.duckdb"
     # A CLI process attaches to the session's server (through the proxy, same identity).

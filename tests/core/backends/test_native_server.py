@@ -12,10 +12,7 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import urllib.request
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import duckdb
@@ -29,6 +26,7 @@ from core.records import DECISION_AGENT, EpisodeRecord
 from core.team.env import TeamEnv
 from core.team.options import TeamOptions
 from core.team.topologies import make_policy
+from tests.core.backends.proxy import RecordingProxy
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -36,72 +34,6 @@ ROOT = Path(__file__).resolve().parents[3]
 def get(server: LocalServer, path: str) -> bytes:
     with urllib.request.urlopen(server.url.removesuffix("/v1") + path, timeout=30) as resp:
         return resp.read()
-
-
-class SlotProxy:
-    """Forwards ``/v1/*`` to the real server; records each completion's slot fields, its
-    ``usage``, and how many completions were in flight at once."""
-
-    def __init__(self, upstream: str):
-        self.upstream = upstream
-        self.bodies: list[dict] = []
-        self.usages: list[dict[str, int]] = []
-        self.in_flight = self.most_in_flight = 0
-        lock = threading.Lock()
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _forward(self, body: bytes | None) -> None:
-                completion = self.path.endswith("/chat/completions")
-                if completion:
-                    with lock:
-                        proxy.bodies.append(json.loads(body or b"{}"))
-                        proxy.in_flight += 1
-                        proxy.most_in_flight = max(proxy.most_in_flight, proxy.in_flight)
-                req = urllib.request.Request(
-                    proxy.upstream + self.path.removeprefix("/v1"),
-                    data=body,
-                    headers={"Content-Type": "application/json"},
-                    method=self.command,
-                )
-                try:
-                    with urllib.request.urlopen(req, timeout=120) as resp:
-                        data = resp.read()
-                finally:
-                    if completion:
-                        with lock:
-                            proxy.in_flight -= 1
-                if completion:
-                    proxy.usages.append(json.loads(data)["usage"])
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                self._forward(None)
-
-            def do_POST(self) -> None:
-                self._forward(self.rfile.read(int(self.headers["Content-Length"])))
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def proxy(local_server: LocalServer) -> Iterator[SlotProxy]:
-    p = SlotProxy(local_server.url)
-    yield p
-    p.close()
 
 
 def test_the_session_server_is_native_with_a_slot_per_agent(local_server: LocalServer) -> None:
@@ -116,7 +48,7 @@ def test_the_session_server_is_native_with_a_slot_per_agent(local_server: LocalS
 
 
 def test_a_rounds_calls_go_together_each_to_its_agents_slot(
-    local_server: LocalServer, proxy: SlotProxy, tmp_path: Path
+    local_server: LocalServer, proxy: RecordingProxy, tmp_path: Path
 ) -> None:
     """A CLI run through a recording proxy: the two spokes of a star are in flight
     together, every call names its agent's slot (the decision agent's, when it is asked,

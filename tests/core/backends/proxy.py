@@ -1,0 +1,68 @@
+"""A real 127.0.0.1 proxy in front of the real local model server, recording what passes:
+the tests of both engines read the server's own usage and the requests' slot fields here."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class RecordingProxy:
+    """Forwards ``/v1/*`` to a real server; records each completion's request body (its
+    slot fields), its ``usage``, and how many completions were in flight at once."""
+
+    def __init__(self, upstream: str):
+        self.upstream = upstream
+        self.bodies: list[dict] = []
+        self.usages: list[dict[str, int]] = []
+        self.in_flight = self.most_in_flight = 0
+        lock = threading.Lock()
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _forward(self, body: bytes | None) -> None:
+                completion = self.path.endswith("/chat/completions")
+                if completion:
+                    with lock:
+                        proxy.bodies.append(json.loads(body or b"{}"))
+                        proxy.in_flight += 1
+                        proxy.most_in_flight = max(proxy.most_in_flight, proxy.in_flight)
+                req = urllib.request.Request(
+                    proxy.upstream + self.path.removeprefix("/v1"),
+                    data=body,
+                    headers={"Content-Type": "application/json"},
+                    method=self.command,
+                )
+                try:
+                    with urllib.request.urlopen(req, timeout=120) as resp:
+                        data = resp.read()
+                finally:
+                    if completion:
+                        with lock:
+                            proxy.in_flight -= 1
+                if completion:
+                    proxy.usages.append(json.loads(data)["usage"])
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._forward(None)
+
+            def do_POST(self) -> None:
+                self._forward(self.rfile.read(int(self.headers["Content-Length"])))
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
