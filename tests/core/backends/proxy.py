@@ -4,9 +4,18 @@ the tests of both engines read the server's own usage and the requests' slot fie
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from core.backends import local_server as ls
+from core.backends.local_server import LocalServer
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class RecordingProxy:
@@ -66,3 +75,20 @@ class RecordingProxy:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def star_eval_through(
+    proxy: RecordingProxy, server: LocalServer, db: Path, agents: str
+) -> subprocess.CompletedProcess[str]:
+    """``agentqmix eval --backend local``, one star episode of one round with tiny caps, in a
+    CLI process that attaches to ``server`` (same identity, slots and threads) through
+    ``proxy``."""
+    handed = json.loads(server.attach_env()[ls.ATTACH_ENV])
+    shared = {ls.ATTACH_ENV: json.dumps({**handed, "url": proxy.url})}
+    return subprocess.run(
+        [sys.executable, "-m", "core.cli", "eval", "--backend", "local", "--benchmark", "math",
+         "--policy", "star", "--agents", agents, "--rounds", "1", "--episodes", "1",
+         "--max-tokens", "8", "--no-cache", "--db", str(db), "--json"],
+        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+        env={**os.environ, **shared}, cwd=ROOT,
+    )  # fmt: skip

@@ -39,7 +39,7 @@ from core.errors import UserError
 from core.store.queries import get_run
 from core.tasks.base import Task
 from core.team import options
-from tests.core.backends.proxy import RecordingProxy
+from tests.core.backends.proxy import RecordingProxy, star_eval_through
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = options.TeamOptions(backend="local")
@@ -51,15 +51,7 @@ def test_real_episode_stores_the_servers_usage(
 ) -> None:
     db = tmp_path / "real.duckdb"
     # A CLI process attaches to the session's server (through the proxy, same identity).
-    handed = json.loads(local_server.attach_env()[ls.ATTACH_ENV])
-    shared = {ls.ATTACH_ENV: json.dumps({**handed, "url": proxy.url})}
-    proc = subprocess.run(
-        [sys.executable, "-m", "core.cli", "eval", "--backend", "local", "--benchmark", "math",
-         "--policy", "star", "--agents", "solver,analyst", "--rounds", "1", "--episodes", "1",
-         "--max-tokens", "8", "--no-cache", "--db", str(db), "--json"],
-        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
-        env={**os.environ, **shared}, cwd=ROOT,
-    )  # fmt: skip
+    proc = star_eval_through(proxy, local_server, db, "solver,analyst")
     assert proc.returncode == 0, proc.stderr[-2000:]
     with duckdb.connect(str(db), read_only=True) as con:
         calls = con.execute(

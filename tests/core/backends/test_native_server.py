@@ -9,9 +9,6 @@ ways) run for both engines in test_local_server.py.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -26,7 +23,7 @@ from core.records import DECISION_AGENT, EpisodeRecord
 from core.team.env import TeamEnv
 from core.team.options import TeamOptions
 from core.team.topologies import make_policy
-from tests.core.backends.proxy import RecordingProxy
+from tests.core.backends.proxy import RecordingProxy, star_eval_through
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -56,15 +53,7 @@ def test_a_rounds_calls_go_together_each_to_its_agents_slot(
     call is answered, and the store keeps the usage the server reported; the run records
     its server's engine, slots and threads."""
     db = tmp_path / "native.duckdb"
-    handed = json.loads(local_server.attach_env()[ls.ATTACH_ENV])
-    shared = {ls.ATTACH_ENV: json.dumps({**handed, "url": proxy.url})}
-    proc = subprocess.run(
-        [sys.executable, "-m", "core.cli", "eval", "--backend", "local", "--benchmark", "math",
-         "--policy", "star", "--agents", "solver,analyst,coder", "--rounds", "1",
-         "--episodes", "1", "--max-tokens", "8", "--no-cache", "--db", str(db), "--json"],
-        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
-        env={**os.environ, **shared}, cwd=ROOT,
-    )  # fmt: skip
+    proc = star_eval_through(proxy, local_server, db, "solver,analyst,coder")
     assert proc.returncode == 0, proc.stderr[-2000:]
     with duckdb.connect(str(db), read_only=True) as con:
         calls = con.execute(

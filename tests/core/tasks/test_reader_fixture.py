@@ -18,11 +18,10 @@ import pytest
 
 from core.backends.prompts import parse_answer
 from core.tasks.checkers import math_equal, read_answer
-from core.tasks.registry import load_benchmark
+from tests.core.tasks.test_real_replies import task_of_row
 
 FIXTURE = Path(__file__).with_name("data") / "reader_replies.jsonl"
 ROWS = [json.loads(line) for line in FIXTURE.read_text(encoding="utf-8").splitlines()]
-_TASKS: dict[tuple[str, str], object] = {}
 
 MISSES = {
     # dev half: a result stated without an answer marker
@@ -54,16 +53,6 @@ FALSE_READS = {
 (benchmarks/RESULTS.md, issue 32: the held-out precision)."""
 
 
-def _task(row: dict):
-    key = (row["benchmark"], row["task_id"])
-    if key not in _TASKS:
-        source = load_benchmark(row["benchmark"])
-        for i in range(len(source)):
-            task = source.get(i)
-            _TASKS[(task.benchmark, task.task_id)] = task
-    return _TASKS[key]
-
-
 def test_the_fixture_is_real_labelled_and_split():
     recorded = [r for r in ROWS if r["source"] != "hostile"]
     assert len(recorded) >= 200
@@ -84,7 +73,7 @@ def test_the_fixture_is_real_labelled_and_split():
 
 @pytest.mark.parametrize("row", ROWS, ids=[r["id"] for r in ROWS])
 def test_the_reader_returns_the_label(row):
-    task, label = _task(row), row["reads_as"]
+    task, label = task_of_row(row), row["reads_as"]
     got = read_answer(task, row["reply"])
     assert parse_answer(task, row["reply"]) == got  # what is stored is what is scored
     if row["id"] in FALSE_READS:

@@ -22,7 +22,8 @@ ROWS = [json.loads(line) for line in REPLIES.read_text(encoding="utf-8").splitli
 _TASKS: dict[tuple[str, str], object] = {}
 
 
-def _task(row: dict):
+def task_of_row(row: dict):
+    """The task a recorded reply answered (its benchmark and task id), loaded once."""
     key = (row["benchmark"], row["task_id"])
     if key not in _TASKS:
         source = load_benchmark(row["benchmark"])
@@ -69,7 +70,7 @@ def _reads_right(task, got: str | None, label: str | None) -> bool:
 
 @pytest.mark.parametrize("row", ROWS, ids=_id)
 def test_every_recorded_reply_reads_as_a_careful_reader_reads_it(row):
-    task = _task(row)
+    task = task_of_row(row)
     got = read_answer(task, row["reply"])
     assert parse_answer(task, row["reply"]) == got  # what is stored is what is scored
     if _id(row) in KNOWN_MISREADS:
@@ -83,9 +84,11 @@ def test_what_the_first_real_episodes_could_not_read_is_read():
     # and "Boron" (option C) all stored no answer; replies that only echo the options
     # must stay unreadable. Here, in real replies:
     readable = [r for r in ROWS if r["reads_as"] is not None and _id(r) not in KNOWN_MISREADS]
-    assert sum(read_answer(_task(r), r["reply"]) is not None for r in readable) == len(readable)
+    assert sum(read_answer(task_of_row(r), r["reply"]) is not None for r in readable) == len(
+        readable
+    )
     echoes = [r for r in ROWS if r["benchmark"] == "mcq" and r["reads_as"] is None]
-    assert len(echoes) >= 8 and all(read_answer(_task(r), r["reply"]) is None for r in echoes)
+    assert len(echoes) >= 8 and all(read_answer(task_of_row(r), r["reply"]) is None for r in echoes)
 
 
 def test_held_out_replies_read_as_measured():
@@ -96,5 +99,8 @@ def test_held_out_replies_read_as_measured():
     # "3-5" (issue 32 labels that one "no answer").
     path = REPLIES.with_name("smollm_replies_heldout.jsonl")
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-    right = [_reads_right(_task(r), read_answer(_task(r), r["reply"]), r["reads_as"]) for r in rows]
+    right = [
+        _reads_right(task_of_row(r), read_answer(task_of_row(r), r["reply"]), r["reads_as"])
+        for r in rows
+    ]
     assert (sum(right), len(rows)) == (19, 24)
