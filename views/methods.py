@@ -10,15 +10,29 @@ import streamlit as st
 
 from lab import data, methods, params, ui
 
+MAX_TASKS = 6
+"""Tasks drawn at most (one row of graphs each)."""
+
 db = data.db_path()
 st.title("Compare: the methods contest")
 st.page_link(
     "views/compare.py", label="Compare policies and topologies", icon=":material/arrow_back:"
 )
 url = ui.UrlState("methods")
+url.seed("methods_by", "by", params.one_of(["difficulty", "domain"], "grouping"))
+url.seed("methods_metric", "metric", params.one_of(list(methods.METRICS), "metric"))
+url.seed("methods_all", "all", params.flag)
 with ui.friendly():
     contests = data.contests(db)
 if contests.empty:
+    # A link's contest, protocol, seed or tasks name nothing here: say so, as for any value.
+    for key, param, what in (
+        ("methods_contest", "contest", "contest in this database"),
+        ("methods_protocol", "protocol", "protocol of a contest here"),
+        ("methods_seed", "seed", "training seed of a contest here"),
+        ("methods_tasks", "tasks", "held-out episode of a contest here"),
+    ):
+        url.seed(key, param, params.one_of([], what))
     st.info(
         "No methods contest in this database yet: run `agentqmix bench methods --out "
         "runs/contest` (it logs to `$AGENTQMIX_DB` or ./agentqmix.duckdb, or to `--db`) and "
@@ -34,6 +48,8 @@ labels = {
     for _, r in contests.iterrows()
 }
 url.seed("methods_contest", "contest", params.one_of(list(labels), "contest in this database"))
+if st.session_state.get("methods_contest") not in labels:
+    st.session_state["methods_contest"] = next(iter(labels))  # the newest
 contest = st.selectbox("Contest", list(labels), format_func=labels.get, key="methods_contest")
 with ui.friendly():
     runs = data.contest_runs(db, contest)
@@ -77,9 +93,6 @@ st.dataframe(
 )  # fmt: skip
 
 st.subheader(f"By difficulty and domain · protocol `{protocol}`")
-url.seed("methods_by", "by", params.one_of(["difficulty", "domain"], "grouping"))
-url.seed("methods_metric", "metric", params.one_of(list(methods.METRICS), "metric"))
-url.seed("methods_all", "all", params.flag)
 c1, c2, c3 = st.columns([2, 4, 3])
 by = c1.radio("Group by", ["difficulty", "domain"], key="methods_by", horizontal=True)
 metric = c2.radio(
@@ -98,7 +111,8 @@ ui.chart(
     methods.subset_figure(bars, by, methods.METRICS[metric]), key="methods_by_subset",
 )  # fmt: skip
 if not margins.empty:
-    st.markdown(f"##### Agent Q-Mix − it, {methods.METRICS[metric]} (above 0: Q-Mix ahead)")
+    ahead = "Q-Mix spends more" if metric in ("tokens", "prompt", "completion") else "Q-Mix ahead"
+    st.markdown(f"##### Agent Q-Mix − it, {methods.METRICS[metric]} (above 0: {ahead})")
     ui.chart(
         methods.subset_figure(margins, by, f"Q-Mix − it: {methods.METRICS[metric]}"),
         key="methods_margins",
@@ -126,10 +140,16 @@ if st.session_state.get("methods_seed") not in seeds:
     st.session_state["methods_seed"] = seeds[0]
 if "methods_tasks" not in st.session_state:
     st.session_state["methods_tasks"] = methods.default_tasks(tasks)
+# Tasks of another contest (the picker moved) are not options here; a link may name more
+# than the page draws.
+picked = [t for t in st.session_state["methods_tasks"] if t in set(tasks["episode"])]
+if len(picked) > MAX_TASKS:
+    st.warning(f"The link names {len(picked)} tasks; the first {MAX_TASKS} are drawn.")
+st.session_state["methods_tasks"] = picked[:MAX_TASKS]
 g1, g2 = st.columns([1, 3])
 seed = g1.selectbox("Checkpoint (training seed)", seeds, key="methods_seed")
 chosen = g2.multiselect(
-    "Held-out tasks", list(tasks["episode"]), key="methods_tasks", max_selections=6,
+    "Held-out tasks", list(tasks["episode"]), key="methods_tasks", max_selections=MAX_TASKS,
     format_func=lambda e: methods.task_label(tasks, e),
 )  # fmt: skip
 for episode in chosen:

@@ -78,6 +78,8 @@ def test_a_bad_link_and_the_by_domain_bars(contest_env) -> None:
 
 
 def test_no_contest_says_which_command_to_run(lab_env) -> None:
-    at = _open("views/methods.py")
+    at = _open("views/methods.py", contest="nope", tasks="1,2", metric="nan")
     assert len(at.info) == 1 and "agentqmix bench methods" in at.info[0].value
     assert not at.dataframe
+    said = " ".join(w.value for w in at.warning)  # a link's values are named, not dropped
+    assert all(f"{p}=" in said for p in ("contest", "tasks", "metric")), said
