@@ -10,8 +10,7 @@ import streamlit as st
 
 from lab import data, methods, params, ui
 
-MAX_TASKS = 6
-"""Tasks drawn at most (one row of graphs each)."""
+MAX_TASKS = 6  # tasks drawn at most (one row of graphs each)
 
 db = data.db_path()
 st.title("Compare: the methods contest")
