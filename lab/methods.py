@@ -208,9 +208,12 @@ def color_of(label: str, method: str) -> str:
     return policy_color(method if label == method else label)
 
 
-def subset_figure(df: pd.DataFrame, by: str, title: str, height: int = 380) -> go.Figure:
+def subset_figure(df: pd.DataFrame, by: str, title: str, height: int = 380) -> go.Figure | None:
     """Grouped bars: one group per difficulty (or domain), one bar per policy, with the 95 %
-    interval as an error bar (``df``: :func:`by_subset` or :func:`margins_by_subset`)."""
+    interval as an error bar (``df``: :func:`by_subset` or :func:`margins_by_subset`);
+    None when there is nothing to draw."""
+    if df.empty:
+        return None
     fig = go.Figure()
     for label, part in df.groupby("label", sort=False):
         fig.add_bar(

@@ -119,6 +119,10 @@ if not margins.empty:
 
 st.subheader(f"The graphs each checkpoint designs · protocol `{protocol}`")
 learned = standings.policies[standings.policies["kind"] == "contestant"]
+if learned.empty:
+    st.info("No contestant of this protocol has finished its evaluation yet.")
+    url.write(contest=contest, protocol=protocol, by=by, metric=metric)
+    st.stop()
 seeds = sorted({s for ss in learned["seeds"] for s in ss})
 with ui.friendly():
     plans = data.first_round_plans(db, tuple(r for ids in learned["run_ids"] for r in ids))
