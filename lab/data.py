@@ -746,6 +746,14 @@ def contest_leaderboard(db: str, contest: str, run_ids: tuple[str, ...]) -> pd.D
     return leaderboard(contest_standings(db, contest, run_ids))
 
 
+@st.cache_data(ttl=600, show_spinner=False, max_entries=16)
+def contest_claim(db: str, contest: str, run_ids: tuple[str, ...]) -> str | None:
+    """:func:`lab.methods.dropout_claim` of :func:`contest_standings`."""
+    from lab.methods import dropout_claim
+
+    return dropout_claim(contest_standings(db, contest, run_ids))
+
+
 @st.cache_data(ttl=600, show_spinner=False, max_entries=64)
 def contest_subsets(
     db: str, contest: str, run_ids: tuple[str, ...], by: str, metric: str,

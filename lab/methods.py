@@ -20,7 +20,12 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.actions import ACTION_NAMES, Action
-from core.experiment.contest import CONTESTANTS, bootstrap_mean, paired_bootstrap
+from core.experiment.contest import (
+    CONTESTANTS,
+    bootstrap_mean,
+    paired_bootstrap,
+    relative_change,
+)
 from core.records import EpisodeRecord
 from lab import figures
 from lab.palette import policy_color
@@ -154,6 +159,23 @@ def leaderboard_table(board: pd.DataFrame) -> pd.DataFrame:
     for m in ("reward", "score", "tokens"):
         out[f"Q-Mix − it: {METRICS[m]}"] = cis("qmix_minus_", m, signed=True)
     return out
+
+
+def dropout_claim(s: Standings, resamples: int = RESAMPLES) -> str | None:
+    """AgentDropout's tokens against AgentPrune's (its paper: −21.6 % prompt, −18.4 %
+    completion) with the contest's intervals, in words; None without both."""
+    if not {"agentdropout", "agentprune"} <= set(s.arrays):
+        return None
+    rng = np.random.default_rng(0)
+    parts = []
+    for part in ("prompt", "completion"):
+        d = relative_change(s.arrays["agentdropout"][part], s.arrays["agentprune"][part],
+                            resamples, rng)  # fmt: skip
+        parts.append(f"{part} {d['mean']:+.1%} [{d['lo']:+.1%}, {d['hi']:+.1%}]")
+    return (
+        "AgentDropout against AgentPrune (its paper: −21.6 % prompt, −18.4 % completion "
+        "tokens): " + "; ".join(parts) + "."
+    )
 
 
 # --------------------------------------------------------------------------- subsets

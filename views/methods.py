@@ -77,6 +77,7 @@ run_ids = tuple(sorted(mine["run_id"]))
 with ui.friendly(), st.spinner("Bootstrapping the intervals…"):
     standings = data.contest_standings(db, contest, run_ids)
     board = data.contest_leaderboard(db, contest, run_ids)
+    claim = data.contest_claim(db, contest, run_ids)
 
 st.subheader(f"Leaderboard · protocol `{protocol}`")
 st.caption(
@@ -90,6 +91,8 @@ st.dataframe(
     methods.leaderboard_table(board), hide_index=True, width="stretch", key="methods_board",
     column_config={"policy": st.column_config.TextColumn("policy", pinned=True)},
 )  # fmt: skip
+if claim:
+    st.caption(claim)
 
 st.subheader(f"By difficulty and domain · protocol `{protocol}`")
 c1, c2, c3 = st.columns([2, 4, 3])

@@ -57,6 +57,11 @@ def test_subsets_and_the_tasks_drawn() -> None:
     margins = methods.margins_by_subset(s, "domain", "reward", ["qmix", "fixed:full"], 100)
     assert set(margins["label"]) == {"fixed:full"} and set(margins["subset"]) == {"code", "math"}
     assert methods.default_tasks(s.tasks) == [0, 2, 4]  # easiest, middle, hardest
+    assert methods.dropout_claim(s) is None  # neither AgentDropout nor AgentPrune here
+    s.arrays["agentdropout"] = {"prompt": np.full((2, 6), 80.0), "completion": np.ones((2, 6))}
+    s.arrays["agentprune"] = {"prompt": np.full((1, 6), 100.0), "completion": np.ones((1, 6))}
+    claim = methods.dropout_claim(s, resamples=100)
+    assert "prompt -20.0% [-20.0%, -20.0%]" in claim and "completion +0.0%" in claim
 
 
 def test_design_counts() -> None:
