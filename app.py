@@ -21,6 +21,7 @@ PAGES = [
     st.Page("views/train.py", title="Train", icon=":material/model_training:"),
     st.Page("views/failure_lab.py", title="Failure lab", icon=":material/bolt:"),
     st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:"),
+    st.Page("views/methods.py", title="Compare: methods", icon=":material/leaderboard:"),
     st.Page("views/diff.py", title="Run diff", icon=":material/difference:"),
     st.Page("views/ctde.py", title="CTDE explained", icon=":material/school:"),
     st.Page("views/runs.py", title="Runs", icon=":material/table_view:"),

@@ -5,7 +5,9 @@ several seeds and played on one held-out evaluation stream; paired differences w
 hierarchical-bootstrap intervals (seeds and episodes), per domain and difficulty.
 
 Resumable: each finished trial is a file under ``--out``; run the same command again to
-continue. Prints JSON and writes ``--out``/table.md.
+continue. Prints JSON and writes ``--out``/table.md. Every evaluation it plays is also
+logged to the episode store (``--db``, the lab's by default), where the lab's Methods view
+shows it; a contest finished before is added to the store by running it again.
 
     agentqmix bench methods --out runs/contest --episodes 8000 --json
 """
@@ -18,6 +20,7 @@ from pathlib import Path
 
 from benchmarks.common import Parser, int_in, run_main, user_errors
 from core.experiment.contest import CONTESTANTS, PROTOCOLS, Contest, ContestConfig, table
+from core.store.engine import resolve_db
 
 
 def seeds(text: str) -> tuple[int, ...]:
@@ -42,6 +45,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-envs", type=int_in(2, 4096), default=d.n_envs)
     parser.add_argument("--bootstrap", type=int_in(100, 10**6), default=d.bootstrap)
     parser.add_argument("--ablations", action="store_true", help="the papers' readings too")
+    parser.add_argument(
+        "--db", help="episode store the lab reads (default: $AGENTQMIX_DB or ./agentqmix.duckdb)"
+    )
+    parser.add_argument("--no-store", action="store_true", help="log nothing to the store")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     with user_errors():
@@ -53,7 +60,8 @@ def main(argv: list[str] | None = None) -> None:
             grid_size=args.grid_size, n_envs=args.n_envs, bootstrap=args.bootstrap,
             ablations=args.ablations,
         )  # fmt: skip
-        contest = Contest(config, args.out, progress=lambda k: print(k, file=sys.stderr))
+        db = None if args.no_store else resolve_db(args.db)
+        contest = Contest(config, args.out, progress=lambda k: print(k, file=sys.stderr), db=db)
         result = contest.result()
         (args.out / "table.md").write_text(table(result))
         (args.out / "result.json").write_text(json.dumps(result, indent=1))

@@ -706,3 +706,70 @@ def prebuild_rounds(db: str, run_id: str, index: int, n_rounds: int) -> threadin
 
 
 PREBUILD_THREAD = "replay-prebuild"
+
+
+# --------------------------------------------------------------------------- methods contest
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def contests(db: str) -> pd.DataFrame:
+    """The methods contests in the store (:func:`core.experiment.contest_store.list_contests`)."""
+    from core.experiment.contest_store import list_contests
+
+    return list_contests(db)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def contest_runs(db: str, contest: str) -> pd.DataFrame:
+    """Every finished run of one contest (:func:`core.experiment.contest_store.contest_runs`)."""
+    from core.experiment.contest_store import contest_runs as runs_of
+
+    return runs_of(db, contest)
+
+
+@st.cache_data(ttl=600, show_spinner=False, max_entries=16)
+def contest_standings(db: str, contest: str, run_ids: tuple[str, ...]) -> Any:
+    """:class:`lab.methods.Standings` of these finished runs of a contest (one protocol's;
+    immutable once finished, so cached for long, keyed by the runs)."""
+    from core.experiment.contest_store import contest_episodes
+    from lab.methods import standings
+
+    runs = contest_runs(db, contest)
+    return standings(runs[runs["run_id"].isin(run_ids)], contest_episodes(db, run_ids))
+
+
+@st.cache_data(ttl=600, show_spinner=False, max_entries=16)
+def contest_leaderboard(db: str, contest: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
+    """:func:`lab.methods.leaderboard` of :func:`contest_standings` (the bootstrap runs once)."""
+    from lab.methods import leaderboard
+
+    return leaderboard(contest_standings(db, contest, run_ids))
+
+
+@st.cache_data(ttl=600, show_spinner=False, max_entries=16)
+def contest_claim(db: str, contest: str, run_ids: tuple[str, ...]) -> str | None:
+    """:func:`lab.methods.dropout_claim` of :func:`contest_standings`."""
+    from lab.methods import dropout_claim
+
+    return dropout_claim(contest_standings(db, contest, run_ids))
+
+
+@st.cache_data(ttl=600, show_spinner=False, max_entries=64)
+def contest_subsets(
+    db: str, contest: str, run_ids: tuple[str, ...], by: str, metric: str,
+    labels: tuple[str, ...], margins: bool,
+) -> pd.DataFrame:  # fmt: skip
+    """:func:`lab.methods.by_subset` (or, with ``margins``, :func:`~lab.methods.
+    margins_by_subset`) of :func:`contest_standings`."""
+    from lab import methods
+
+    build = methods.margins_by_subset if margins else methods.by_subset
+    return build(contest_standings(db, contest, run_ids), by, metric, list(labels))
+
+
+@st.cache_data(ttl=600, show_spinner=False, max_entries=16)
+def first_round_plans(db: str, run_ids: tuple[str, ...]) -> pd.DataFrame:
+    """Each episode's round-0 plan as text (:func:`core.experiment.contest_store.first_round_plans`)."""
+    from core.experiment.contest_store import first_round_plans as plans
+
+    return plans(db, run_ids)

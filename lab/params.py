@@ -28,6 +28,7 @@ PAGE_PARAMS: dict[str, tuple[str, ...]] = {
     "compare": ("benchmark", "healthy", "training", "point", "policy", "a", "b", "sweep"),
     "diff": ("a", "pa", "b", "pb", "healthy", "regressed"),
     "ctde": ("state", "mixer"),
+    "methods": ("contest", "protocol", "by", "metric", "all", "seed", "tasks"),
     "runs": ("kind", "status", "run"),
 }  # fmt: skip
 """Every page's query parameters (its address is ``/<page>``; the home page's is ``/``):

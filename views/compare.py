@@ -12,6 +12,9 @@ from lab.policies import knob_text
 
 db = data.db_path()
 st.title("Compare policies and topologies")
+st.page_link(
+    "views/methods.py", label="The methods contest (bench methods)", icon=":material/leaderboard:"
+)
 runs = ui.require_runs(db)
 url = ui.UrlState("compare")
 with ui.friendly():

@@ -166,20 +166,41 @@ def team(config: ContestConfig, protocol: str, stream: int) -> TeamOptions:
     )
 
 
-def train_and_play(trial: Trial, config: ContestConfig, folder: Path) -> Outcome:
-    """Train ``trial``'s contestant on its training seed and play it on its stream."""
-    from core.experiment.evaluate import learned_policy, run_policy
+@dataclass
+class Played:
+    """A policy's episodes on a trial's stream, and what the store needs to log them."""
 
-    checkpoint = folder / "checkpoints" / f"{trial.key}.pt"
+    records: list[EpisodeRecord]
+    policy: Any
+    """The policy that played them (its ``name`` and ``info`` describe it in the store)."""
+    opts: TeamOptions
+    """The team they were played with."""
+
+
+def train_and_play(trial: Trial, config: ContestConfig, folder: Path) -> Played:
+    """Train ``trial``'s contestant on its training seed and play it on its stream."""
+    checkpoint = checkpoint_of(trial, folder)
     checkpoint.parent.mkdir(parents=True, exist_ok=True)
     train_opts = team(config, trial.protocol, trial.seed)
     if trial.method == "qmix":
         _train_qmix(train_opts, trial, config, checkpoint)
     else:
         _train_method(train_opts, trial, config, checkpoint)
+    return play_trained(trial, config, folder)
+
+
+def checkpoint_of(trial: Trial, folder: Path) -> Path:
+    return folder / "checkpoints" / f"{trial.key}.pt"
+
+
+def play_trained(trial: Trial, config: ContestConfig, folder: Path) -> Played:
+    """Play a trained trial's checkpoint on the trial's stream (deterministic: the same
+    episodes as when it was first played)."""
+    from core.experiment.evaluate import learned_policy, run_policy
+
     opts = team(config, trial.protocol, trial.stream)
-    records = run_policy(opts, learned_policy(checkpoint, opts), trial.episodes, trial.stream)
-    return outcome_of(trial, records)
+    policy = learned_policy(checkpoint_of(trial, folder), opts)
+    return Played(run_policy(opts, policy, trial.episodes, trial.stream), policy, opts)
 
 
 def _train_qmix(opts: TeamOptions, trial: Trial, config: ContestConfig, out: Path) -> None:
@@ -210,13 +231,17 @@ def _train_method(opts: TeamOptions, trial: Trial, config: ContestConfig, out: P
     )  # fmt: skip
 
 
-def play_fixed(name: str, protocol: str, config: ContestConfig) -> Outcome:
+def fixed_trial(name: str, protocol: str, config: ContestConfig) -> Trial:
+    return Trial("final", protocol, name, {}, -1, config.eval_stream, config.eval_episodes)
+
+
+def play_fixed(trial: Trial, config: ContestConfig) -> Played:
     from core.experiment.evaluate import run_policy
     from core.team.topologies import make_policy
 
-    opts = team(config, protocol, config.eval_stream)
-    trial = Trial("final", protocol, name, {}, -1, config.eval_stream, config.eval_episodes)
-    return outcome_of(trial, run_policy(opts, make_policy(name), trial.episodes, trial.stream))
+    opts = team(config, trial.protocol, trial.stream)
+    policy = make_policy(trial.method)
+    return Played(run_policy(opts, policy, trial.episodes, trial.stream), policy, opts)
 
 
 def outcome_of(trial: Trial, records: Sequence[EpisodeRecord]) -> Outcome:
@@ -271,8 +296,9 @@ class Contest:
         self,
         config: ContestConfig,
         folder: Path,
-        runner: Callable[[Trial, ContestConfig, Path], Outcome] = train_and_play,
+        runner: Callable[[Trial, ContestConfig, Path], Played] = train_and_play,
         progress: Callable[[str], None] | None = None,
+        db: str | Path | None = None,
     ):
         config.validate()
         self.config, self.folder, self.runner = config, folder, runner
@@ -287,19 +313,47 @@ class Contest:
                 "choose another --out or the same settings to resume."
             )
         stored.write_text(json.dumps(plan, indent=1))
+        self.log = None
+        """Where the evaluations go for the lab (None: the folder only)."""
+        if db is not None:
+            from core.experiment.contest_store import ContestLog
 
-    def run(self, trial: Trial) -> Outcome:
-        """The trial's outcome: stored, or run now and stored (resumable)."""
+            self.log = ContestLog(db, folder, plan)
+
+    def run(self, trial: Trial, label: str | None = None, tuning: dict | None = None) -> Outcome:
+        """The trial's outcome: stored, or run now and stored (resumable). With a ``label``
+        (an evaluation the lab shows) it is also logged to the store once, with its
+        contestant's ``tuning`` record; a trial stored before is played again from its
+        checkpoint for that."""
         path = self.folder / "trials" / f"{trial.key}.json"
+        wanted = self.log is not None and label is not None and trial.key not in self.log.logged()
         if path.exists():
             data = json.loads(path.read_text())
+            if wanted and checkpoint_of(trial, self.folder).exists():
+                self.progress(f"{trial.key} (to the store)")
+                self._log(trial, label, play_trained(trial, self.config, self.folder), tuning)
             return Outcome(data["trial"], data["episodes"], data["graph"])
         self.progress(trial.key)
-        outcome = self.runner(trial, self.config, self.folder)
+        played = self.runner(trial, self.config, self.folder)
+        outcome = outcome_of(trial, played.records)
         tmp = path.with_suffix(".part")
         tmp.write_text(json.dumps(asdict(outcome)))
         tmp.replace(path)
+        if wanted:
+            self._log(trial, label, played, tuning)
         return outcome
+
+    def reference(self, name: str, protocol: str) -> Outcome:
+        """A fixed topology on the evaluation stream (played every time: no training)."""
+        trial = fixed_trial(name, protocol, self.config)
+        played = play_fixed(trial, self.config)
+        if self.log is not None and trial.key not in self.log.logged():
+            self._log(trial, f"fixed:{name}", played, None)
+        return outcome_of(trial, played.records)
+
+    def _log(self, trial: Trial, label: str, played: Played, tuning: dict | None) -> None:
+        assert self.log is not None
+        self.log.log(trial, label, played, tuning)
 
     def tune(self) -> dict[str, dict[str, Any]]:
         """``{protocol: {method: {"chosen", "grid": [...], "tuning": [{reward, ...}]}}}``.
@@ -354,12 +408,14 @@ class Contest:
                             c.eval_stream,
                             c.eval_episodes,
                             pick["chosen"],
-                        )
+                        ),
+                        method,
+                        pick,
                     )  # fmt: skip
                     for seed in c.seeds
                 ]
             for name in FIXED_REFERENCES:
-                out[protocol][f"fixed:{name}"] = [play_fixed(name, protocol, c)]
+                out[protocol][f"fixed:{name}"] = [self.reference(name, protocol)]
             if c.ablations and protocol == "graph":
                 out[protocol] |= self.ablations(choices[protocol])
         return out
@@ -385,7 +441,9 @@ class Contest:
                         c.eval_stream,
                         c.eval_episodes,
                         number,
-                    )
+                    ),
+                    label,
+                    choices[method],
                 )  # fmt: skip
                 for seed in c.seeds
             ]
@@ -488,6 +546,13 @@ def paired_bootstrap(
         stats[k] = a[ia][:, ie].mean() - b[ib][:, ie].mean()
     lo, hi = np.percentile(stats, [2.5, 97.5])
     return {"mean": point, "lo": float(lo), "hi": float(hi)}
+
+
+def bootstrap_mean(a: np.ndarray, resamples: int, rng: np.random.Generator) -> dict[str, float]:
+    """Mean of ``a (S, E)`` (per training seed, per episode) with the same hierarchical 95 %
+    interval as :func:`paired_bootstrap` (seeds, then episodes, resampled): the difference
+    from a policy that scores 0 on every episode."""
+    return paired_bootstrap(a, np.zeros((1, a.shape[1])), resamples, rng)
 
 
 def relative_change(
