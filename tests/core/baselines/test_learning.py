@@ -26,7 +26,11 @@ def trained(name: str, seed: int):
     # G-Designer in the paper's reading (chain anchor, its BCE term): with the released
     # dense anchor the latents of this family's four agents stay alike and it does not find
     # the graph in this budget (docs/baselines.md, the G-Designer table).
-    values = {"anchor": "chain", "anchor_weight": 0.01} if name == "gdesigner" else {}
+    values = (
+        {"anchor": "chain", "anchor_weight": 0.01, "decoder": "bilinear"}
+        if name == "gdesigner"
+        else {}
+    )
     method = build_method(name, method_config(name, values), shape, make_embedder())
     if name != "gdesigner":  # G-Designer's network starts random by itself
         with torch.no_grad():
