@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from core.baselines.edges import steps_due
+from core.baselines.edges import off_diagonal, steps_due
 from core.baselines.method import TeamShape
 from core.baselines.policy import GraphPolicy
 from core.baselines.registry import build_method, method_config
@@ -71,6 +71,59 @@ def test_agentdropout_closeness_term_pulls_towards_the_full_graph():
     )  # fmt: skip
     off.drop_nodes(0)
     assert float(off.regulariser(off.graph_probs({}, 1))) == 0.0
+
+
+def test_agentdropout_skip_surrogate_lowers_the_skipped_agents_edges():
+    """The released step-1 signal: after an episode that went better than expected without
+    agent 2, the surrogate's gradient lowers the edges of agent 2 (its weighted degree, by
+    which node dropout ranks) and raises every other sampled edge; worse than expected,
+    the other way round. Edges not sampled get nothing."""
+    from core.baselines.agentdropout import SKIP
+
+    team = expert_team()
+    try:
+        shape = shape_of(team)
+    finally:
+        team.close()
+    method = build_method("agentdropout", method_config("agentdropout"), shape)
+    sampled = off_diagonal(4).clone()
+    sampled[1, 3] = False  # one pair not sampled
+    skip = torch.zeros(1, 1, 4, dtype=torch.bool)
+    skip[0, 0, 2] = True
+    edges = {"intra": sampled[None, None], "inter": torch.zeros(1, 1, 4, 4, dtype=torch.bool)}
+    for advantage in (1.0, -1.0):
+        method.zero_grad()
+        loss = -advantage * method.log_prob(method.graph_probs({}, 1), {**edges, SKIP: skip})
+        loss.sum().backward()
+        step = -method.intra_logits.grad[0]  # the direction gradient descent moves θ
+        touches_2 = torch.zeros(4, 4, dtype=torch.bool)
+        touches_2[2, :] = touches_2[:, 2] = True
+        mine, others = sampled & touches_2, sampled & ~touches_2
+        assert (advantage * step[mine] < 0).all() and (advantage * step[others] > 0).all()
+        assert (step[~sampled] == 0).all() and method.inter_logits.grad is None
+
+
+def test_agentdropout_skip_sampling_keeps_the_expert():
+    """Step 1 as released (skip sampling; 320 episodes, nearly all of them step 1) on the
+    expert family: an episode whose skipped agent was the expert fails, so the expert's
+    weighted degree ends highest and node dropout drops a follower; the drawn agents sat
+    out."""
+    team = expert_team()
+    try:
+        torch.manual_seed(0)
+        config = method_config("agentdropout", {"node_stage": 0.95})
+        method = build_method("agentdropout", config, shape_of(team))
+        state = train_method(
+            team.vectorized, method, BaselineTrainConfig(episodes=320, n_envs=16, seed=0)
+        )
+    finally:
+        team.close()
+    assert state.history[0]["active_agents"] == 3.0  # one agent of four sat out each episode
+    a = torch.sigmoid(method.intra_logits[0].detach()) * off_diagonal(4)
+    weight = a.sum(dim=0) + a.sum(dim=1)  # every pair, before edge dropout thinned them
+    assert all(weight[0] > weight[j] for j in (1, 2, 3)), weight
+    dropped = state.stages[0].detail["dropped_per_round"]
+    assert state.stages[0].what == "nodes dropped" and len(dropped[0]) == 1 and dropped[0] != [0]
 
 
 def test_gdesigner_designs_a_graph_per_query():
