@@ -13,6 +13,7 @@ import json
 from collections import Counter
 
 from benchmarks.common import Parser, int_in, user_errors
+from core.errors import UserError
 from core.experiment import TeamOptions, learned_policy, run_policy
 
 
@@ -44,6 +45,17 @@ def count_graphs(records) -> dict:
     return out
 
 
+def _redecode(policy, decode: str, checkpoint: str) -> None:
+    """Play a learned-topology checkpoint with another decode rule (``sample``: as the
+    released G-Designer evaluates)."""
+    method = getattr(policy, "method", None)
+    if method is None:
+        raise UserError(f"--decode applies to learned-topology checkpoints; {checkpoint} is not.")
+    if decode not in method.config.decodes:
+        raise UserError(f"--decode must be one of {', '.join(method.config.decodes)}.")
+    method.config.decode = decode
+
+
 def main() -> None:
     parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkpoint", action="append", required=True)
@@ -60,8 +72,7 @@ def main() -> None:
         for checkpoint in args.checkpoint:
             policy = learned_policy(checkpoint, opts, "cpu")
             if args.decode is not None:
-                policy.method.config.decode = args.decode
-                policy.method.config.validate()
+                _redecode(policy, args.decode, checkpoint)
             records = run_policy(opts, policy, args.episodes, args.seed)
             out.append({"checkpoint": checkpoint, **count_graphs(records)})
     print(json.dumps(out, indent=1))
