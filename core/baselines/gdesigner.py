@@ -14,16 +14,19 @@ Mapping onto this runtime (docs/baselines.md):
 
 * agent features: the embedding (the environment's embedder: ``hash``, or ``minilm`` —
   all-MiniLM-L6-v2, the paper's kind of encoder) of the agent's role prompt
-  (:func:`core.backends.prompts.role_prompt`), plus the agent's index one-hot so two
-  agents with one role can differ;
+  (:func:`core.backends.prompts.role_prompt`), plus a learned identity vector so two
+  agents with one role can differ, plus the query's projection (as released, where each
+  agent's profile is concatenated with the query);
 * task node: the task features every policy in the lab observes (the task embedding —
   hashed word n-grams on the simulator by default, a documented stand-in for a sentence
   encoder — its text statistics and domain);
-* encoder: two graph convolutions ``μ = Â tanh(Â X W1) W_μ + X W_s`` and ``log σ =
+* encoder: two graph convolutions ``μ = Â tanh(Â X W1) W_μ + tanh(X) W_s`` and ``log σ =
   Â tanh(Â X W1) W_σ`` with ``Â`` the symmetrically normalised anchor + task-node
-  adjacency with self-loops (dense: a team is a handful of nodes); the skip ``X W_s`` is
-  ours (without it the averaging over five nodes made every agent's latent alike, so every
-  edge moved together); ``z = μ + σ ε`` while training, ``z = μ`` when evaluated;
+  adjacency with self-loops (dense: a team is a handful of nodes); the skip ``tanh(X) W_s``
+  is ours (without it the averaging over five nodes made every agent's latent alike, so
+  every edge moved together; its ``tanh`` lets an agent's profile and the query interact,
+  as the released code's MLP after its GCN does); ``z = μ + σ ε`` while training, ``z = μ``
+  when evaluated;
 * decoder: scores ``s_ij = z_i^T W z_j`` for ``i ≠ j`` (directed: ``W`` starts at the identity,
   the released inner product ``z z^T``, and may become asymmetric). ``decoder = released``
   (default): as the released code, the query's scores are min-max normalised to [−1, 1]
@@ -91,7 +94,8 @@ class GDesignerConfig(MethodConfig):
     """ζ: weight of the nuclear-norm sparsity penalty on the decoded probabilities."""
     anchor: str = "full"
     """Anchor topology: the encoder's adjacency and the anchor term's target. Released code:
-    the dense role graph (every role connected), our ``full``."""
+    a hand-written role-connection list per domain, which our roles lack; ``full`` (every
+    pair) is the nearest for a team of four."""
     anchor_weight: float = 0.0
     """λ_a: weight of the paper's anchor term (BCE of the decoded probabilities to the
     anchor); the released code has none (0)."""
