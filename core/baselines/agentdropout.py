@@ -30,9 +30,15 @@ The thinned per-round graphs then serve every query. Mapping onto this runtime
   ``node_stage`` share of the training episodes is step 1 (both matrices are sampled and
   learned, without penalty), the rest step 2; edge dropout runs in ``edge_steps`` steps
   spread evenly over step 2, the last when training ends;
-* not followed: the released node stage's *skip sampling* (one agent per round drawn to sit
-  out, by a softmax of its weighted degree, with a surrogate log-probability); here every
-  agent plays in step 1 and node dropout ranks agents by the weighted degree learned there;
+* step 1 as released (*skip sampling*, ``skip_sampling``): in every round of a training
+  episode one agent, drawn by a softmax of its weighted degree in the round's sampled
+  graph (the sum of the logits of its sampled in- and out-edges), sits out; the step's
+  log-probability is the released surrogate ``Σ_t [SKIP_WEIGHT · Σ_{e ∋ k_t} log(1 − σ_e)
+  + Σ_{i ≠ k_t} Σ_{e ∋ i} log σ_e]`` over the round's sampled intra-round edges ``e``
+  (``k_t`` the agent that sat out), so an episode that went well without ``k_t`` lowers
+  ``k_t``'s edges — its weighted degree, by which node dropout ranks — and raises the
+  others'. The inter-round matrices get no gradient in step 1 (as released). Off: every
+  agent plays and step 1 is the plain policy gradient of the sampled graphs;
 * the penalties act on the probabilities ``σ(θ)``, as every penalty here does (the released
   code applies them to the raw logits, with weight 1 each);
 * counts: ``round(α · N)`` agents per round (at most ``N − 1``), ``round(β · |edges|)``
@@ -50,12 +56,23 @@ import numpy as np
 import torch
 from torch import nn
 
-from core.baselines.edges import count, nuclear_norm, off_diagonal, prune_lowest, steps_due
-from core.baselines.method import GraphMethod, MethodConfig, Stage, TeamShape
+from core.baselines.edges import (
+    count,
+    nuclear_norm,
+    off_diagonal,
+    prune_lowest,
+    steps_due,
+    total_log_prob,
+)
+from core.baselines.method import VERIFY, GraphMethod, MethodConfig, Stage, TeamShape
 from core.baselines.plans import EpisodeGraph
 
 NODES, EDGES, DONE = 0, 1, 2
 """Stages: learning for node dropout, learning for edge dropout, final."""
+SKIP = "skip"
+"""The key of the agents drawn to sit out ``(B, R, N)`` (step 1, skip sampling)."""
+SKIP_WEIGHT = 4.0
+"""Weight of the agent that sat out in the released surrogate (released: 4.0, five agents)."""
 
 
 @dataclass
@@ -77,6 +94,9 @@ class AgentDropoutConfig(MethodConfig):
     """δ of the closeness term (released: 0.1)."""
     node_stage: float = 0.5
     """Share of the training episodes spent in step 1 (node dropout) before step 2."""
+    skip_sampling: bool = True
+    """Step 1 as released: one agent per round drawn to sit out, learned through the
+    released surrogate log-probability (False: every agent plays, plain policy gradient)."""
     temporal: bool = True
     """Learn inter-round (temporal) matrices too."""
     init_probability: float = 0.5
@@ -151,11 +171,60 @@ class AgentDropout(GraphMethod):
         return loss
 
     def layout(self, edges: dict[str, np.ndarray]) -> EpisodeGraph:
+        active = self.active.cpu().numpy().copy()
+        if SKIP in edges:  # step 1's training episodes: the drawn agent sits the round out
+            active &= ~edges[SKIP].astype(bool)
         return EpisodeGraph(
             spatial=edges["intra"].astype(bool),
             temporal=edges["inter"].astype(bool),
-            active=self.active.cpu().numpy().copy(),
+            active=active,
         )
+
+    def skipping(self, explore: bool) -> bool:
+        """Whether graphs drawn now carry step 1's skipped agents."""
+        return explore and self.config.skip_sampling and int(self.stage) == NODES
+
+    def decide(
+        self,
+        probs: dict[str, torch.Tensor],
+        explore: bool,
+        generator: torch.Generator | None,
+    ) -> dict[str, torch.Tensor]:
+        """The base's edges plus, in step 1's training episodes, :data:`SKIP` ``(B, R, N)``:
+        one agent per round, drawn by a softmax of its weighted degree in the sampled
+        intra-round graph (the sum of its sampled in- and out-edges' logits; no gradient)."""
+        out = super().decide(probs, explore, generator)
+        if not self.skipping(explore):
+            return out
+        intra = out["intra"]  # (B, R, N, N)
+        logits = self.intra_logits.detach().expand_as(intra) * intra
+        degree = logits.sum(dim=-1) + logits.sum(dim=-2)  # (B, R, N)
+        weights = torch.softmax(degree, dim=-1).reshape(-1, self.n)
+        drawn = torch.multinomial(weights, 1, generator=generator).reshape(degree.shape[:-1])
+        out[SKIP] = nn.functional.one_hot(drawn, self.n).bool()
+        return out
+
+    def log_prob(
+        self, probs: dict[str, torch.Tensor], edges: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """``(B,)``; with skipped agents (step 1), the released surrogate ``Σ_t [SKIP_WEIGHT ·
+        Σ_{e ∋ k_t} log(1 − σ_e) + Σ_{i ≠ k_t} Σ_{e ∋ i} log σ_e]`` over each round's
+        sampled intra-round edges (an edge counts once for each end), else the base's."""
+        if SKIP not in edges:
+            return super().log_prob(probs, edges)
+        p = probs["intra"].clamp(1e-6, 1 - 1e-6)  # (B, R, N, N)
+        sampled = edges["intra"].to(p.dtype)
+        kept, left = sampled * p.log(), sampled * (1 - p).log()
+        per_agent_kept = kept.sum(dim=-1) + kept.sum(dim=-2)  # (B, R, N)
+        per_agent_left = left.sum(dim=-1) + left.sum(dim=-2)
+        skip = edges[SKIP].to(p.dtype)
+        terms = skip * SKIP_WEIGHT * per_agent_left + (1 - skip) * per_agent_kept
+        total = terms.sum(dim=(1, 2))
+        if VERIFY in probs:  # the with-tools protocol's bits keep their own log-probability
+            total = total + total_log_prob(
+                {VERIFY: probs[VERIFY]}, edges, {VERIFY: self.supports()[VERIFY]}
+            )
+        return total
 
     def frozen(self) -> bool:
         return int(self.stage) == DONE

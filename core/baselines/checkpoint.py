@@ -133,12 +133,20 @@ def _config(cls: type, values: Any, path: Path) -> Any:
             ok = True
         if not ok:
             raise UserError(f"checkpoint {path} has an invalid {key} ({value!r}).")
-    config = cls(**{**asdict(default), **values})
+    config = cls(**{**asdict(default), **_earlier(cls, values)})
     try:
         config.validate()
     except ValueError as exc:
         raise UserError(f"checkpoint {path} has an invalid configuration ({exc}).") from exc
     return config
+
+
+def _earlier(cls: type, values: dict[str, Any]) -> dict[str, Any]:
+    """A config written before a setting existed keeps the behaviour it was trained with:
+    G-Designer checkpoints without ``decoder`` learned the bilinear decoder."""
+    if cls.__name__ == "GDesignerConfig" and "decoder" not in values:
+        return {**values, "decoder": "bilinear"}
+    return values
 
 
 def _shape(values: Any, path: Path) -> TeamShape:

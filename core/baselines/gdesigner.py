@@ -14,17 +14,26 @@ Mapping onto this runtime (docs/baselines.md):
 
 * agent features: the embedding (the environment's embedder: ``hash``, or ``minilm`` —
   all-MiniLM-L6-v2, the paper's kind of encoder) of the agent's role prompt
-  (:func:`core.backends.prompts.role_prompt`), plus the agent's index one-hot so two
-  agents with one role can differ;
+  (:func:`core.backends.prompts.role_prompt`), plus a learned identity vector so two
+  agents with one role can differ, plus the query's projection (as released, where each
+  agent's profile is concatenated with the query);
 * task node: the task features every policy in the lab observes (the task embedding —
   hashed word n-grams on the simulator by default, a documented stand-in for a sentence
   encoder — its text statistics and domain);
-* encoder: two graph convolutions ``μ = Â tanh(Â X W1) W_μ + X W_s`` and ``log σ =
+* encoder: two graph convolutions ``μ = Â tanh(Â X W1) W_μ + tanh(X) W_s`` and ``log σ =
   Â tanh(Â X W1) W_σ`` with ``Â`` the symmetrically normalised anchor + task-node
-  adjacency with self-loops (dense: a team is a handful of nodes); the skip ``X W_s`` is
-  ours (without it the averaging over five nodes made every agent's latent alike, so every
-  edge moved together); ``z = μ + σ ε`` while training, ``z = μ`` when evaluated;
-* decoder: ``p_ij = σ(z_i^T W z_j + b)`` for ``i ≠ j`` (directed: ``W`` is not symmetric);
+  adjacency with self-loops (dense: a team is a handful of nodes); the skip ``tanh(X) W_s``
+  is ours (without it the averaging over five nodes made every agent's latent alike, so
+  every edge moved together; its ``tanh`` lets an agent's profile and the query interact,
+  as the released code's MLP after its GCN does); ``z = μ + σ ε`` while training, ``z = μ``
+  when evaluated;
+* decoder: scores ``s_ij = z_i^T W z_j`` for ``i ≠ j`` (directed: ``W`` starts at the identity,
+  the released inner product ``z z^T``, and may become asymmetric). ``decoder = released``
+  (default): as the released code, the query's scores are min-max normalised to [−1, 1]
+  and ``p_ij = σ(ŝ_ij / T)``, so every query's graph is its own ranking of the pairs (p in
+  [0.27, 0.73] at T = 1); ``bilinear`` (the earlier reading): ``p_ij = σ(6 tanh((s_ij +
+  b) / 6))``, absolute logits — which in the contest drove every edge of every query to
+  the −6 bound (p ≈ 0.0025), one empty graph for all queries (docs/baselines.md);
 * loss: REINFORCE on the episode reward (utility − cost: ``score − w_tok · token
   penalty``) with the leave-one-out baseline, sampled latents re-used for the log-
   probability (reparameterised), plus ``ζ ||P||_*`` (sparsity weight ζ), the anchor term
@@ -52,6 +61,8 @@ from core.team.observations import TASK_EXTRA
 LOGIT_BOUND = 6.0
 """Decoded logits are soft-bounded to ±6 (p in [0.0025, 0.9975])."""
 ANCHORS = ("chain", "star", "full", "none")
+DECODERS = ("released", "bilinear")
+"""How latents become edge probabilities (:attr:`GDesignerConfig.decoder`)."""
 """Anchor topologies among the agents (``none``: the task node alone links them)."""
 
 
@@ -83,7 +94,8 @@ class GDesignerConfig(MethodConfig):
     """ζ: weight of the nuclear-norm sparsity penalty on the decoded probabilities."""
     anchor: str = "full"
     """Anchor topology: the encoder's adjacency and the anchor term's target. Released code:
-    the dense role graph (every role connected), our ``full``."""
+    a hand-written role-connection list per domain, which our roles lack; ``full`` (every
+    pair) is the nearest for a team of four."""
     anchor_weight: float = 0.0
     """λ_a: weight of the paper's anchor term (BCE of the decoded probabilities to the
     anchor); the released code has none (0)."""
@@ -91,6 +103,12 @@ class GDesignerConfig(MethodConfig):
     """λ_kl: weight of the VGAE's KL term."""
     init_log_std: float = -2.0
     """``log σ`` of every latent at the start (the bias of the ``log σ`` head)."""
+    decoder: str = "released"
+    """``released``: each query's pair scores min-max normalised to [−1, 1], then ``σ(· /
+    temperature)`` (the released code; the graph is the query's ranking of the pairs);
+    ``bilinear``: ``σ(6 tanh((z_i^T W z_j + b) / 6))`` (absolute logits, the earlier reading)."""
+    temperature: float = 1.0
+    """T of the released decoder (released: 1, "must be >= 1")."""
     decodes: ClassVar[tuple[str, ...]] = ("threshold", "sample")
 
     def validate(self) -> None:
@@ -103,6 +121,10 @@ class GDesignerConfig(MethodConfig):
             self.check_weight(name, getattr(self, name))
         if not -10.0 <= self.init_log_std <= 2.0:
             raise ValueError(f"init_log_std = {self.init_log_std} is not in [-10, 2]")
+        if self.decoder not in DECODERS:
+            raise ValueError(f"decoder = {self.decoder!r} is not one of {', '.join(DECODERS)}")
+        if not (np.isfinite(self.temperature) and self.temperature >= 1.0):
+            raise ValueError(f"temperature = {self.temperature} is not a number >= 1")
         if self.anchor not in ANCHORS:
             raise ValueError(f"anchor = {self.anchor!r} is not one of {', '.join(ANCHORS)}")
 
@@ -142,9 +164,11 @@ class GDesigner(GraphMethod):
         # exploration was left to find a graph that only pays when three edges are present
         # together (docs/baselines.md).
         nn.init.constant_(self.conv_logstd.bias, config.init_log_std)
-        # Zero, so every edge starts at p = 0.5 (the other methods' start); a random decoder
-        # started some seeds' needed edges at p ≈ 0.2 and the graph collapsed to none.
-        self.decoder = nn.Parameter(torch.zeros(z, z))
+        # Released: the identity (the inner product z z^T), learned so edges can be directed.
+        # Bilinear: zero, so every edge starts at p = 0.5 (the other methods' start); a random
+        # decoder started some seeds' needed edges at p ≈ 0.2 and the graph collapsed to none.
+        start = torch.eye(z) if config.decoder == "released" else torch.zeros(z, z)
+        self.decoder = nn.Parameter(start)
         self.bias = nn.Parameter(torch.zeros(()))
         self.register_buffer("support", off_diagonal(n))
         if config.tools:
@@ -170,15 +194,17 @@ class GDesigner(GraphMethod):
 
     def encode(self, task: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``task (B, F)`` -> ``μ, log σ`` of the agents, ``(B, N, latent)`` each."""
-        b = task.shape[0]
         agents = self.agent_in(self.profiles) + self.identity  # (N, H)
-        nodes = torch.cat(
-            [agents.expand(b, -1, -1), self.task_in(task).unsqueeze(1)], dim=1
-        )  # (B, N+1, H)
+        query = self.task_in(task).unsqueeze(1)  # (B, 1, H)
+        # As released, every agent's features carry the query too (its profile concatenated
+        # with the query; a linear layer of a concatenation is this sum), besides the task
+        # node: the query then reaches each agent's latent through its own features.
+        nodes = torch.cat([agents + query, query], dim=1)  # (B, N+1, H)
         hidden = torch.tanh(self.adjacency @ self.conv(nodes))
         # The skip keeps each agent's own features: two averaging convolutions over a graph
-        # of five nodes leave the agents' latents nearly equal (and every edge alike).
-        mu = (self.adjacency @ self.conv_mu(hidden) + self.skip(nodes))[:, : self.n]
+        # of five nodes leave the agents' latents nearly equal (and every edge alike). Its
+        # tanh lets agent and query interact per agent (the released code's MLP).
+        mu = (self.adjacency @ self.conv_mu(hidden) + self.skip(torch.tanh(nodes)))[:, : self.n]
         logstd = (self.adjacency @ self.conv_logstd(hidden))[:, : self.n].clamp(-6.0, 2.0)
         return mu, logstd
 
@@ -187,9 +213,12 @@ class GDesigner(GraphMethod):
         mu, logstd = self.encode(task)
         z = mu + logstd.exp() * context["noise"]
         self._z = z
-        raw = z @ self.decoder @ z.transpose(1, 2) + self.bias  # (B, N, N)
-        # Soft-bounded to ±LOGIT_BOUND: a saturated edge (p = 0 or 1) would stop learning.
-        logits = LOGIT_BOUND * torch.tanh(raw / LOGIT_BOUND)
+        raw = z @ self.decoder @ z.transpose(1, 2)  # (B, N, N)
+        if self.config.decoder == "released":
+            logits = _min_max(raw, self.support) / self.config.temperature
+        else:
+            # Soft-bounded to ±LOGIT_BOUND: a saturated edge (p = 0 or 1) would stop learning.
+            logits = LOGIT_BOUND * torch.tanh((raw + self.bias) / LOGIT_BOUND)
         # KL(q(z) || N(0, I)) per episode, kept for the regulariser of this forward.
         self._kl = 0.5 * (mu.pow(2) + (2 * logstd).exp() - 2 * logstd - 1).sum(dim=(1, 2))
         return {"spatial": torch.sigmoid(logits)}
@@ -221,6 +250,19 @@ def role_profiles(roles: tuple[str, ...], embed: Callable[[str], np.ndarray]) ->
     """``(N, E)``: each agent's profile — its role prompt, as the back-ends send it —
     embedded by the team's task embedder."""
     return np.stack([embed(role_prompt(role)) for role in roles]).astype(np.float32)
+
+
+def _min_max(raw: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
+    """``raw (B, N, N)`` rescaled per episode so that its supported entries span [−1, 1]
+    (the released code's ``min_max_norm``, taken over the off-diagonal pairs only: the
+    diagonal is never an edge). A query whose scores are all equal maps to 0 (p = 0.5)."""
+    mask = support.bool().expand_as(raw)
+    big = torch.finfo(raw.dtype).max
+    low = raw.masked_fill(~mask, big).amin(dim=(1, 2), keepdim=True)
+    high = raw.masked_fill(~mask, -big).amax(dim=(1, 2), keepdim=True)
+    span = high - low
+    scaled = 2 * (raw - low) / span.clamp_min(1e-8) - 1
+    return torch.where(span > 1e-8, scaled, torch.zeros_like(raw))
 
 
 def _normalised(anchor: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from core.baselines.edges import sample_edges, threshold_edges
+from core.baselines.edges import sample_edges, threshold_edges, total_log_prob
 from core.baselines.plans import EpisodeGraph
 
 VERIFY = "verify"
@@ -168,6 +168,14 @@ class GraphMethod(nn.Module, ABC):
         if VERIFY in edges:
             graph.verify = edges[VERIFY].astype(bool)
         return graph
+
+    def log_prob(
+        self, probs: dict[str, torch.Tensor], edges: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """``(B,)``: the log-probability the REINFORCE step weighs by each episode's
+        advantage — by default that of the sampled graphs (AgentDropout's skip sampling
+        replaces it by the released surrogate)."""
+        return total_log_prob(probs, edges, self.supports())
 
     def regulariser(self, probs: dict[str, torch.Tensor]) -> torch.Tensor:
         """Added to the REINFORCE loss (a low-rank or sparsity penalty); default none."""

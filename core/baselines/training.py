@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from core.baselines.edges import reinforce_loss, total_log_prob
+from core.baselines.edges import reinforce_loss
 from core.baselines.method import VERIFY, GraphMethod, Stage
 from core.baselines.policy import EpisodeDraw, GraphPolicy, describe_graphs, stacked
 from core.qmix.env import VecEnv
@@ -203,7 +203,7 @@ def update(
     this batch, so it never sees the outcome it baselines)."""
     edges, context, features = stacked(draws)
     probs = method.edge_probs(context, len(draws))
-    log_probs = total_log_prob(probs, edges, method.supports())
+    log_probs = method.log_prob(probs, edges)
     residual = utility if critic is None else utility - critic(features)
     policy_loss = reinforce_loss(log_probs, residual)
     # The method's regulariser is about its graph; the verify bits (tools) have none.

@@ -20,6 +20,7 @@ BENCHMARKS: dict[str, str] = {
     "sim-calibration": "accuracy and tokens per fixed topology and difficulty (the simulator)",
     "calibration-real": "simulated vs real per action and policy on held-out real episodes",
     "actions-by-difficulty": "what a trained policy does on easy and hard tasks",
+    "graphs-per-query": "distinct round-0 graphs a learned policy plays over held-out tasks",
     "headroom": "the oracle, a hand-written adaptive plan and the best fixed plan per task",
     "fuzz-checker": "the maths checker on random explosive expressions (time per check)",
     "humaneval-checker": "every HumanEval reference passes and an exit-0 forgery fails",

@@ -106,3 +106,44 @@ def tool_team(seed: int = 0) -> TeamEnv:
         seed=seed,
     )
     return TeamEnv(opts, "train", backend=ToolBackend())
+
+
+class DomainExpertBackend(ExpertBackend):
+    """The per-query family: which agent is the expert depends on the query — agent 0 on
+    maths tasks, agent 3 on every other task (multiple choice, code). As in
+    :class:`ExpertBackend` a follower is right only if it reads the expert, so the right
+    graph is the three edges out of agent 0 for a maths query and the three out of agent 3
+    for any other: a method that plays one graph for every query is wrong on one side."""
+
+    name = "domain-expert"
+
+    async def agent_turn(self, turn: AgentTurn) -> TurnResult:
+        expert = DOMAIN_EXPERT.get(turn.task.domain, 3)
+        read = [m for m in (*turn.inbox, *turn.earlier) if m.answer is not None]
+        if turn.agent == expert:
+            answer = turn.task.answer
+        else:
+            heard = [m.answer for m in read if m.src == expert]
+            answer = heard[0] if heard else WRONG
+        call = LLMCall(
+            turn.agent, turn.round, f"d{turn.agent}{turn.round}", 10 + 10 * len(read), 10
+        )
+        return TurnResult(text=f"Answer: {answer}", answer=answer, confidence=0.5, call=call)
+
+
+DOMAIN_EXPERT = {"math": 0}
+"""The expert of each domain (3 for every domain not listed)."""
+
+
+def domain_expert_team(seed: int = 0) -> TeamEnv:
+    """The per-query family on the ``mixed`` tasks' training split (maths, multiple choice
+    and code interleaved), otherwise as :func:`expert_team`."""
+    opts = TeamOptions(
+        benchmark="mixed",
+        rounds=1,
+        token_weight=1.0,
+        token_budget=200.0,
+        token_penalty="linear",
+        seed=seed,
+    )
+    return TeamEnv(opts, "train", backend=DomainExpertBackend())

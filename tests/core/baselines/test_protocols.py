@@ -78,8 +78,10 @@ def test_with_tools_the_verify_bit_is_learned(name: str) -> None:
     team = tool_team()
     shape = TeamShape(4, 1, task_feature_width(team.obs_dim, 4, 1), tuple(team.opts.roles))
     torch.manual_seed(0)
-    # G-Designer in the paper's reading (chain anchor): see tests/core/baselines/test_learning.py.
-    values = {"anchor": "chain", "anchor_weight": 0.01} if name == "gdesigner" else {}
+    # G-Designer in the paper's reading (chain anchor, absolute logits — the released decoder
+    # ranks each query's pairs, so it cannot play "no edge"): see test_learning.py.
+    paper = {"anchor": "chain", "anchor_weight": 0.01, "decoder": "bilinear"}
+    values = paper if name == "gdesigner" else {}
     config = method_config(name, {"tools": True, **values})
     method = build_method(name, config, shape, make_embedder())
     state = train_method(

@@ -103,6 +103,21 @@ def test_a_version_1_checkpoint_reads_its_token_weight_from_its_own_key(trained,
         load_method(bad)
 
 
+def test_a_gdesigner_checkpoint_from_before_the_decoder_setting_keeps_its_decoder(
+    trained, tmp_path
+):
+    # G-Designer checkpoints written before ``decoder`` existed learned the bilinear
+    # decoder; read with today's default (released) they would decode other graphs.
+    _, paths = trained
+    payload = read_payload(paths["gdesigner"])
+    assert payload["config"]["decoder"] == "released"
+    config = {k: v for k, v in payload["config"].items() if k not in ("decoder", "temperature")}
+    old = write_payload(tmp_path / "old.pt", {**payload, "config": config})
+    loaded = load_method(old, expect=team_shape(TeamOptions(benchmark="math")))
+    assert loaded.method.config.decoder == "bilinear"
+    assert load_method(paths["gdesigner"]).method.config.decoder == "released"
+
+
 def test_checkpoints_round_trip_and_load_everywhere(trained, tmp_path):
     db, paths = trained
     opts = TeamOptions(benchmark="math")
