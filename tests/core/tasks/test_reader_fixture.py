@@ -42,12 +42,13 @@ MISSES = {
     "math-s0-000009/random/r2/decision",  # "answer is: 34" then "a single final answer with"
     "math-s0-000024/star/r0/solver",  # "The answer to this puzzle is 2."
     "mcq-067/random/r2/decision",  # "The correct answer is indeed D."
+    # two answers stated (a list number after "answer:", then the final answer): none
+    "gsm8k-test-0161/smollm_replies_heldout-3/r0/decision",  # "answer:** **1. The final ... 50"
 }
 """Replies that commit to an answer the reader does not read (it reads nothing)."""
 FALSE_READS = {
-    # held-out half: an answer stated, then contradicted by another
+    # held-out half: an answer stated, then contradicted by a number no marker states
     "store/math-s0-000028/debate/r1/analyst": "6",  # "The answer is 6:" ... "197 bags"
-    "store/math-s0-000024/random/r1/verifier": "942",  # "... is 942." ... "would have been 100"
 }
 """Replies the reader reads an answer from that is not the label, and what it reads
 (benchmarks/RESULTS.md, issue 32: the held-out precision)."""
