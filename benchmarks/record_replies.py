@@ -13,7 +13,7 @@ the other sources, and the hand-written hostile items of issue 32, are kept):
     # new episodes: eval --backend local with the local recipe (math, gsm8k, mcq)
     PYTHONPATH=$PWD python -m benchmarks.record_replies [--db /tmp/reader_replies.duckdb]
     # a fresh held-out batch (issue 32, second round): other episodes, unseen tasks only
-    PYTHONPATH=$PWD python -m benchmarks.record_replies --batch heldout-2
+    PYTHONPATH=$PWD python -m benchmarks.record_replies --batch heldout-2 --db /tmp/h2.duckdb
 
 The last two start the local model once (as the local recipe serves it), runs the episodes of
 :data:`PLAN` through the real CLI (``eval --backend local --idle call --no-cache``: the
@@ -68,17 +68,17 @@ PLAN = (
 action (execute_verify's re-derivation included), the others the hub and debate prompts."""
 PLAN_HELDOUT_2 = (
     ("math", "random", 6, 100),
-    ("math", "debate", 5, 110),
-    ("math", "single", 4, 120),
     ("gsm8k", "random", 6, 100),
-    ("gsm8k", "star", 5, 110),
-    ("gsm8k", "single", 4, 120),
     ("mcq", "random", 3, 100),
+    ("math", "debate", 4, 110),
+    ("gsm8k", "star", 4, 110),
     ("mcq", "debate", 2, 110),
+    ("math", "single", 3, 120),
+    ("gsm8k", "single", 3, 120),
 )
 """The fresh held-out batch (issue 32, after the first held-out half had been read):
-episodes far from :data:`PLAN`'s, maths above all; ``single`` adds replies of an agent
-alone, which state an answer more often than teammates of a debate."""
+episodes far from :data:`PLAN`'s, maths above all, each kind early (a slow machine may
+stop it part-way); ``single`` adds replies of an agent alone."""
 BATCHES = {"eval": PLAN, "heldout-2": PLAN_HELDOUT_2}
 ROUNDS = 2
 
@@ -89,8 +89,11 @@ def split_of(task_id: str) -> str:
 
 
 def run_episodes(db: Path, env: dict[str, str], plan: tuple = PLAN) -> Iterator[None]:
-    """Runs ``plan``'s evaluations one by one into ``db``, yielding after each."""
+    """Runs ``plan``'s evaluations one by one into ``db``, yielding after each; one that
+    ``db`` holds whole already (a rerun with the same ``--db``) is not run again."""
     for benchmark, policy, episodes, first in plan:
+        if logged_episodes(db, benchmark, policy) >= episodes:
+            continue
         cmd = [
             sys.executable, "-m", "core.cli", "eval", "--backend", "local",
             "--benchmark", benchmark, "--policy", policy, "--episodes", str(episodes),
@@ -100,6 +103,16 @@ def run_episodes(db: Path, env: dict[str, str], plan: tuple = PLAN) -> Iterator[
         print(" ".join(cmd[2:]), file=sys.stderr, flush=True)
         subprocess.run(cmd, check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL)
         yield
+
+
+def logged_episodes(db: Path, benchmark: str, policy: str) -> int:
+    """Episodes of ``benchmark`` played by ``policy`` that ``db`` holds (0 without ``db``)."""
+    if not db.is_file():
+        return 0
+    with duckdb.connect(str(db), read_only=True) as con:
+        sql = "SELECT count(*) FROM episodes e JOIN runs r ON r.id = e.run_id"
+        sql += " WHERE e.benchmark = ? AND r.policy = ?"
+        return con.execute(sql, [benchmark, policy]).fetchone()[0]
 
 
 _STEPS = """
