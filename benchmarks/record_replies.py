@@ -12,19 +12,24 @@ the other sources, and the hand-written hostile items of issue 32, are kept):
         --from-issue18 tests/core/tasks/data/smollm_replies.jsonl    # and ..._heldout.jsonl
     # new episodes: eval --backend local with the local recipe (math, gsm8k, mcq)
     PYTHONPATH=$PWD python -m benchmarks.record_replies [--db /tmp/reader_replies.duckdb]
+    # a fresh held-out batch (issue 32, second round): other episodes, unseen tasks only
+    PYTHONPATH=$PWD python -m benchmarks.record_replies --batch heldout-2 --db /tmp/h2.duckdb
 
-The last starts the local model once (as the local recipe serves it), runs the episodes of
+The last two start the local model once (as the local recipe serves it), runs the episodes of
 :data:`PLAN` through the real CLI (``eval --backend local --idle call --no-cache``: the
 recipe's prompts, caps and conversation layout; every agent called every round, then the
 decision agent) and reads every reply back from the DuckDB store the runs logged to,
 rewriting the fixture after each run. A reply repeated word for word by the same role on
-the same task is kept once.
+the same task is kept once. ``--batch heldout-2`` runs :data:`PLAN_HELDOUT_2` instead and
+puts every reply in the split ``heldout-2`` (source ``eval:heldout-2``), dropping replies
+to a task the fixture already holds: a held-out half read by no one before it was scored.
 
 One JSON line per reply, the design of ``smollm_replies.jsonl`` plus fields: ``id``,
 ``kind`` (agent | decision), ``benchmark``, ``task_id``, ``role``, ``action``, ``round``,
 ``max_tokens`` (the call's cap), ``reply``, ``usage``, ``at_cap`` (the reply used its whole
 cap: cut off), ``split`` (``dev`` or ``heldout``, fixed by the task, :func:`split_of`: the
-reader is changed while looking at ``dev`` only), ``source``, and the label, written by
+reader is changed while looking at ``dev`` only; ``heldout-2`` for the fresh batch),
+``source``, and the label, written by
 hand by reading the reply: ``reads_as`` (the answer it commits to, or null) and
 ``reason`` (one line). A rerun keeps the labels of replies whose text did not change and
 leaves new ones null with an empty reason, for review.
@@ -47,6 +52,7 @@ import duckdb
 from core.backends.local_backend import LOCAL_MAX_TOKENS
 from core.backends.local_server import serve
 from core.backends.registry import local_model_server
+from core.team.options import TeamOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "core" / "tasks" / "data" / "reader_replies.jsonl"
@@ -60,6 +66,20 @@ PLAN = (
 )
 """(benchmark, fixed policy, episodes, first held-out episode): ``random`` gives every
 action (execute_verify's re-derivation included), the others the hub and debate prompts."""
+PLAN_HELDOUT_2 = (
+    ("math", "random", 6, 100),
+    ("gsm8k", "random", 6, 100),
+    ("mcq", "random", 3, 100),
+    ("math", "debate", 4, 110),
+    ("gsm8k", "star", 4, 110),
+    ("mcq", "debate", 2, 110),
+    ("math", "single", 3, 120),
+    ("gsm8k", "single", 3, 120),
+)
+"""The fresh held-out batch (issue 32, after the first held-out half had been read):
+episodes far from :data:`PLAN`'s, maths above all, each kind early (a slow machine may
+stop it part-way); ``single`` adds replies of an agent alone."""
+BATCHES = {"eval": PLAN, "heldout-2": PLAN_HELDOUT_2}
 ROUNDS = 2
 
 
@@ -68,9 +88,12 @@ def split_of(task_id: str) -> str:
     return "dev" if hashlib.sha256(task_id.encode()).digest()[0] % 2 == 0 else "heldout"
 
 
-def run_episodes(db: Path, env: dict[str, str]) -> Iterator[None]:
-    """Runs :data:`PLAN`'s evaluations one by one into ``db``, yielding after each."""
-    for benchmark, policy, episodes, first in PLAN:
+def run_episodes(db: Path, env: dict[str, str], plan: tuple = PLAN) -> Iterator[None]:
+    """Runs ``plan``'s evaluations one by one into ``db``, yielding after each; one that
+    ``db`` holds whole already (a rerun with the same ``--db``) is not run again."""
+    for benchmark, policy, episodes, first in plan:
+        if logged_episodes(db, benchmark, policy) >= episodes:
+            continue
         cmd = [
             sys.executable, "-m", "core.cli", "eval", "--backend", "local",
             "--benchmark", benchmark, "--policy", policy, "--episodes", str(episodes),
@@ -82,6 +105,16 @@ def run_episodes(db: Path, env: dict[str, str]) -> Iterator[None]:
         yield
 
 
+def logged_episodes(db: Path, benchmark: str, policy: str) -> int:
+    """Episodes of ``benchmark`` played by ``policy`` that ``db`` holds (0 without ``db``)."""
+    if not db.is_file():
+        return 0
+    with duckdb.connect(str(db), read_only=True) as con:
+        sql = "SELECT count(*) FROM episodes e JOIN runs r ON r.id = e.run_id"
+        sql += " WHERE e.benchmark = ? AND r.policy = ?"
+        return con.execute(sql, [benchmark, policy]).fetchone()[0]
+
+
 _STEPS = """
 SELECT e.benchmark, e.domain, e.task_id, r.policy, r.config, s.round, s.agent, s.role,
        s.action, s.text, s.prompt_tokens, s.completion_tokens
@@ -91,12 +124,15 @@ ORDER BY e.benchmark, s.run_id, s.episode, s.round, s.seq
 """
 
 
-def read_steps(db: Path, old: dict[tuple, dict], source: str = "eval", tag: str = "") -> list[dict]:
+def read_steps(
+    db: Path, old: dict[tuple, dict], source: str = "eval", tag: str = "", split: str = ""
+) -> list[dict]:
     """Every called reply of the logged episodes, as fixture rows (a reply whose text
-    repeats an earlier one's for the same task and role is kept once)."""
+    repeats an earlier one's for the same task and role is kept once); ``split``, when
+    given, is every row's (else :func:`split_of` the task)."""
     with duckdb.connect(str(db), read_only=True) as con:
         steps = con.execute(_STEPS).fetchall()
-    rows, seen = [], set()
+    rows, seen, ids = [], set(), set()
     for (
         bench,
         domain,
@@ -119,12 +155,16 @@ def read_steps(db: Path, old: dict[tuple, dict], source: str = "eval", tag: str 
         cap = json.loads(config).get("recording", {}).get("max_tokens")
         cap = cap or LOCAL_MAX_TOKENS[(domain, kind)]
         label = old.get((bench, task_id, role, text), {})
+        row_id = f"{tag}{task_id}/{policy}/r{rnd}/{role}"
+        while row_id in ids:  # two episodes of one task and policy: ids stay unique
+            row_id += "+"
+        ids.add(row_id)
         rows.append(
             {
-                "id": f"{tag}{task_id}/{policy}/r{rnd}/{role}", "kind": kind, "benchmark": bench, "task_id": task_id, "role": role,
+                "id": row_id, "kind": kind, "benchmark": bench, "task_id": task_id, "role": role,
                 "action": action, "round": rnd, "max_tokens": cap, "reply": text,
                 "usage": {"prompt_tokens": prompt, "completion_tokens": done},
-                "at_cap": done >= cap, "split": split_of(task_id),
+                "at_cap": done >= cap, "split": split or split_of(task_id),
                 "source": source, "reads_as": label.get("reads_as"),
                 "reason": label.get("reason", ""),
             }
@@ -175,6 +215,9 @@ def main() -> None:
     parser.add_argument(
         "--from-issue18", type=Path, help="read this smollm_replies*.jsonl instead of recording"
     )
+    parser.add_argument(
+        "--batch", choices=tuple(BATCHES), default="eval", help="which episodes to record"
+    )
     args = parser.parse_args()
     old: dict[tuple, dict] = {}
     rows: list[dict] = []
@@ -192,14 +235,25 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or Path(tmp) / "replies.duckdb"
-        server = serve(local_model_server(None))
+        # The server eval's own options ask for (engine, slots), started once for all runs.
+        server = serve(local_model_server(TeamOptions(backend="local")))
         env = {**os.environ, "PYTHONPATH": str(ROOT), **server.attach_env()}
-        kept = [r for r in rows if r["source"] != "eval"]
-        try:
-            for _ in run_episodes(db, env):  # written after each run: labelling can start
-                write(args.out, kept + read_steps(db, old))
+        source = "eval" if args.batch == "eval" else f"eval:{args.batch}"
+        kept = [r for r in rows if r["source"] != source]
+        seen = {(r["benchmark"], r["task_id"]) for r in kept}
+        try:  # written after each run: labelling can start
+            for _ in run_episodes(db, env, BATCHES[args.batch]):
+                write(args.out, kept + fresh_steps(db, old, args.batch, seen))
         finally:
             server.stop()
+
+
+def fresh_steps(db: Path, old: dict[tuple, dict], batch: str, seen: set[tuple]) -> list[dict]:
+    """The batch's rows: :data:`PLAN`'s as before; a later batch's on unseen tasks only."""
+    if batch == "eval":
+        return read_steps(db, old)
+    rows = read_steps(db, old, source=f"eval:{batch}", tag=f"{batch}/", split=batch)
+    return [r for r in rows if (r["benchmark"], r["task_id"]) not in seen]
 
 
 def write(out: Path, rows: list[dict]) -> None:

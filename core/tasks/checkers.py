@@ -43,10 +43,15 @@ _NUMBER_RE = re.compile(rf"(?<![\w.])(?:{_NUMBER})(?:\s*/\s*\d+)?")
 
 def extract_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{...}`` (or ``\\fbox{...}``), nested braces kept."""
-    starts = [m.end() for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text)]
-    if not starts:
-        return None
-    start = starts[-1]
+    starts = [m.end() for m in _BOX.finditer(text)]
+    return _box_at(text, starts[-1]) if starts else None
+
+
+_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
+
+
+def _box_at(text: str, start: int) -> str | None:
+    """Content of the box that opens just before ``start``, or ``None`` if it never closes."""
     depth = 1
     for pos in range(start, len(text)):
         if text[pos] == "{":
@@ -70,6 +75,11 @@ def extract_math_answer(text: str, question: str = "") -> str | None:
        read by :func:`_value_of`; when none is there the reply gives no answer;
     3. a reply that is one value and nothing else (``42``, ``x = 5``, ``$\\frac{3}{4}$``).
 
+    A reply that states two different answers commits to neither: the value read must
+    equal every value the reply states elsewhere (:func:`_stated_values`: every closed box,
+    the value after every marker of any kind, and after an answer stated in another tense,
+    ``the answer was 12``), or the reply gives none, even when it says it corrected itself.
+
     Nothing else is read: a number inside reasoning, a restated question, a reply cut off
     mid-sentence, quoting marks after a marker. ``Confidence: 80`` statements, echoed
     placeholders (``<final answer>``), fenced code and the prompt's own headers
@@ -80,6 +90,14 @@ def extract_math_answer(text: str, question: str = "") -> str | None:
     if not text or not text.strip():
         return None
     text = _PLACEHOLDER.sub(" ", drop_confidence(_CODE_BLOCK.sub(" ", text)))
+    answer = _committed_value(text)
+    if answer is None or any(not math_equal(v, answer) for v in _stated_values(text)):
+        return None
+    return answer
+
+
+def _committed_value(text: str) -> str | None:
+    """The value the first rule of :func:`extract_math_answer` that applies gives."""
     boxed = extract_boxed(text)
     if boxed is not None:
         return normalize_answer(boxed)
@@ -89,6 +107,39 @@ def extract_math_answer(text: str, question: str = "") -> str | None:
             return _value_after(text[found[-1].end() :])
     lines = [line for line in text.splitlines() if line.strip() and not _QUOTES.fullmatch(line)]
     return _value_of(lines[0]) if len(lines) == 1 else None
+
+
+def _stated_values(text: str) -> list[str]:
+    """Every answer value a reply states: the content of each closed box and the value
+    after each marker (:data:`_MARKERS`, every kind and every occurrence, and
+    :data:`_OTHER_TENSES`); markers followed by no value state none. Linear in the text:
+    a value is read from the :data:`_STATED_CHARS` after its marker."""
+    after = (
+        _value_after(text[m.end() : m.end() + _STATED_CHARS])
+        for marker in (*_MARKERS, _OTHER_TENSES)
+        for m in marker.finditer(text)
+    )
+    return [normalize_answer(b) for b in _closed_boxes(text)] + [v for v in after if v]
+
+
+_STATED_CHARS = 400
+"""How much of the text after a marker :func:`_stated_values` reads (a value opens the
+marker's line or the next one; a longer clause only gives a value more readily)."""
+
+
+def _closed_boxes(text: str) -> list[str]:
+    """The content of every closed ``\\boxed{}``, in one pass over the braces."""
+    opens = {m.end() for m in _BOX.finditer(text)}
+    stack: list[int] = []
+    boxes = []
+    for pos, char in enumerate(text):
+        if char == "{":
+            stack.append(pos + 1)
+        elif char == "}" and stack:
+            start = stack.pop()
+            if start in opens:
+                boxes.append(text[start:pos].strip())
+    return boxes
 
 
 _MARKERS = tuple(
@@ -105,6 +156,14 @@ _MARKERS = tuple(
 decides; when no value follows it the reply gives none (a weaker marker is not consulted).
 ``answer:`` right after ``(`` or ``;`` is a prompt header a model echoes (``(solver;
 answer: 32)``); ``let answer =`` is code."""
+
+_OTHER_TENSES = re.compile(
+    r"(?i)(?<!\()(?<!;\s)\b(?:answer|solution)\s+"
+    r"(?:was|will\s+be|(?:would|should|must|could)\s+have\s+been)\s*:?"
+)
+"""An answer stated in another tense (``the answer was 12``, ``a correct answer would have
+been 100``): never read as the answer, but a value it gives that differs from the one read
+contradicts it."""
 
 _CODE_BLOCK = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _QUOTES = re.compile(r"\s*[<>`]{2,}\s*")

@@ -29,8 +29,11 @@ ROOT = Path(__file__).resolve().parents[3]
     ("text", "expected"),
     [
         (r"So \boxed{\frac{1}{\sqrt{2}}}.", r"\frac{1}{\sqrt{2}}"),
-        (r"First \boxed{3}, corrected: \boxed{\frac{7}{2}}", r"\frac{7}{2}"),
-        (r"\boxed{\{1, 2\}} and \boxed{x^{2}+1}", "x^{2}+1"),
+        # Two different answers stated: none is committed to, a correction included.
+        (r"First \boxed{3}, corrected: \boxed{\frac{7}{2}}", None),
+        (r"\boxed{\frac{7}{2}}, that is \boxed{3.5}", "3.5"),
+        (r"So \boxed{x^{2}+1}, nested braces kept.", "x^{2}+1"),
+        (r"\boxed{\{1, 2\}} and \boxed{x^{2}+1}", None),  # two answers
         ("Answer: 1,234.", "1234"),
         # No marker, no answer (issue 32: a number in reasoning is no commitment).
         ("We have 5 apples, then 7, so 12 in total.", None),
@@ -40,7 +43,12 @@ ROOT = Path(__file__).resolve().parents[3]
         ("The answer is $3/4$.", "3/4"),
         (r"The answer is \(\frac{3}{4}\).", r"\frac{3}{4}"),
         ("Answer: -\\frac{5}{2}", "-\\frac{5}{2}"),
-        ("I first thought answer: 5, but the answer is 6.", "6"),
+        ("I first thought answer: 5, but the answer is 6.", None),
+        ("The answer is 6.\nFinal answer: 7", None),
+        ("The answer is 942.\nA correct answer would have been 100", None),
+        ("The answer was 12 before, and the answer is 12.", "12"),
+        ("The answer is: 42\nThe final answer is $42.", "42"),
+        ("Final answer: 7. The answer must be a number.", "7"),  # no value: no contradiction
         ("So answer = 7. Check: 7*2 = 14", "7"),
         ("Total cost: $1,250.50", None),
         ("$1,250.50", "1250.50"),

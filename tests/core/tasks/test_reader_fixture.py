@@ -1,9 +1,10 @@
 """The answer reader on its labelled fixture (issue 32): each reply reads as its label.
 
-``data/reader_replies.jsonl`` holds 401 real SmolLM2-135M replies to the project's prompts
+``data/reader_replies.jsonl`` holds 603 real SmolLM2-135M replies to the project's prompts
 (``benchmarks/record_replies.py``: new ``eval --backend local`` episodes with the local
 recipe, the calibration tests' recorded store, issue 18's recorded replies; maths: math
-and gsm8k; multiple choice: mcq) and 7 hostile cases of issue 32, each labelled by reading
+and gsm8k; multiple choice: mcq; 202 of them a fresh held-out batch, ``heldout-2``) and 7
+hostile cases of issue 32, each labelled by reading
 it: the answer it commits to (``reads_as``, null when none) and why (``reason``). The reader
 may miss a committed answer (:data:`MISSES`: it reads nothing there, a lost recall); it
 reads an answer that is not the label only where :data:`FALSE_READS` says.
@@ -42,12 +43,45 @@ MISSES = {
     "math-s0-000009/random/r2/decision",  # "answer is: 34" then "a single final answer with"
     "math-s0-000024/star/r0/solver",  # "The answer to this puzzle is 2."
     "mcq-067/random/r2/decision",  # "The correct answer is indeed D."
+    # two answers stated (a list number after "answer:", then the final answer): none
+    "gsm8k-test-0161/smollm_replies_heldout-3/r0/decision",  # "answer:** **1. The final ... 50"
+    # heldout-2 (a fresh batch on unseen tasks, scored once after the rule of two answers)
+    "heldout-2/gsm8k-test-0821/random/r0/verifier",  # "The answer was 0.4937123." (past tense)
+    "heldout-2/gsm8k-test-0727/random/r0/solver",  # a bare number, then an explanation
+    "heldout-2/gsm8k-test-0552/random/r1/analyst",  # "The answer is 10, the answer is indeed 10"
+    "heldout-2/gsm8k-test-0810/random/r0/coder",  # "... is: 4", then "Your answer: 1" lines
+    "heldout-2/gsm8k-test-0810/random/r0/analyst",  # the same shape
+    "heldout-2/gsm8k-test-0810/random/r0/verifier",  # a bare number, then a new question
+    "heldout-2/gsm8k-test-0810/random/r1/coder",  # "... is: 201", then "Your answer: 1" lines
+    "heldout-2/gsm8k-test-0810/random/r1/verifier",  # a bare number, then a new question
+    "heldout-2/gsm8k-test-0563/star/r0/verifier",  # the last "Your answer is:" has no value
+    "heldout-2/gsm8k-test-0563/star/r1/verifier",  # the same shape
+    "heldout-2/gsm8k-test-0646/single/r0/solver",  # a bare number, then the question
+    "heldout-2/math-s0-000537/random/r0/solver",  # "Answer: <final answer>" echoed after it
+    "heldout-2/math-s0-000560/random/r0/verifier",  # a bare number, then a list of 2s
+    "heldout-2/math-s0-000560/random/r1/verifier",  # the same shape
+    "heldout-2/math-s0-000560/random/r2/decision",  # "answer is 393734989, no logical answer"
+    "heldout-2/math-s0-000594/debate/r0/coder",  # "Omar has 14 + 3 = 17 now." (no marker)
+    "heldout-2/math-s0-000594/debate/r0/analyst",  # "is: 3 + 1 = 4", then partners' answers
+    "heldout-2/math-s0-000594/debate/r1/solver",  # "Therefore, Omar has 16 more books now."
+    "heldout-2/math-s0-000594/debate/r1/coder",  # "Omar has 12 + 3 = 16 now." (no marker)
+    "heldout-2/math-s0-000594/debate/r1/analyst",  # "is: 2 + 1 = 3", then partners' answers
+    "heldout-2/math-s0-000603/debate/r0/coder",  # "The answer you're looking for is 23."
+    "heldout-2/math-s0-000603/debate/r1/coder",  # the same shape, 22
+    "heldout-2/mcq-085/random/r0/analyst",  # 'The answer to the question "Who ...?" is A)'
+    "heldout-2/mcq-085/random/r2/decision",  # a bare "D", then the echoed instruction
 }
 """Replies that commit to an answer the reader does not read (it reads nothing)."""
 FALSE_READS = {
-    # held-out half: an answer stated, then contradicted by another
+    # held-out half: an answer stated, then contradicted by a number no marker states
     "store/math-s0-000028/debate/r1/analyst": "6",  # "The answer is 6:" ... "197 bags"
-    "store/math-s0-000024/random/r1/verifier": "942",  # "... is 942." ... "would have been 100"
+    # heldout-2: two answers no marker states twice; an echo; a list number after "answer:"
+    "heldout-2/gsm8k-test-0727/random/r0/analyst": "1/2",  # "1, which is indeed the answer"
+    "heldout-2/gsm8k-test-0563/star/r0/coder": "2.5",  # "The answer is 2.5, 4."
+    "heldout-2/math-s0-000546/random/r1/verifier": "1220",  # a teammate's reply echoed
+    "heldout-2/math-s0-000615/debate/r0/coder": "1",  # "Your answer:\n1. 91 shells + ..."
+    "heldout-2/math-s0-000615/debate/r1/coder": "1",  # the same shape
+    "heldout-2/mcq-004/random/r0/coder": "D",  # "Your answer is C. ..." then "... is D. ..."
 }
 """Replies the reader reads an answer from that is not the label, and what it reads
 (benchmarks/RESULTS.md, issue 32: the held-out precision)."""
@@ -59,7 +93,9 @@ def test_the_fixture_is_real_labelled_and_split():
     # eval --backend local (the local recipe), the calibration store, issue 18's recorder
     assert {r["source"].split(":")[0] for r in recorded} == {"eval", "store", "issue18"}
     assert {r["benchmark"] for r in recorded} == {"math", "gsm8k", "mcq"}
-    assert {r["split"] for r in recorded} == {"dev", "heldout"}
+    # dev: read while the rules changed; heldout: scored once, then read; heldout-2: a
+    # fresh batch on unseen tasks, labelled before the reader was scored on it
+    assert {r["split"] for r in recorded} == {"dev", "heldout", "heldout-2"}
     assert len({r["id"] for r in ROWS}) == len(ROWS)
     for row in recorded:
         assert row["usage"]["completion_tokens"] > 0 and row["usage"]["prompt_tokens"] > 100
