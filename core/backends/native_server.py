@@ -31,9 +31,11 @@ import contextlib
 import ctypes
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -93,6 +95,7 @@ def server_argv(args: argparse.Namespace) -> list[str]:
         "--threads", str(args.n_threads), "--threads-batch", str(args.n_threads),
         "--batch-size", str(args.n_batch), "--ubatch-size", str(args.n_batch),
         "--metrics", "--slots", "--no-webui", "--threads-http", "4",
+        "--slot-save-path", str(args.slot_dir),
     ]  # fmt: skip
 
 
@@ -122,8 +125,9 @@ _PARENT_GONE = threading.Event()
 """Set when the parent's pipe closed: the server was stopped on purpose (exit 0)."""
 
 
-def _watch_parent(proc: subprocess.Popen) -> None:
-    """Stop the server and exit the moment the parent's end of stdin closes."""
+def _watch_parent(proc: subprocess.Popen, slot_dir: str) -> None:
+    """Stop the server, remove its slot files and exit the moment the parent's end of stdin
+    closes."""
 
     def watch() -> None:
         with contextlib.suppress(OSError):
@@ -131,6 +135,7 @@ def _watch_parent(proc: subprocess.Popen) -> None:
                 pass
         _PARENT_GONE.set()
         _stop(proc)
+        shutil.rmtree(slot_dir, ignore_errors=True)
         os._exit(0)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
@@ -150,6 +155,14 @@ def _healthy(port: int) -> bool:
 def _keep(args: argparse.Namespace) -> int:
     """Run ``llama-server``, copy its log to stderr, report its port once it is healthy
     (``PORT n`` or ``PORT-IN-USE`` on stdout, as the python engine does), exit with it."""
+    args.slot_dir = tempfile.mkdtemp(prefix="agentqmix-slots-")
+    try:
+        return _run(args)
+    finally:
+        shutil.rmtree(args.slot_dir, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace) -> int:
     proc = subprocess.Popen(
         server_argv(args),
         stdin=subprocess.DEVNULL,
@@ -157,7 +170,7 @@ def _keep(args: argparse.Namespace) -> int:
         stderr=subprocess.STDOUT,
         preexec_fn=_die_with_keeper,
     )
-    _watch_parent(proc)
+    _watch_parent(proc, args.slot_dir)
     assert proc.stdout is not None
     reported = False
     for raw in proc.stdout:
