@@ -120,6 +120,7 @@ class Openings:
     def __init__(self) -> None:
         self._files: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
+        self._supported: bool | None = None
         self.computed = 0
         """Openings computed (and saved)."""
         self.restored = 0
@@ -144,6 +145,19 @@ class Openings:
             done = _post(root, f"/slots/{slot}?action=restore", {"filename": name}, timeout)
             self.restored += 1
         return int(done.get("n_restored", 0))
+
+    def supported(self, root: str, timeout: float) -> bool:
+        """Whether the server at ``root`` lists its slots (``GET /slots``: llama-server
+        does); asked once. A server that does not (a stand-in speaking only the OpenAI
+        API) is sent every prompt whole."""
+        with self._lock:
+            if self._supported is None:
+                try:
+                    with urllib.request.urlopen(f"{root}/slots", timeout=timeout) as resp:
+                        self._supported = isinstance(json.loads(resp.read()), list)
+                except (OSError, ValueError):
+                    self._supported = False
+            return self._supported
 
     def _file_for_new(self) -> str:
         if len(self._files) < OPENING_FILES:
@@ -211,9 +225,9 @@ class LocalBackend(OpenAIBackend):
         (:class:`Openings`); the opening, or None (it continues one, or sharing failed:
         then the request computes its prompt whole, from a clean slot)."""
         chat = opening(messages)
-        if chat is None:
-            return None
         root = self.server.url.removesuffix("/v1")
+        if chat is None or not self.openings.supported(root, self.config.timeout_s):
+            return None
         try:
             self.openings.open(root, chat, slot, self.server.slots - 1, self.config.timeout_s)
         except (OSError, ValueError) as err:

@@ -84,7 +84,9 @@ def server_argv(args: argparse.Namespace) -> list[str]:
     Each slot gets the whole ``n_ctx`` (``-c`` is the pool of all slots); the RAM prompt
     cache is off (``--cache-ram 0``): it would restore a state one slot computed into
     another and make a reply depend on earlier episodes; ``--slot-prompt-similarity 0``
-    since every request names its slot."""
+    since every request names its slot. ``--slot-save-path``: the keeper's private
+    directory, where the back-end saves each task's opening to restore it into the slots
+    that start a conversation with it (:class:`core.backends.local_backend.Openings`)."""
     return [
         str(args.binary),
         "--model", args.model, "--alias", args.alias,

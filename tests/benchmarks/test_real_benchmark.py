@@ -40,3 +40,15 @@ def test_real_episodes_are_timed_against_a_straight_replay_of_their_calls() -> N
         assert abs(row["overhead"] - (seconds / replay - 1)) < 0.02  # both rounded to 0.01 s
     # The native engine's slots are read back: a single agent's one call used a slot.
     assert sum(slot["requests"] for slot in rows["native"]["cache_hits_per_slot"]) >= 1
+    # What the goals are judged by, gathered in one place; the native server's own counts.
+    goals = out["goals"]
+    assert goals["star_goal_median_s"] == 15.0 and goals["overhead_goal"] == 0.05
+    assert goals["median_s"]["single"] == {e: row["median_s"] for e, row in rows.items()}
+    assert goals["overhead"]["single"] == {e: row["overhead"] for e, row in rows.items()}
+    counts = goals["native_per_episode"]["single"]
+    assert counts == rows["native"]["server_per_episode"]
+    assert counts["prompt_tokens_computed"] > 0 and counts["tokens_decoded"] > 0
+    assert counts["decode_calls"] > 0 and counts["busy_slots_per_decode_call"] >= 1
+    # The agent's one call started from its task's opening, computed once.
+    assert counts["prompt_tokens_restored"] > 0
+    assert out["openings"]["native"] == {"computed": 1, "restored": 1}
