@@ -23,13 +23,17 @@ multiple choice and maths only; 5, 6 and 9 are code. The JSON gives the median b
 kind as well as over all. The native engine's figures come from its responses'
 ``timings`` (prefill and decode tokens/s as the server times each request: a request
 batched with others shares the time) and ``cached_tokens`` (cache hits per slot), and its
-``/metrics`` (slots busy per decode step).
+``/metrics`` (slots busy per decode step; per episode, prompt tokens computed and restored,
+tokens decoded and decode calls: the ``goals`` block gathers them with the medians and
+overheads the issue's goals are judged by). ``completion_tokens_after_confidence_line``
+estimates what the replies wrote after the line that ends them as the prompt asks.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import threading
 import time
@@ -42,6 +46,7 @@ from core.backends.local_backend import Openings
 from core.backends.local_server import ENGINES, LocalServer, start_unshared
 from core.backends.registry import local_model_server, prompt_settings
 from core.errors import UserError
+from core.records import EpisodeRecord
 from core.team.env import TeamEnv
 from core.team.options import TeamOptions
 from core.team.topologies import FIXED_TOPOLOGIES, make_policy
@@ -104,6 +109,7 @@ class Engine:
             "tokens": record.tokens,
             "completion": sum(c.completion_tokens for c in record.calls),
             "calls": len(self.sent) - start,
+            "after_confidence": after_confidence(record),
             "slots": slots,
             "server": counted,
         }
@@ -111,6 +117,24 @@ class Engine:
     def close(self) -> None:
         self.env.close()
         self.replay_server.stop()
+
+
+CONFIDENCE_LINE = re.compile(r"(?im)^.*confidence\s*[:：=]?\s*\**\s*\d+.*$")
+
+
+def after_confidence(record: EpisodeRecord) -> float:
+    """Completion tokens written after a reply's first ``Confidence: N`` line (the reply's
+    end as the prompt asks for it), estimated per reply from its share of characters: what
+    a stop at that line would not decode. A reply that reads as its step's text (a check
+    appended) counts as one."""
+    steps = [s for r in record.rounds for s in r.steps]
+    steps += [record.decision] if record.decision else []
+    total = 0.0
+    for step in steps:
+        found = CONFIDENCE_LINE.search(step.text or "")
+        if found and step.text:
+            total += step.completion_tokens * (len(step.text) - found.end()) / len(step.text)
+    return total
 
 
 def episode_counts(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
@@ -193,6 +217,10 @@ def summary(runs: list[dict[str, Any]], first: int) -> dict[str, Any]:
         "episodes_by_kind": {k: len(s) for k, s in sorted(by_kind.items())},
         "calls": sum(r["calls"] for r in runs),
         "tokens_per_episode": round(sum(r["tokens"] for r in runs) / len(runs)),
+        "completion_tokens_per_episode": round(sum(r["completion"] for r in runs) / len(runs)),
+        "completion_tokens_after_confidence_line_per_episode": round(
+            sum(r["after_confidence"] for r in runs) / len(runs)
+        ),
         "completion_tokens_per_s": round(sum(r["completion"] for r in runs) / wall, 1),
         "tokens_per_s": round(sum(r["tokens"] for r in runs) / wall, 1),
         "straight_replay_s": [round(r, 2) for r in replays],

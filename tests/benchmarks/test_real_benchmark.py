@@ -38,6 +38,8 @@ def test_real_episodes_are_timed_against_a_straight_replay_of_their_calls() -> N
         assert row["median_s_by_kind"] == {"math": seconds}
         assert row["episodes_by_kind"] == {"math": 1}
         assert abs(row["overhead"] - (seconds / replay - 1)) < 0.02  # both rounded to 0.01 s
+        after = row["completion_tokens_after_confidence_line_per_episode"]
+        assert 0 <= after <= row["completion_tokens_per_episode"] > 0
     # The native engine's slots are read back: a single agent's one call used a slot.
     assert sum(slot["requests"] for slot in rows["native"]["cache_hits_per_slot"]) >= 1
     # What the goals are judged by, gathered in one place; the native server's own counts.
