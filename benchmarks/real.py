@@ -325,7 +325,10 @@ def play(
         metrics = {e: server_metrics(s) for e, s in servers.items() if e == "native"}
         failed = {e: t.backend.stats["failed_calls"] for e, t in teams.items()}
         openings = {
-            e: {"computed": t.backend.openings.computed, "restored": t.backend.openings.restored}
+            e: {
+                k: getattr(t.backend.openings, k)
+                for k in ("computed", "restored", "tokens_computed", "tokens_restored")
+            }
             for e, t in teams.items()
             if e == "native"
         }

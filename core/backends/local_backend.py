@@ -24,7 +24,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import threading
+import urllib.error
 import urllib.request
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -125,6 +127,11 @@ class Openings:
         """Openings computed (and saved)."""
         self.restored = 0
         """Conversations that started from a restored opening."""
+        self.tokens_computed = 0
+        """The openings' tokens, computed once each."""
+        self.tokens_restored = 0
+        """Tokens restored into slots: what the conversations did not compute whole (less
+        the last one or two, which a request's own text may tokenize otherwise)."""
 
     def open(self, root: str, chat: Chat, slot: int, spare: int, timeout: float) -> int:
         """Put ``chat``'s opening (:func:`core.backends.prompts.opening`) into ``slot`` of
@@ -139,11 +146,13 @@ class Openings:
                     "messages": chat, "max_tokens": 0, "temperature": 0.0,
                     "id_slot": spare, "cache_prompt": False,
                 }, timeout)  # fmt: skip
-                _post(root, f"/slots/{spare}?action=save", {"filename": name}, timeout)
+                saved = _post(root, f"/slots/{spare}?action=save", {"filename": name}, timeout)
                 self.computed += 1
+                self.tokens_computed += int(saved.get("n_saved", 0))
             self._files[key] = name
             done = _post(root, f"/slots/{slot}?action=restore", {"filename": name}, timeout)
             self.restored += 1
+            self.tokens_restored += int(done.get("n_restored", 0))
         return int(done.get("n_restored", 0))
 
     def supported(self, root: str, timeout: float) -> bool:
@@ -155,14 +164,19 @@ class Openings:
                 try:
                     with urllib.request.urlopen(f"{root}/slots", timeout=timeout) as resp:
                         self._supported = isinstance(json.loads(resp.read()), list)
+                except urllib.error.HTTPError:
+                    self._supported = False  # the server answered: it has no such route
                 except (OSError, ValueError):
-                    self._supported = False
+                    return False  # not answered (gone, or too slow): ask again next time
             return self._supported
 
     def _file_for_new(self) -> str:
-        if len(self._files) < OPENING_FILES:
-            return f"opening-{len(self._files)}.bin"
-        return self._files.popitem(last=False)[1]  # the least recently used one's file
+        """A file for a new opening: a free one of this object's :data:`OPENING_FILES`, or
+        the least recently used one's. Named after the process and this object: back-ends
+        of other processes attached to the same server keep files of their own."""
+        names = {f"opening-{os.getpid()}-{id(self):x}-{i}.bin" for i in range(OPENING_FILES)}
+        free = sorted(names - set(self._files.values()))
+        return free[0] if free else self._files.popitem(last=False)[1]
 
 
 @dataclass

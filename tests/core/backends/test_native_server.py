@@ -165,3 +165,22 @@ def test_a_bad_engine_is_one_sentence(capsys: pytest.CaptureFixture[str]) -> Non
     err = capsys.readouterr().err
     assert code == 2 and "--local-engine must be one of native, python" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_openings_keep_a_few_files_and_reuse_the_least_recently_used() -> None:
+    """A new opening takes a free file, then the least recently used one's; a file whose
+    opening failed to compute is free again, never handed out twice."""
+    from core.backends.local_backend import OPENING_FILES, Openings
+
+    openings = Openings()
+    for k in range(OPENING_FILES):
+        openings._files[f"task{k}"] = openings._file_for_new()
+    assert len(set(openings._files.values())) == OPENING_FILES
+    openings._files.move_to_end("task0")  # used again: task1 is now the oldest
+    file1 = openings._files["task1"]
+    assert openings._file_for_new() == file1 and "task1" not in openings._files
+    # That new opening failed (not stored): its file is free, and only it.
+    assert openings._file_for_new() == file1
+    assert len({*openings._files.values(), file1}) == OPENING_FILES
+    assert all(f.startswith("opening-") and f.endswith(".bin") for f in openings._files.values())
+    assert Openings()._file_for_new() not in openings._files.values()  # another back-end's
