@@ -56,3 +56,29 @@ def test_real_episodes_are_timed_against_a_straight_replay_of_their_calls() -> N
     opened = out["openings"]["native"]
     assert (opened["computed"], opened["restored"]) == (1, 1)
     assert opened["tokens_computed"] == opened["tokens_restored"] > 0
+
+
+def test_the_goals_block_gathers_every_topology_and_engine() -> None:
+    """``--topologies all --engines native,python``: one median and one overhead per
+    topology and engine, the native server's counts per topology (read from ``summary``
+    of hand-made runs: two episodes of two topologies)."""
+    from benchmarks.real import goals, summary
+
+    def run(seconds: float, engine: str) -> dict:
+        counts = {"prompt_tokens_computed": 100.0, "prompt_tokens_restored": 50.0,
+                  "tokens_decoded": 40.0, "decode_calls": 30.0,
+                  "busy_slots_per_decode_call": 1.5}  # fmt: skip
+        return {"seconds": seconds, "replay": seconds / 2, "kind": "math", "tokens": 10,
+                "completion": 4, "calls": 2, "after_confidence": 1.0, "slots": [],
+                "server": counts if engine == "native" else {}}  # fmt: skip
+
+    out = {
+        t: {e: summary([run(s, e), run(s + 2, e)], 0) for e in ("native", "python")}
+        for t, s in (("chain", 10.0), ("star", 20.0))
+    }
+    block = goals(out)
+    assert block["median_s"] == {"chain": {"native": 11.0, "python": 11.0},
+                                 "star": {"native": 21.0, "python": 21.0}}  # fmt: skip
+    assert block["overhead"]["star"] == {"native": 1.0, "python": 1.0}
+    assert set(block["native_per_episode"]) == {"chain", "star"}
+    assert block["native_per_episode"]["star"]["prompt_tokens_computed"] == 100.0
