@@ -22,6 +22,10 @@ agents of a round prefill and decode together.
   main thread forks it and lives as long as the keeper, so the signal fires only when the
   keeper dies; the keeper kills it when the parent's pipe closes (the parent exited, was
   interrupted, terminated or SIGKILLed). Nothing is left either way.
+* **Saved slots.** The keeper gives ``llama-server`` a private temporary directory
+  (``--slot-save-path``) where the back-end saves each task's opening to restore it into
+  other slots (:class:`core.backends.local_backend.Openings`), and removes it when it
+  stops (a SIGKILLed keeper leaves it in the temporary directory).
 """
 
 from __future__ import annotations
