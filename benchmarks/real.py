@@ -23,13 +23,17 @@ multiple choice and maths only; 5, 6 and 9 are code. The JSON gives the median b
 kind as well as over all. The native engine's figures come from its responses'
 ``timings`` (prefill and decode tokens/s as the server times each request: a request
 batched with others shares the time) and ``cached_tokens`` (cache hits per slot), and its
-``/metrics`` (slots busy per decode step).
+``/metrics`` (slots busy per decode step; per episode, prompt tokens computed and restored,
+tokens decoded and decode calls: the ``goals`` block gathers them with the medians and
+overheads the issue's goals are judged by). ``completion_tokens_after_confidence_line``
+estimates what the replies wrote after the line that ends them as the prompt asks.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import threading
 import time
@@ -38,9 +42,11 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from benchmarks.common import Parser, int_in, user_errors
+from core.backends.local_backend import Openings
 from core.backends.local_server import ENGINES, LocalServer, start_unshared
 from core.backends.registry import local_model_server, prompt_settings
 from core.errors import UserError
+from core.records import EpisodeRecord
 from core.team.env import TeamEnv
 from core.team.options import TeamOptions
 from core.team.topologies import FIXED_TOPOLOGIES, make_policy
@@ -62,23 +68,32 @@ class Engine:
 
         async def recording_once(request: dict[str, Any], *args: Any) -> Any:
             body = {k: request[k] for k in ("model", "messages", "temperature", "max_tokens")}
-            body |= {"seed": request["seed"], **backend.request_extras(request)}
             t0 = time.perf_counter()
             out = await once(request, *args)
+            # After the call: the slot fields say whether the task's opening was restored.
+            body |= {"seed": request["seed"], **backend.request_extras(request)}
+            if (chat := getattr(backend, "opened", {}).get(body.get("id_slot"))) is not None:
+                body["opening"] = chat  # the replay restores it too (not sent in the body)
             self.sent.append((body, t0, time.perf_counter()))
             return out
 
         backend._once = recording_once
         self.replay_server = start_unshared(local_model_server(opts))
+        self.replay_openings = Openings()
 
     def play(self, topology: str, k: int) -> dict[str, Any]:
         """Episode ``k`` with ``topology``, then its straight replay."""
         start = len(self.sent)
         slots_before = [asdict(s) for s in getattr(self.backend, "slot_stats", [])]
+        native = self.opts.local_engine == "native"
+        metrics_before = server_metrics(self.backend.server) if native else {}
         t0 = time.perf_counter()
         (record,) = self.env.run(make_policy(topology), [k])
         seconds = time.perf_counter() - t0
-        replay = straight(self.replay_server.url, self.sent[start:])
+        counted = (
+            episode_counts(metrics_before, server_metrics(self.backend.server)) if native else {}
+        )
+        replay = straight(self.replay_server, self.sent[start:], self.replay_openings)
         slots = [
             {k: now[k] - was[k] for k in now}
             for now, was in zip(
@@ -94,7 +109,9 @@ class Engine:
             "tokens": record.tokens,
             "completion": sum(c.completion_tokens for c in record.calls),
             "calls": len(self.sent) - start,
+            "after_confidence": after_confidence(record),
             "slots": slots,
+            "server": counted,
         }
 
     def close(self) -> None:
@@ -102,18 +119,61 @@ class Engine:
         self.replay_server.stop()
 
 
-def straight(base_url: str, sent: list[Sent]) -> float:
+CONFIDENCE_LINE = re.compile(r"(?im)^.*confidence\s*[:：=]?\s*\**\s*\d+.*$")
+
+
+def after_confidence(record: EpisodeRecord) -> float:
+    """Completion tokens written after a reply's first ``Confidence: N`` line (the reply's
+    end as the prompt asks for it), estimated per reply from its share of characters: what
+    a stop at that line would not decode. A reply that reads as its step's text (a check
+    appended) counts as one."""
+    steps = [s for r in record.rounds for s in r.steps]
+    steps += [record.decision] if record.decision else []
+    total = 0.0
+    for step in steps:
+        found = CONFIDENCE_LINE.search(step.text or "")
+        if found and step.text:
+            total += step.completion_tokens * (len(step.text) - found.end()) / len(step.text)
+    return total
+
+
+def episode_counts(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """What the native server did over one episode, from its ``/metrics`` before and after:
+    prompt tokens computed and restored from a cache (its own or a restored opening),
+    tokens decoded, ``llama_decode`` calls (prompt batches and decode steps) and the slots
+    busy per call."""
+    delta = {k: after.get(k, 0.0) - before.get(k, 0.0) for k in after}
+    busy = {k: v.get("n_busy_slots_per_decode", 0.0) * v.get("n_decode_total", 0.0)
+            for k, v in (("before", before), ("after", after))}  # fmt: skip
+    calls = delta.get("n_decode_total", 0.0)
+    return {
+        "prompt_tokens_computed": delta.get("prompt_tokens_total", 0.0),
+        "prompt_tokens_restored": delta.get("prompt_tokens_cached_total", 0.0),
+        "tokens_decoded": delta.get("tokens_predicted_total", 0.0),
+        "decode_calls": calls,
+        "busy_slots_per_decode_call": (busy["after"] - busy["before"]) / calls if calls else 0.0,
+    }
+
+
+def straight(server: LocalServer, sent: list[Sent], openings: Openings) -> float:
     """Wall time of ``sent`` replayed straight to the server: each request once every
     request answered before it was first sent is answered again (one at a time when they
-    were sent one at a time, together when they were in flight together)."""
+    were sent one at a time, together when they were in flight together), a conversation
+    start after restoring its task's opening into its slot as the back-end does
+    (``openings``: the replay server's own)."""
     done = [threading.Event() for _ in sent]
     errors: list[BaseException] = []
+    base_url = server.url
 
     def send(i: int) -> None:
+        body = dict(sent[i][0])
         try:
+            if (chat := body.pop("opening", None)) is not None:
+                root, spare = base_url.removesuffix("/v1"), server.slots - 1
+                openings.open(root, chat, body["id_slot"], spare, 600.0)
             req = urllib.request.Request(
                 f"{base_url}/chat/completions",
-                data=json.dumps(sent[i][0]).encode(),
+                data=json.dumps(body).encode(),
                 headers={"Content-Type": "application/json"},
             )
             with urllib.request.urlopen(req, timeout=600) as resp:
@@ -157,6 +217,10 @@ def summary(runs: list[dict[str, Any]], first: int) -> dict[str, Any]:
         "episodes_by_kind": {k: len(s) for k, s in sorted(by_kind.items())},
         "calls": sum(r["calls"] for r in runs),
         "tokens_per_episode": round(sum(r["tokens"] for r in runs) / len(runs)),
+        "completion_tokens_per_episode": round(sum(r["completion"] for r in runs) / len(runs)),
+        "completion_tokens_after_confidence_line_per_episode": round(
+            sum(r["after_confidence"] for r in runs) / len(runs)
+        ),
         "completion_tokens_per_s": round(sum(r["completion"] for r in runs) / wall, 1),
         "tokens_per_s": round(sum(r["tokens"] for r in runs) / wall, 1),
         "straight_replay_s": [round(r, 2) for r in replays],
@@ -165,6 +229,11 @@ def summary(runs: list[dict[str, Any]], first: int) -> dict[str, Any]:
             round(w / r - 1, 4) for w, r in zip(seconds, replays, strict=True)
         ],
     }
+    counts = [r["server"] for r in runs if r["server"]]
+    if counts:  # the native server's own counts, per episode
+        row["server_per_episode"] = {
+            k: round(statistics.mean(c[k] for c in counts), 2) for k in counts[0]
+        }
     slots = [r["slots"] for r in runs if r["slots"]]
     if slots:
         per_slot = [
@@ -187,6 +256,34 @@ def summary(runs: list[dict[str, Any]], first: int) -> dict[str, Any]:
             for i, s in enumerate(per_slot)
         ]
     return row
+
+
+STAR_GOAL_S = 15.0
+"""Issue 34's goal: a default star episode's median seconds on two cores."""
+OVERHEAD_GOAL = 0.05
+"""Issue 34's goal: the team runtime's overhead over the straight replay of its requests."""
+
+
+def goals(out: dict[str, dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """The figures issue 34's goals are judged by, by topology and engine: median seconds
+    per episode, the runtime's overhead, and (native) prompt tokens computed and restored
+    and tokens decoded per episode."""
+    by = {
+        key: {t: {e: row[key] for e, row in rows.items()} for t, rows in out.items()}
+        for key in ("median_s", "overhead")
+    }
+    native = {
+        t: rows["native"]["server_per_episode"]
+        for t, rows in out.items()
+        if "server_per_episode" in rows.get("native", {})
+    }
+    return {
+        "star_goal_median_s": STAR_GOAL_S,
+        "overhead_goal": OVERHEAD_GOAL,
+        "median_s": by["median_s"],
+        "overhead": by["overhead"],
+        "native_per_episode": native,
+    }
 
 
 def server_metrics(server: LocalServer) -> dict[str, float]:
@@ -227,11 +324,21 @@ def play(
         }
         metrics = {e: server_metrics(s) for e, s in servers.items() if e == "native"}
         failed = {e: t.backend.stats["failed_calls"] for e, t in teams.items()}
+        openings = {
+            e: {
+                k: getattr(t.backend.openings, k)
+                for k in ("computed", "restored", "tokens_computed", "tokens_restored")
+            }
+            for e, t in teams.items()
+            if e == "native"
+        }
     finally:
         for team in teams.values():
             team.close()
     return {
+        "goals": goals(out),
         "servers": identity,
+        "openings": openings,
         "native_metrics": metrics,
         "failed_calls": failed,
         "topologies": out,

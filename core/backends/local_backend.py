@@ -10,20 +10,36 @@ calls for the engine:
 * ``native`` (``llama-server``): a round's calls in flight together, each in its agent's
   slot (:func:`core.backends.native_server.slot_of`), so the server batches them. A request
   that continues a conversation (it holds an earlier reply) asks the slot to reuse its
-  prefix (``cache_prompt``); one that starts a conversation (every agent's first request
-  of an episode, every decision) starts from a clean slot: an episode's replies then
-  depend on nothing an earlier episode left in the slots (docs/openai.md, "Replies that
-  stay comparable").
+  prefix (``cache_prompt``). One that starts a conversation (every agent's first request
+  of an episode, every decision) starts from the task's *opening* (system prompt and
+  problem, :func:`core.backends.prompts.opening`): computed once, alone, in a clean spare
+  slot, saved, and restored into the conversation's slot (:class:`Openings`), so the
+  agents' first requests compute only their own text. What a slot restores is then a
+  function of the task's text alone, and an episode's replies depend on nothing an earlier
+  episode left in the slots (docs/openai.md, "Replies that stay comparable").
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
+import os
+import threading
+import urllib.error
+import urllib.request
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from core.backends.cache import request_key
 from core.backends.local_server import LocalServer
 from core.backends.native_server import slot_of
 from core.backends.openai_backend import MAX_TOKENS, OpenAIBackend, OpenAIBackendConfig
+from core.backends.prompts import opening
+from core.records import Chat
+
+log = logging.getLogger(__name__)
 
 LOCAL_MAX_TOKENS: dict[tuple[str, str], int] = {
     **MAX_TOKENS,
@@ -80,6 +96,89 @@ def local_weights(model_file: str | None) -> str | None:
     return LOCAL_WEIGHTS if model_file is None else None
 
 
+OPENING_FILES = 4
+"""How many tasks' openings the native engine keeps saved, one file each in the server's
+slot directory (SmolLM2-135M holds 23 KB of KV cache a token: a 300-token opening is 7 MB).
+An episode has one opening; a few more let the next policy's episodes on the same tasks
+find theirs."""
+
+
+def _post(root: str, path: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+    req = urllib.request.Request(
+        root + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read())
+
+
+class Openings:
+    """The tasks' openings one native server holds saved (:data:`OPENING_FILES`, least
+    recently used dropped first), and the two steps that share one: computing it in the
+    spare slot and saving it (once per opening), restoring it into a slot (each
+    conversation that starts with it). Thread-safe: a round's first requests, sent
+    together, wait while the first of them computes the opening, so it is computed alone
+    (no other slot's tokens in its batches) and its state depends on its text alone."""
+
+    def __init__(self) -> None:
+        self._files: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()
+        self._supported: bool | None = None
+        self.computed = 0
+        """Openings computed (and saved)."""
+        self.restored = 0
+        """Conversations that started from a restored opening."""
+        self.tokens_computed = 0
+        """The openings' tokens, computed once each."""
+        self.tokens_restored = 0
+        """Tokens restored into slots: what the conversations did not compute whole (less
+        the last one or two, which a request's own text may tokenize otherwise)."""
+
+    def open(self, root: str, chat: Chat, slot: int, spare: int, timeout: float) -> int:
+        """Put ``chat``'s opening (:func:`core.backends.prompts.opening`) into ``slot`` of
+        the server at ``root`` (its URL without ``/v1``), computing it in slot ``spare``
+        when no file holds it yet; the tokens restored."""
+        key = request_key({"opening": chat})
+        with self._lock:
+            name = self._files.pop(key, None)
+            if name is None:
+                name = self._file_for_new()
+                _post(root, "/chat/completions", {
+                    "messages": chat, "max_tokens": 0, "temperature": 0.0,
+                    "id_slot": spare, "cache_prompt": False,
+                }, timeout)  # fmt: skip
+                saved = _post(root, f"/slots/{spare}?action=save", {"filename": name}, timeout)
+                self.computed += 1
+                self.tokens_computed += int(saved.get("n_saved", 0))
+            self._files[key] = name
+            done = _post(root, f"/slots/{slot}?action=restore", {"filename": name}, timeout)
+            self.restored += 1
+            self.tokens_restored += int(done.get("n_restored", 0))
+        return int(done.get("n_restored", 0))
+
+    def supported(self, root: str, timeout: float) -> bool:
+        """Whether the server at ``root`` lists its slots (``GET /slots``: llama-server
+        does); asked once. A server that does not (a stand-in speaking only the OpenAI
+        API) is sent every prompt whole."""
+        with self._lock:
+            if self._supported is None:
+                try:
+                    with urllib.request.urlopen(f"{root}/slots", timeout=timeout) as resp:
+                        self._supported = isinstance(json.loads(resp.read()), list)
+                except urllib.error.HTTPError:
+                    self._supported = False  # the server answered: it has no such route
+                except (OSError, ValueError):
+                    return False  # not answered (gone, or too slow): ask again next time
+            return self._supported
+
+    def _file_for_new(self) -> str:
+        """A file for a new opening: a free one of this object's :data:`OPENING_FILES`, or
+        the least recently used one's. Named after the process and this object: back-ends
+        of other processes attached to the same server keep files of their own."""
+        names = {f"opening-{os.getpid()}-{id(self):x}-{i}.bin" for i in range(OPENING_FILES)}
+        free = sorted(names - set(self._files.values()))
+        return free[0] if free else self._files.popitem(last=False)[1]
+
+
 @dataclass
 class SlotStats:
     """What one slot of the native engine served (from its responses)."""
@@ -110,6 +209,9 @@ class LocalBackend(OpenAIBackend):
         self.native = server.model.config.engine == "native"
         self.slot_stats = [SlotStats() for _ in range(server.slots if self.native else 0)]
         """Per slot of the native engine, what it served (index = slot)."""
+        self.openings = Openings()
+        self.opened: dict[int, Chat | None] = {}
+        """Per slot, the opening restored into it for its current request (None: none)."""
 
     def endpoint_down(self) -> str | None:
         return self.server.gone()
@@ -123,7 +225,29 @@ class LocalBackend(OpenAIBackend):
         if not self.native:
             return {}
         continues = any(m.get("role") == "assistant" for m in request["messages"])
-        return {"id_slot": self.slot(request), "cache_prompt": continues}
+        reuse = continues or self.opened.get(self.slot(request)) is not None
+        return {"id_slot": self.slot(request), "cache_prompt": reuse}
+
+    async def _once(self, request: dict[str, Any], timeout: float) -> Any:
+        if self.native:
+            slot = self.slot(request)
+            self.opened[slot] = await asyncio.to_thread(self._open, request["messages"], slot)
+        return await super()._once(request, timeout)
+
+    def _open(self, messages: Chat, slot: int) -> Chat | None:
+        """Start ``slot`` from the task's opening when ``messages`` starts a conversation
+        (:class:`Openings`); the opening, or None (it continues one, or sharing failed:
+        then the request computes its prompt whole, from a clean slot)."""
+        chat = opening(messages)
+        root = self.server.url.removesuffix("/v1")
+        if chat is None or not self.openings.supported(root, self.config.timeout_s):
+            return None
+        try:
+            self.openings.open(root, chat, slot, self.server.slots - 1, self.config.timeout_s)
+        except (OSError, ValueError) as err:
+            log.warning("could not share the task's opening with slot %d: %s", slot, err)
+            return None
+        return chat
 
     def observe(self, request: dict[str, Any], resp: Any) -> None:
         if not self.native:

@@ -22,6 +22,10 @@ agents of a round prefill and decode together.
   main thread forks it and lives as long as the keeper, so the signal fires only when the
   keeper dies; the keeper kills it when the parent's pipe closes (the parent exited, was
   interrupted, terminated or SIGKILLed). Nothing is left either way.
+* **Saved slots.** The keeper gives ``llama-server`` a private temporary directory
+  (``--slot-save-path``) where the back-end saves each task's opening to restore it into
+  other slots (:class:`core.backends.local_backend.Openings`), and removes it when it
+  stops (a SIGKILLed keeper leaves it in the temporary directory).
 """
 
 from __future__ import annotations
@@ -31,9 +35,11 @@ import contextlib
 import ctypes
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -82,7 +88,9 @@ def server_argv(args: argparse.Namespace) -> list[str]:
     Each slot gets the whole ``n_ctx`` (``-c`` is the pool of all slots); the RAM prompt
     cache is off (``--cache-ram 0``): it would restore a state one slot computed into
     another and make a reply depend on earlier episodes; ``--slot-prompt-similarity 0``
-    since every request names its slot."""
+    since every request names its slot. ``--slot-save-path``: the keeper's private
+    directory, where the back-end saves each task's opening to restore it into the slots
+    that start a conversation with it (:class:`core.backends.local_backend.Openings`)."""
     return [
         str(args.binary),
         "--model", args.model, "--alias", args.alias,
@@ -93,6 +101,7 @@ def server_argv(args: argparse.Namespace) -> list[str]:
         "--threads", str(args.n_threads), "--threads-batch", str(args.n_threads),
         "--batch-size", str(args.n_batch), "--ubatch-size", str(args.n_batch),
         "--metrics", "--slots", "--no-webui", "--threads-http", "4",
+        "--slot-save-path", str(args.slot_dir),
     ]  # fmt: skip
 
 
@@ -122,8 +131,9 @@ _PARENT_GONE = threading.Event()
 """Set when the parent's pipe closed: the server was stopped on purpose (exit 0)."""
 
 
-def _watch_parent(proc: subprocess.Popen) -> None:
-    """Stop the server and exit the moment the parent's end of stdin closes."""
+def _watch_parent(proc: subprocess.Popen, slot_dir: str) -> None:
+    """Stop the server, remove its slot files and exit the moment the parent's end of stdin
+    closes."""
 
     def watch() -> None:
         with contextlib.suppress(OSError):
@@ -131,6 +141,7 @@ def _watch_parent(proc: subprocess.Popen) -> None:
                 pass
         _PARENT_GONE.set()
         _stop(proc)
+        shutil.rmtree(slot_dir, ignore_errors=True)
         os._exit(0)
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
@@ -150,6 +161,14 @@ def _healthy(port: int) -> bool:
 def _keep(args: argparse.Namespace) -> int:
     """Run ``llama-server``, copy its log to stderr, report its port once it is healthy
     (``PORT n`` or ``PORT-IN-USE`` on stdout, as the python engine does), exit with it."""
+    args.slot_dir = tempfile.mkdtemp(prefix="agentqmix-slots-")
+    try:
+        return _run(args)
+    finally:
+        shutil.rmtree(args.slot_dir, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace) -> int:
     proc = subprocess.Popen(
         server_argv(args),
         stdin=subprocess.DEVNULL,
@@ -157,7 +176,7 @@ def _keep(args: argparse.Namespace) -> int:
         stderr=subprocess.STDOUT,
         preexec_fn=_die_with_keeper,
     )
-    _watch_parent(proc)
+    _watch_parent(proc, args.slot_dir)
     assert proc.stdout is not None
     reported = False
     for raw in proc.stdout:

@@ -182,6 +182,30 @@ sent again), the computed tokens fall (docs/openai.md, "Prompt layout"). A conve
 that has grown past a budget (``restart_after``) starts over: see :func:`conversation_start`."""
 
 
+OPENING_END = "\n\nYou are the "
+"""Where the text an agent's (or the decision agent's) first message shares with its
+teammates' ends: after ``Problem:`` and the problem, each role's prompt and the decision
+agent's persona begin with these words (:data:`ROLE_PROMPTS`, :data:`GENERIC_ROLE`)."""
+
+
+def opening(chat: Chat) -> Chat | None:
+    """The opening every conversation of a task starts with, when ``chat`` starts one: its
+    system message (:data:`TEAM_SYSTEM` and the answer format) and its user message up to
+    the end of the problem (:data:`OPENING_END`) — the same text for every agent's first
+    request and the decision agent's, so a server can compute it once for them all
+    (:mod:`core.backends.local_backend`). ``None``: ``chat`` continues a conversation, or
+    is not laid out as an opening.
+
+    Shapes: ``chat`` = ``[system, user]`` -> ``[system, user cut at the problem's end]``."""
+    if [m.get("role") for m in chat] != ["system", "user"]:
+        return None
+    user = chat[1]["content"]
+    end = user.find(OPENING_END, len("Problem:\n"))
+    if not user.startswith("Problem:\n") or end < 0:
+        return None
+    return [chat[0], {"role": "user", "content": user[:end]}]
+
+
 def conversation_start(history: Sequence[PastTurn], restart_after: int | None) -> int:
     """Where the agent's current conversation begins in ``history``: just after the last
     turn that left it longer than ``restart_after`` tokens (:attr:`PastTurn.tokens`), so

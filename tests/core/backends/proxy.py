@@ -19,13 +19,18 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 class RecordingProxy:
-    """Forwards ``/v1/*`` to a real server; records each completion's request body (its
-    slot fields), its ``usage``, and how many completions were in flight at once."""
+    """Forwards every path to a real server (``upstream`` is its ``/v1`` URL); records each
+    completion's request body (its slot fields), its ``usage``, and how many completions
+    were in flight at once. The native engine's computations of a task's opening (a
+    completion of ``max_tokens`` 0) are recorded apart, in ``openings`` (their bodies), and
+    its slot actions (``/slots/N?action=...``) in ``slot_actions``."""
 
     def __init__(self, upstream: str):
         self.upstream = upstream
         self.bodies: list[dict] = []
         self.usages: list[dict[str, int]] = []
+        self.openings: list[dict] = []
+        self.slot_actions: list[str] = []
         self.in_flight = self.most_in_flight = 0
         lock = threading.Lock()
         proxy = self
@@ -33,13 +38,18 @@ class RecordingProxy:
         class Handler(BaseHTTPRequestHandler):
             def _forward(self, body: bytes | None) -> None:
                 completion = self.path.endswith("/chat/completions")
+                if self.path.startswith("/slots/"):
+                    proxy.slot_actions.append(self.path)
+                if completion and json.loads(body or b"{}").get("max_tokens") == 0:
+                    proxy.openings.append(json.loads(body or b"{}"))
+                    completion = False
                 if completion:
                     with lock:
                         proxy.bodies.append(json.loads(body or b"{}"))
                         proxy.in_flight += 1
                         proxy.most_in_flight = max(proxy.most_in_flight, proxy.in_flight)
                 req = urllib.request.Request(
-                    proxy.upstream + self.path.removeprefix("/v1"),
+                    proxy.upstream.removesuffix("/v1") + self.path,
                     data=body,
                     headers={"Content-Type": "application/json"},
                     method=self.command,

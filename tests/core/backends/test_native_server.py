@@ -72,8 +72,17 @@ def test_a_rounds_calls_go_together_each_to_its_agents_slot(
     expected = sorted(ns.slot_of(agent, local_server.slots) for agent, *_ in calls)
     assert sorted(b["id_slot"] for b in proxy.bodies) == expected
     assert {0, 1, 2} <= set(expected)
-    assert all(b["cache_prompt"] is False for b in proxy.bodies)  # each starts a conversation
     assert proxy.most_in_flight >= 2  # the spokes were sent together
+    # Every call starts a conversation (one round): the task's opening was computed once,
+    # in the spare slot, and restored into each call's slot, which reused it.
+    spare = local_server.slots - 1
+    assert [b["id_slot"] for b in proxy.openings] == [spare]
+    assert proxy.slot_actions.count(f"/slots/{spare}?action=save") == 1
+    restored = sorted(int(p.split("/")[2].split("?")[0]) for p in proxy.slot_actions
+                      if p.endswith("action=restore"))  # fmt: skip
+    assert restored == expected
+    assert all(b["cache_prompt"] is True for b in proxy.bodies)
+    assert all(u["prompt_tokens_details"]["cached_tokens"] > 0 for u in proxy.usages)
 
 
 def replies(record: EpisodeRecord) -> list[str]:
@@ -87,7 +96,9 @@ def test_two_policies_get_the_same_replies_whatever_order_they_run_in(
     """Temperature 0, two rounds, two tasks: star then chain, and chain then star, on the
     same server, give each policy the same replies; an agent's second-round request found
     its first round in its slot (the reuse the slot is for: the responses' ``cached_tokens``,
-    counted by the back-end), and the slot holds its conversation (``/slots``)."""
+    counted by the back-end), and the slot holds its conversation (``/slots``). Each task's
+    opening was computed once, and every conversation (every decision among them) started
+    from it."""
     opts = TeamOptions(
         backend="local", benchmark="math", roles=("solver", "analyst"), rounds=2,
         max_tokens=6, use_cache=False,
@@ -99,13 +110,16 @@ def test_two_policies_get_the_same_replies_whatever_order_they_run_in(
             p: [replies(r) for r in env.run(make_policy(p), [0, 1])] for p in ("star", "chain")
         }
         then = {p: [replies(r) for r in env.run(make_policy(p), [0, 1])] for p in ("chain", "star")}
-        stats = env.backend.slot_stats
+        stats, openings = env.backend.slot_stats, env.backend.openings
     finally:
         env.close()
     assert first == then
     assert all(text for episode in first["star"] for text in episode)
-    assert stats[0].reused > 0 and stats[0].cached_tokens > 0
-    assert stats[-1].reused == 0  # every decision starts a conversation
+    assert stats[0].reused == stats[0].requests > 0 and stats[0].cached_tokens > 0
+    assert stats[-1].reused == stats[-1].requests  # any decision, from the opening
+    assert openings.computed == 2  # one per task, whatever policy played it first
+    # 8 episodes: each agent's first request, and the decision when one was asked.
+    assert openings.restored == 8 * 2 + stats[-1].requests
     # The slot keeps its conversation between requests (``/slots`` counts what it holds;
     # its per-request counters reset when a request ends: the reuse is in the responses).
     solver = json.loads(get(local_server, "/slots"))[0]
@@ -115,7 +129,7 @@ def test_two_policies_get_the_same_replies_whatever_order_they_run_in(
 def test_conversation_starts_get_a_clean_slot(local_server: LocalServer) -> None:
     """The slot rule in the request: agent i -> slot i, the decision agent -> the last;
     a request holding an earlier reply reuses its slot's prefix, one that starts a
-    conversation does not."""
+    conversation does only once its task's opening was restored into its slot."""
     env = TeamEnv(TeamOptions(backend="local", use_cache=False), "eval")
     try:
         backend = env.backend
@@ -151,3 +165,22 @@ def test_a_bad_engine_is_one_sentence(capsys: pytest.CaptureFixture[str]) -> Non
     err = capsys.readouterr().err
     assert code == 2 and "--local-engine must be one of native, python" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_openings_keep_a_few_files_and_reuse_the_least_recently_used() -> None:
+    """A new opening takes a free file, then the least recently used one's; a file whose
+    opening failed to compute is free again, never handed out twice."""
+    from core.backends.local_backend import OPENING_FILES, Openings
+
+    openings = Openings()
+    for k in range(OPENING_FILES):
+        openings._files[f"task{k}"] = openings._file_for_new()
+    assert len(set(openings._files.values())) == OPENING_FILES
+    openings._files.move_to_end("task0")  # used again: task1 is now the oldest
+    file1 = openings._files["task1"]
+    assert openings._file_for_new() == file1 and "task1" not in openings._files
+    # That new opening failed (not stored): its file is free, and only it.
+    assert openings._file_for_new() == file1
+    assert len({*openings._files.values(), file1}) == OPENING_FILES
+    assert all(f.startswith("opening-") and f.endswith(".bin") for f in openings._files.values())
+    assert Openings()._file_for_new() not in openings._files.values()  # another back-end's

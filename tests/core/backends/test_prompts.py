@@ -9,6 +9,7 @@ from core.backends.prompts import (
     agent_messages,
     conversation_start,
     decision_messages,
+    opening,
     parse_answer,
     parse_confidence,
     role_prompt,
@@ -180,3 +181,32 @@ def test_a_conversation_starts_over_after_the_last_turn_that_outgrew_its_budget(
     assert conversation_start(past, 100) == 2  # the turn after the one of 130 tokens
     assert conversation_start(past, 85) == 4  # the last turn outgrew it: the next is new
     assert conversation_start([], 1) == 0
+
+
+def test_every_conversation_of_a_task_starts_with_one_opening():
+    """The first request of every role, a restarted conversation and the decision agent's
+    share one opening: the system message and the problem, up to the role's own text; a
+    request that continues a conversation has none; a question that says "You are the"
+    keeps it."""
+    finals = [AgentStep(agent=0, role="solver", round=2, action=0, answer="5", text="5")]
+    firsts = [agent_messages(turn(MCQ, Action.BROADCAST_ALL, role=r))
+              for r in ("solver", "coder", "analyst", "verifier", "oddball")]  # fmt: skip
+    restarted = agent_messages(
+        turn(MCQ, Action.SOLO_PROCESS, history=[PastTurn(turn(MCQ, Action.SOLO_PROCESS), "r", 9)]),
+        layout="conversation", restart_after=5,
+    )  # fmt: skip
+    chats = [*firsts, restarted, decision_messages(DecisionTurn(MCQ, finals))]
+    openings = [opening(c) for c in chats]
+    assert openings[0] is not None and all(o == openings[0] for o in openings)
+    system, user = openings[0]
+    assert system == firsts[0][0] and user["content"].startswith("Problem:\nWhich is prime?")
+    assert user["content"].endswith("D. 8")  # the options are the problem's
+    assert all(c[1]["content"].startswith(user["content"] + "\n\nYou are the ") for c in chats)
+    continued = agent_messages(
+        turn(MCQ, Action.SOLO_PROCESS, history=[PastTurn(turn(MCQ, Action.SOLO_PROCESS), "r", 9)]),
+        layout="conversation",
+    )  # fmt: skip
+    assert opening(continued) is None
+    odd = Task("q2", "mcq", "mcq", "Say:\n\nYou are the best.", "A", choices=("x", "y"))
+    cut = opening(agent_messages(turn(odd, Action.SOLO_PROCESS)))
+    assert cut is not None and cut[1]["content"] == "Problem:\nSay:"  # cut early, still shared
