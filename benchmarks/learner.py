@@ -9,6 +9,11 @@ timed in the same run.
 ``--reference DIR`` runs ``bench_reference_learner.py`` (the project's side tools, not part of
 it) on the published code unpacked in DIR, right before and right after ours, with the same
 agents, batch, rounds and threads, and reports both rates and our rate over the faster one.
+It also reports both learners' CPU milliseconds per update and their ratio, the figure a
+machine busy with other work distorts least (wall rates there depend on who else runs):
+ours from the process's CPU clock around each update, the published one's as the CPU time
+of its process with ``--reference-updates`` updates minus that of a run with one update
+(the same imports and set-up), divided by the difference.
 
 Prints one JSON object (with ``--json``; a line otherwise).
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -96,19 +102,22 @@ def sync(device: torch.device) -> None:
 
 def time_updates(
     learner: QLearner, data: EpisodeBatch, seconds: float, device: torch.device
-) -> list[float]:
-    """Seconds of each of back-to-back updates for about ``seconds`` (at least 3)."""
+) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds (all of this process's threads) of each of back-to-back updates
+    for about ``seconds`` (at least 3)."""
     for _ in range(3):  # warm-up
         learner.train(data)
     times: list[float] = []
+    cpu: list[float] = []
     start = time.perf_counter()
     while time.perf_counter() - start < seconds or len(times) < 3:
         sync(device)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         learner.train(data)
         sync(device)
         times.append(time.perf_counter() - t0)
-    return times
+        cpu.append(time.process_time() - c0)
+    return times, cpu
 
 
 # ------------------------------------------------------------------ arithmetic of one update
@@ -196,11 +205,18 @@ def reference_rate(
     cmd = [sys.executable, script, "--ref", ref_dir, "--agents", str(n_agents)]
     cmd += ["--batch", str(batch), "--rounds", str(rounds), "--threads", str(threads)]
     cmd += ["--updates", str(updates)]
+    cpu_before = children_cpu()
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     if done.returncode != 0 or not lines:
         raise UserError(f"the reference learner failed: {done.stderr.strip()[-300:]}")
-    return json.loads(lines[-1])
+    return {**json.loads(lines[-1]), "process_cpu_s": children_cpu() - cpu_before}
+
+
+def children_cpu() -> float:
+    """CPU seconds of this process's ended children (user + system)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 # ---------------------------------------------------------------------------------- main
@@ -223,7 +239,7 @@ def learner_benchmark(
         dev = resolve_device(device)
         learner, data = build(n_agents, batch, rounds, dev, mixer, precision, density=density)
         load_before = os.getloadavg()
-        times = time_updates(learner, data, seconds, dev)
+        times, cpu = time_updates(learner, data, seconds, dev)
         steps, elapsed = len(times), sum(times)
         result: dict[str, Any] = {
             "benchmark": "learner",
@@ -244,6 +260,7 @@ def learner_benchmark(
                 round(1000 * sorted(times)[steps // 2], 2),
                 round(1000 * min(times), 2),
             ],
+            "cpu_ms_per_update": round(1000 * sorted(cpu)[steps // 2], 2),
             "load_average": [round(x, 2) for x in load_before],
         }
         if dev.type == "cuda":
@@ -268,7 +285,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
     parser.add_argument("--reference", metavar="DIR", help="published code (qmix/, utils/)")
     parser.add_argument("--reference-script", default=REFERENCE_SCRIPT, metavar="PATH")
-    parser.add_argument("--reference-updates", type=int_in(1, 10_000), default=20)
+    parser.add_argument("--reference-updates", type=int_in(2, 10_000), default=20)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     with user_errors():
@@ -278,9 +295,9 @@ def main(argv: list[str] | None = None) -> None:
 def report(args: argparse.Namespace) -> None:
     """Ours, between two runs of the published learner when ``--reference`` is given."""
 
-    def reference() -> dict[str, Any]:
+    def reference(updates: int = args.reference_updates) -> dict[str, Any]:
         threads = args.threads or torch.get_num_threads()
-        shape = (args.agents, args.batch, args.rounds, threads, args.reference_updates)
+        shape = (args.agents, args.batch, args.rounds, threads, updates)
         return reference_rate(args.reference, args.reference_script, *shape)
 
     before = reference() if args.reference else None
@@ -304,6 +321,13 @@ def report(args: argparse.Namespace) -> None:
         }
         # Against the faster reference run: a run the machine's load slowed must not flatter us.
         result["speedup_vs_reference"] = round(result["train_steps_per_s"] / max(rates), 1)
+        # The least disturbed of the two long runs, less a one-update run's imports and set-up.
+        extra = min(before["process_cpu_s"], after["process_cpu_s"]) - reference(1)["process_cpu_s"]
+        ref_cpu_ms = 1000 * extra / (args.reference_updates - 1) if extra > 0 else None
+        result["reference"]["cpu_ms_per_update"] = ref_cpu_ms and round(ref_cpu_ms, 2)
+        result["speedup_vs_reference_cpu"] = ref_cpu_ms and round(
+            ref_cpu_ms / result["cpu_ms_per_update"], 1
+        )
     line = f"{result['train_steps_per_s']} learner updates/s on {result['device']}"
     run_main(result, args.json, line)
 

@@ -1,18 +1,33 @@
-"""Time to quality: wall seconds until the default ``agentqmix train`` has a good policy.
+"""Time to quality: the cost, in episodes and updates and in wall seconds, until the default
+``agentqmix train`` has a good policy.
 
 For each training seed, with logging on and off, a fresh process runs exactly what a user
 runs — ``agentqmix train --benchmark mixed --out CKPT [--db DB | --no-log] --seed S`` plus
-the flags given in ``--train="..."`` — and the policy's weights are copied every ``--every-s``
-seconds of wall time while it trains (at an update, between updates; a copy costs ~1 ms),
-and once more when the command has returned (its checkpoint). Afterwards, untimed, every
-copy is played greedily on the same ``--eval-episodes`` held-out episodes of stream
-``--eval-seed`` (a stream not used for tuning). Reported per run: the wall time of the
-whole command (from the moment its process was started, imports included), each copy's
-held-out accuracy, tokens and reward, the wall time at which the held-out reward first
-reached each threshold (``time_to``) and the one from which it stayed there to the end
-(``holds_from``; null: never). The greedy policy's reward wanders by a few points between
-updates, so a first touch can be luck; ``holds_from`` is what a user can count on. ``cpu_s`` at each copy is the CPU time of the command
-and of its collector child, a figure a loaded machine distorts less than wall time.
+the flags given in ``--train="..."`` — and the policy's weights are copied after every
+``--every-updates``-th learner update (a copy costs ~1 ms) and once more when the command
+has returned (its checkpoint). Afterwards, untimed, every copy is played greedily on the
+same ``--eval-episodes`` held-out episodes of stream ``--eval-seed`` (a stream not used for
+tuning).
+
+Why copies at update counts, not at wall times: the training run itself is fixed by its
+seed (the collector child plays each batch with the weights of exactly one iteration
+earlier, and the learner makes a fixed number of updates per collected batch:
+:mod:`core.qmix.collect`), but copies taken every few seconds fall on different updates
+when the machine is busier, and whether a dip of the greedy reward is seen depends on how
+densely they fall. Copies at fixed update counts make every figure below but the seconds
+the same for the same seed on any machine: the cost to reach and to hold a threshold is a
+count of updates and episodes; wall seconds only scale with the machine's speed.
+
+Reported per run: each copy's updates, episodes, wall seconds (from the moment the process
+was started, imports included), CPU seconds of the trainer and of its collector child, and
+held-out accuracy, tokens and reward; for each threshold the first copy at or above it
+(``time_to``) and the copy from which it stayed there to the end (``holds_from``; null:
+never) — updates, episodes and seconds. The greedy policy's reward wanders by a few points
+between updates, so a first touch can be luck; ``holds_from`` is what a user can count on.
+``per_step`` gives the measured rates that turn counts into seconds: wall and CPU seconds
+per update (collection and logging included, from the first to the last copy), the
+learner's own milliseconds per update, and the seconds before the first update (imports,
+set-up) — so wall at a copy ≈ ``start_s + updates × wall_s_per_update``.
 
     agentqmix bench time-to-quality --seeds 0,1,2 --eval-seed 5000 --json
     agentqmix bench time-to-quality --seeds 100 --eval-seed 300 --log on --train="--td-lambda 0.5"
@@ -41,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", default="0,1,2", help="training seeds")
     parser.add_argument("--log", choices=("both", "on", "off"), default="both")
     parser.add_argument("--benchmark", default="mixed")
-    parser.add_argument("--every-s", type=float_in(0.5, 600), default=2.5)
+    parser.add_argument("--every-updates", type=int_in(1, 1_000_000), default=25)
     parser.add_argument("--eval-seed", type=int_in(0, 2**62), default=5000)
     parser.add_argument("--eval-episodes", type=int_in(1, 100_000), default=500)
     parser.add_argument("--thresholds", default=",".join(f"{t:g}" for t in THRESHOLDS))
@@ -51,6 +66,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--started", type=float_in(0.0, 1e12), help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int_in(0, 2**63 - 1), help=argparse.SUPPRESS)
+    # Sleeps after every update: the tests' stand-in for a machine busy elsewhere, under
+    # which the same seed must still give the same copies.
+    parser.add_argument("--stall-ms", type=float_in(0, 1000), default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker is not None:
         worker(args, shlex.split(args.train))
@@ -67,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
             "command": f"agentqmix train --benchmark {args.benchmark} {args.train}".strip(),
             "eval_seed": args.eval_seed,
             "eval_episodes": args.eval_episodes,
-            "every_s": args.every_s,
+            "every_updates": args.every_updates,
             "thresholds": thresholds,
             "load_average": os.getloadavg(),
             "runs": runs,
@@ -86,48 +104,83 @@ def run_one(args: Any, seed: int, log: bool, thresholds: list[float]) -> dict[st
         cmd = [
             sys.executable, "-m", "benchmarks.time_to_quality", "--worker", str(out),
             "--started", repr(started), "--seed", str(seed), "--log", "on" if log else "off",
-            "--benchmark", args.benchmark, "--every-s", str(args.every_s),
+            "--benchmark", args.benchmark, "--every-updates", str(args.every_updates),
             "--eval-seed", str(args.eval_seed), "--eval-episodes", str(args.eval_episodes),
-            f"--train={args.train}",
+            f"--train={args.train}", "--stall-ms", str(args.stall_ms),
         ]  # fmt: skip
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"the timed run failed:\n{done.stderr[-3000:]}")
         result = json.loads(out.read_text())
-    reached, held = {}, {}
     copies = result["copies"]
+    reached, held = {}, {}
     for t in thresholds:
         first = next((c for c in copies if c["mean_reward"] >= t), None)
-        reached[f"{t:g}"] = None if first is None else first["wall_s"]
+        reached[f"{t:g}"] = None if first is None else point(first)
         # From which copy on every later one stays at or above t (the greedy policy's
         # reward wanders by a few points between updates; a first touch can be luck).
         below = [i for i, c in enumerate(copies) if c["mean_reward"] < t]
         start = below[-1] + 1 if below else 0
-        held[f"{t:g}"] = copies[start]["wall_s"] if start < len(copies) else None
+        held[f"{t:g}"] = point(copies[start]) if start < len(copies) else None
     return {
         "seed": seed,
         "log": log,
         "load_before": round(load_before, 2),
         "load_after": round(os.getloadavg()[0], 2),
         **result,
+        "per_step": per_step(copies, result["learner_s"]),
         "time_to": reached,
         "holds_from": held,
     }
 
 
+def point(copy: dict[str, Any]) -> dict[str, Any]:
+    """Where a copy stands: its cost in updates and episodes (fixed by the seed), and when."""
+    keys = ("updates", "episodes", "wall_s", "cpu_s", "cpu_child_s")
+    return {k: copy[k] for k in keys}
+
+
+def per_step(copies: list[dict[str, Any]], learner_s: float) -> dict[str, float | None]:
+    """The rates that turn a cost in updates into seconds on the machine of this run: slopes
+    from the first to the last periodic copy (the final one also holds the checkpoint's
+    writing), the learner's own time per update, and the seconds before update 0."""
+    periodic = copies[:-1] if len(copies) > 2 else copies
+    first, last = periodic[0], periodic[-1]
+    span = last["updates"] - first["updates"]
+    if span <= 0:
+        return {"wall_s_per_update": None, "start_s": None}
+
+    def slope(key: str) -> float:
+        return (last[key] - first[key]) / span
+
+    return {
+        "wall_s_per_update": round(slope("wall_s"), 5),
+        "cpu_s_per_update": round(slope("cpu_s"), 5),
+        "cpu_child_s_per_update": round(slope("cpu_child_s"), 5),
+        "episodes_per_update": round(slope("episodes"), 3),
+        "learner_ms_per_update": round(1000 * learner_s / max(copies[-1]["updates"], 1), 2),
+        "start_s": round(first["wall_s"] - first["updates"] * slope("wall_s"), 2),
+    }
+
+
 def summary(runs: list[dict[str, Any]], thresholds: list[float]) -> dict[str, Any]:
-    """Per logging mode: each threshold's time per seed, and the final rewards."""
+    """Per logging mode: each threshold's cost and time per seed, and the final rewards."""
     out: dict[str, Any] = {}
     for log in (True, False):
         mine = [r for r in runs if r["log"] is log]
         if not mine:
             continue
-        out["logging_on" if log else "logging_off"] = {
+        row: dict[str, Any] = {
             "command_wall_s": [r["command_wall_s"] for r in mine],
             "final_reward": [r["copies"][-1]["mean_reward"] for r in mine],
-            **{f"time_to_{t:g}": [r["time_to"][f"{t:g}"] for r in mine] for t in thresholds},
-            **{f"holds_from_{t:g}": [r["holds_from"][f"{t:g}"] for r in mine] for t in thresholds},
+            "wall_s_per_update": [r["per_step"]["wall_s_per_update"] for r in mine],
         }
+        for t in thresholds:
+            for name in ("time_to", "holds_from"):
+                points = [r[name][f"{t:g}"] for r in mine]
+                for key in ("updates", "episodes", "wall_s"):
+                    row[f"{name}_{t:g}_{key}"] = [p and p[key] for p in points]
+        out["logging_on" if log else "logging_off"] = row
     return out
 
 
@@ -148,18 +201,21 @@ def worker(args: Any, extra: list[str]) -> None:
 
     copies: list[dict[str, Any]] = []
     train = QLearner.train
-    last = [0.0]
+    learner_s = [0.0]
 
     def copying(self: QLearner, batch: Any) -> dict[str, float]:
+        began = time.perf_counter()
         stats = train(self, batch)
-        now = time.time()
-        if now - last[0] >= args.every_s:
-            last[0] = now
+        learner_s[0] += time.perf_counter() - began
+        time.sleep(args.stall_ms / 1000)
+        if self.updates % args.every_updates == 0:
             copies.append(
                 {
-                    "wall_s": now - args.started,
-                    "cpu_s": cpu_seconds(),
+                    **moment(args.started),
                     "updates": self.updates,
+                    # The training loop adds the episode count to this very dict after the
+                    # update returns (core.qmix.training); read at the end.
+                    "stats": stats,
                     "weights": [clone(self.agent), clone(self.mixer)],
                 }
             )
@@ -176,11 +232,17 @@ def worker(args: Any, extra: list[str]) -> None:
         if code != 0:
             raise SystemExit(f"agentqmix {' '.join(argv)} exited with {code}")
         final = load_checkpoint(ckpt, "cpu")
+        for copy in copies:
+            copy["episodes"] = int(copy.pop("stats")["episode"])
+        updates = final.resume["updates"] if final.resume else None
+        if copies and copies[-1]["updates"] == updates:
+            copies.pop()  # the same weights as the checkpoint's; keep the later moment
         copies.append(
             {
+                **moment(args.started),
                 "wall_s": wall,
-                "cpu_s": cpu_seconds(),
-                "updates": final.resume["updates"] if final.resume else None,
+                "updates": updates,
+                "episodes": final.meta.get("episodes"),
                 "weights": [clone(final.agent), clone(final.mixer)],
             }
         )
@@ -194,7 +256,8 @@ def worker(args: Any, extra: list[str]) -> None:
         held_out = summarize_records(run_policy(opts, policy, args.eval_episodes, args.eval_seed))
         copy.update({k: held_out[k] for k in ("accuracy", "mean_tokens", "mean_reward")})
         copy["wall_s"] = round(copy["wall_s"], 2)
-    args.worker.write_text(json.dumps({"command_wall_s": round(wall, 2), "copies": copies}))
+    result = {"command_wall_s": round(wall, 2), "learner_s": learner_s[0], "copies": copies}
+    args.worker.write_text(json.dumps(result))
 
 
 def clone(module: Any) -> dict[str, Any]:
@@ -202,11 +265,19 @@ def clone(module: Any) -> dict[str, Any]:
     return {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
 
 
-def cpu_seconds() -> float:
-    """CPU seconds of this process and its live children (the collector)."""
+def moment(started: float) -> dict[str, float]:
+    """Wall seconds since ``started``; CPU seconds of this process (the learner, logging)
+    and of its children (the collector), apart: on two cores they overlap."""
+    wall = time.time() - started
+    mine = sum(os.times()[:2])
+    return {"wall_s": wall, "cpu_s": round(mine, 2), "cpu_child_s": children_cpu_seconds()}
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds of this process's children: those already ended and the live ones."""
     import multiprocessing
 
-    total = sum(os.times()[:4])  # this process and its children already ended
+    total = sum(os.times()[2:4])
     tick = os.sysconf("SC_CLK_TCK")
     for child in multiprocessing.active_children():
         try:

@@ -29,7 +29,7 @@ BENCHMARKS: dict[str, str] = {
     "rollouts": "rollout episodes/s of the learned policy on the simulator, per lockstep width",
     "scaling": "learner updates/s and rollout episodes/s against agents N and rounds T, memory",
     "games": "the classic-games suite's claims on several seeds (docs/games.md)",
-    "time-to-quality": "wall seconds until default training reaches held-out reward thresholds",
+    "time-to-quality": "updates, episodes and wall seconds until training holds held-out reward thresholds",
     "real": "local model: seconds per episode by topology, tokens/s, runtime overhead",
     "weights": "local model: the shipped Q4_1 file against its Q8_0 copy (speed, perplexity)",
     "baselines": "learned-topology methods vs Agent Q-Mix and fixed topologies: paired SEs, graphs",

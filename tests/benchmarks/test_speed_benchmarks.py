@@ -51,13 +51,15 @@ def test_learner_reports_its_arithmetic_limit():
 
 def test_learner_beside_a_reference_script(tmp_path: Path):
     """--reference runs the script before and after ours and divides; here a stand-in
-    script that reports 2 updates/s stands for the published learner."""
+    script that reports 2 updates/s, and spends CPU in proportion to its updates, stands for
+    the published learner."""
     (tmp_path / "ref" / "qmix").mkdir(parents=True)
     script = tmp_path / "reference.py"
     script.write_text(
         "import json, sys\n"
         "args = dict(zip(sys.argv[1::2], sys.argv[2::2]))\n"
         "print('noise from the published code')\n"
+        "sum(range(300_000 * int(args['--updates'])))\n"
         "print(json.dumps({'train_steps_per_s': 2.0, 'threads': int(args['--threads']),"
         " 'agents': int(args['--agents'])}))\n"
     )
@@ -69,6 +71,10 @@ def test_learner_beside_a_reference_script(tmp_path: Path):
     assert report["reference"]["train_steps_per_s_before_after"] == [2.0, 2.0]
     assert report["reference"]["threads"] == 1
     assert report["speedup_vs_reference"] == round(report["train_steps_per_s"] / 2.0, 1)
+    # CPU per update of the stand-in: its runs with 20 updates less its run with one.
+    ref_cpu = report["reference"]["cpu_ms_per_update"]
+    assert ref_cpu > 0 and report["cpu_ms_per_update"] > 0
+    assert report["speedup_vs_reference_cpu"] == round(ref_cpu / report["cpu_ms_per_update"], 1)
 
 
 def test_a_missing_reference_is_one_sentence_and_exit_2(tmp_path: Path):
