@@ -33,6 +33,8 @@ RESULTS = {None: "any", True: "right", False: "wrong"}
 FAILURES = {None: "any", True: "with", False: "without"}
 # Episode indices a link may name (anything larger is no episode of any run).
 MAX_INDEX = 2**62
+# Seconds between a round drawn and the next one shown while playing.
+PLAY_PAUSE_S = 1.2
 
 db = data.db_path()
 st.title("Replay an episode")
@@ -165,7 +167,9 @@ if episodes.empty:
     st.stop()
 episode_labels = data.episode_labels(episodes)
 if st.session_state.get("replay_episode") not in episode_labels:
-    st.session_state.pop("replay_episode", None)
+    # Set, not dropped: a dropped value leaves the browser showing the old listing's pick
+    # (the widget keeps its key) while the page shows the new listing's first episode.
+    st.session_state["replay_episode"] = next(iter(episode_labels))
 index = st.selectbox(
     f"Episode ({n_match:,} match)", list(episode_labels), format_func=episode_labels.get,
     key="replay_episode", on_change=_reset_round,
@@ -247,7 +251,9 @@ def _toggle_play() -> None:
 st.button(
     "Pause" if playing else "Play rounds", key="replay_play", on_click=_toggle_play,
     icon=":material/pause:" if playing else ":material/play_arrow:",
-    help="Advance one round a second; every panel follows.",
+    # The timer starts once a round is drawn: the step is this pause plus the drawing (it
+    # said "one a second" while rounds came every 1.5-1.9 s).
+    help=f"Show the next round {PLAY_PAUSE_S:g} s after this one is drawn; every panel follows.",
 )  # fmt: skip
 
 
@@ -257,18 +263,22 @@ def _step(delta: int) -> None:
     )
 
 
-@st.fragment(run_every=1.2 if playing else None)
+@st.fragment(run_every=PLAY_PAUSE_S if playing else None)
 def panels() -> None:
     # Each timed rerun while playing moves one round on; the rerun that starts playing does not.
     if st.session_state["replay_playing"] and not st.session_state.pop(
         "replay_just_started", False
     ):
         _step(+1)
-    b1, b2, slider = st.columns([1, 1, 8])
-    b1.button("step", key="replay_prev", on_click=_step, args=(-1,), disabled=n_rounds == 1,
-              icon=":material/chevron_left:")  # fmt: skip
-    b2.button("step", key="replay_next", on_click=_step, args=(+1,), disabled=n_rounds == 1,
-              icon=":material/chevron_right:", icon_position="right")  # fmt: skip
+    # The buttons take the width their labels need (fixed columns cut them to "‹ s…").
+    steps, slider = st.columns([1, 3])
+    now = st.session_state["replay_round"]
+    with steps.container(horizontal=True):
+        st.button("back", key="replay_prev", on_click=_step, args=(-1,), disabled=now <= 1,
+                  icon=":material/chevron_left:", help="The previous round.")  # fmt: skip
+        st.button("next", key="replay_next", on_click=_step, args=(+1,), disabled=now >= n_rounds,
+                  icon=":material/chevron_right:", icon_position="right",
+                  help="The next round.")  # fmt: skip
     if n_rounds > 1:
         slider.slider("Round", 1, n_rounds, key="replay_round")
     number = st.session_state["replay_round"]

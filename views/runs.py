@@ -171,7 +171,8 @@ with e2, st.container(border=True):
     typed = st.text_input(
         f"Type the run id to confirm: {run_id}",
         key=f"runs_confirm_{run_id}",
-        placeholder=run_id,
+        # No placeholder: the run id in grey looked like a box already filled in.
+        placeholder="type it here",
         help="The confirmation belongs to this run only; pick another run and it starts empty.",
     )
     st.button(

@@ -259,7 +259,6 @@ def test_first_start_demo_pages_and_a_deep_link(lab, browser):
     slider = page.locator('[data-testid="stSlider"] input[type="range"]').first
     assert slider.input_value() == "3"
     page.screenshot(path=str(ARTIFACTS / "replay-deep-link.png"), full_page=True)
-
     # What an agent was asked: the society has no real prompt, so the openai back-end's
     # prompt for that turn is rebuilt and shown role by role (the first agent that called).
     asked_box = page.locator('[data-testid="stExpander"]').filter(has_text="What it was asked")
@@ -281,6 +280,19 @@ def test_first_start_demo_pages_and_a_deep_link(lab, browser):
     assert page.get_by_text("Calls of the round").count() == 1
     _no_exception(page, "replay prompt")
     page.screenshot(path=str(ARTIFACTS / "replay-asked.png"), full_page=True)
+
+    # The picker shows the episode the page shows after the listing changes under it (it
+    # used to keep showing the old pick: "#0 · mcq-088" above episode #193's card).
+    for box, option in (("Sort by", "reward, worst first"), ("Result", "wrong")):
+        page.get_by_role("combobox", name=box).click()
+        page.get_by_role("option", name=option).click()
+        wait_idle(page)
+        picked = episode.input_value()
+        shown = page.locator('[data-testid="stMain"]').get_by_text(" — ").first.inner_text()
+        task = shown.rsplit(" — ", 1)[1]
+        assert f" · {task} · " in picked and f"episode={picked[1:].split(' ')[0]}&" in page.url, (
+            f"after {box} = {option}: the picker says {picked!r}, the page shows {task}"
+        )
 
     # 4. Compare: a click on a point opens the episodes behind it, and the URL keeps it.
     open_from_sidebar(page, "compare")
@@ -436,6 +448,12 @@ def test_hostile_links_readable_charts_and_an_exported_episode(lab, browser, tmp
     assert kinds_met == set(HOSTILE), f"the tour leaves out {set(HOSTILE) - kinds_met}"
     problems = hostile_link_problems(page, url, pages)
     assert not problems, "\n".join(problems)
+    # A page that does not exist is named on the page it lands on, not only in a dialog.
+    page.goto(f"{url}/doesnotexist")
+    page.get_by_text("There is no page `/doesnotexist`").or_(
+        page.get_by_text("There is no page /doesnotexist")
+    ).first.wait_for(timeout=60_000)
+    page.keyboard.press("Escape")
 
     # 2. Every chart of every page at both sizes: no text clipped or on top of other text, no
     # legend over a plot, no table past the right edge. Each page is opened from the sidebar
