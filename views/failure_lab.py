@@ -226,17 +226,23 @@ if fork_ids:
                 c.metric("reward", f"{rec.reward:.3f}")
                 r = min(r_show, len(rec.rounds) - 1)
                 ui.chart(figures.communication_graph(rec, r), key=f"fail_graph_{k}")
-                st.dataframe(
-                    figures.round_table(rec, r), hide_index=True, width="stretch",
-                    key=f"fail_table_{k}",
-                )  # fmt: skip
-                names = ", ".join(figures.agent_name(a, rec.roles) for a in failed_agents)
-                st.markdown(f"##### what {names} sent")
-                st.dataframe(
-                    figures.sent_table(rec, failed_agents), hide_index=True, width="stretch",
-                    key=f"fail_sent_{k}",
-                    column_config={"text": st.column_config.TextColumn("text", width="large")},
-                )  # fmt: skip
+        # The tables at full width, one side above the other: in half a page their answers
+        # and texts were cut off ("[coder · deba…").
+        names = ", ".join(figures.agent_name(a, recs[0].roles) for a in failed_agents)
+        for k, rec in enumerate(recs):
+            side = forks.FORK_SIDES[k]
+            st.markdown(f"##### {side}: round {min(r_show, len(rec.rounds) - 1) + 1}")
+            st.dataframe(
+                figures.round_table(rec, min(r_show, len(rec.rounds) - 1)), hide_index=True,
+                width="stretch", key=f"fail_table_{k}",
+            )  # fmt: skip
+        for k, rec in enumerate(recs):
+            st.markdown(f"##### {forks.FORK_SIDES[k]}: what {names} sent")
+            st.dataframe(
+                figures.sent_table(rec, failed_agents), hide_index=True, width="stretch",
+                key=f"fail_sent_{k}",
+                column_config={"text": st.column_config.TextColumn("text", width="large")},
+            )  # fmt: skip
         d_tokens = recs[0].tokens - recs[1].tokens
         st.info(
             f"The failure cost **{recs[1].score - recs[0].score:+.2f}** in score and changed the "

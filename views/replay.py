@@ -215,15 +215,16 @@ with st.container(border=True):
             )
         )
 
-    d1, d2, _ = right.columns([1, 1, 1])
+    # The buttons take the width their labels need (a third of the column cut "HTML an…").
+    downloads = right.container(horizontal=True)
     stem = f"{run_id}-episode-{int(index)}"
-    d1.download_button(
+    downloads.download_button(
         "JSON", lambda: episode_export.episode_json(record, run_id, int(index)),
         file_name=f"{stem}.json", mime="application/json", icon=":material/download:",
         key="replay_export_json", on_click="ignore", type="tertiary",
         help="Rounds, actions, graphs, Q-values, messages, what each agent was asked, tokens.",
     )  # fmt: skip
-    d2.download_button(
+    downloads.download_button(
         "HTML animation", lambda: episode_export.episode_html(record, run_id, int(index)),
         file_name=f"{stem}.html", mime="text/html", icon=":material/slideshow:",
         key="replay_export_html", on_click="ignore", type="tertiary",
@@ -358,18 +359,19 @@ def panels() -> None:
                     )
                 st.markdown(f"**wrote:** {ui.markdown_literal(step.text) or '—'}")
                 ui.show_asked(figs["asked"][i])
-        if not figs["calls"].empty:
-            with st.expander("Calls of the round: tokens, latency, retries, cache, errors"):
-                st.dataframe(figs["calls"], hide_index=True, width="stretch", key="replay_calls")
-        if not figs["messages"].empty:
-            with st.expander("All messages of the round"):
-                st.dataframe(
-                    figs["messages"], hide_index=True, width="stretch", key="replay_messages",
-                    column_config={"text": st.column_config.TextColumn(width="large")},
-                )  # fmt: skip
     with tok:
         st.markdown(f"##### Tokens · {record.tokens:,} in the episode")
         ui.chart(figs["tokens"], key="replay_tokens")
+    # At full width: in the left column their texts were cut off ("Answer: 4…").
+    if not figs["calls"].empty:
+        with st.expander("Calls of the round: tokens, latency, retries, cache, errors"):
+            st.dataframe(figs["calls"], hide_index=True, width="stretch", key="replay_calls")
+    if not figs["messages"].empty:
+        with st.expander("All messages of the round"):
+            st.dataframe(
+                figs["messages"], hide_index=True, width="stretch", key="replay_messages",
+                column_config={"text": st.column_config.TextColumn(width="large")},
+            )  # fmt: skip
     data.prebuild_rounds(db, run_id, int(index), n_rounds)
     if st.session_state["replay_playing"] and number >= n_rounds:
         st.session_state["replay_playing"] = False
