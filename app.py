@@ -31,5 +31,6 @@ db = data.db_path()
 with ui.friendly():
     ui.ensure_demo(db)
 page = st.navigation(PAGES)
+ui.unknown_page_notice(PAGES, page)
 ui.sidebar_status(db)
 page.run()

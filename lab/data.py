@@ -51,10 +51,12 @@ def workdir(db: str) -> Path:
 
 
 TRAINING_POLICY = "env"
-"""The store's policy name for episodes played while training (ε-greedy exploration)."""
+"""The store's policy name for episodes played while training (with exploration: ε-greedy
+for Agent Q-Mix, sampled graphs for the learned-topology methods)."""
 
-TRAINING_LABEL = "training (ε-greedy)"
-"""How the lab names those episodes: they are no policy one would deploy or compare."""
+TRAINING_LABEL = "training (exploring)"
+"""How the lab names those episodes: they are no policy one would deploy or compare (not
+"ε-greedy": AgentPrune's or GPTSwarm's training samples graphs, it has no ε)."""
 
 
 def policy_label(policy: str | None) -> str:
@@ -527,12 +529,22 @@ def run_info(db: str, run_id: str) -> q.RunInfo | None:
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def checkpoints(db: str, roles: tuple[str, ...] | None = None) -> pd.DataFrame:
-    """Training runs whose checkpoint file exists (learned policies one can evaluate), newest
-    first; with ``roles``, only those trained for exactly that team."""
-    df = q.list_runs(db, kind="train")
-    if df.empty:
-        return df
-    df = df[df["checkpoint"].notna()]
+    """Learned policies one can play (their checkpoint file exists), newest run first: those
+    of training runs and those only evaluated here (a policy trained elsewhere, such as the
+    demo's shipped one: ``id`` is then the evaluation run's); with ``roles``, only those for
+    exactly that team. Columns: ``id``, ``policy``, ``checkpoint``, ``started_at``."""
+    trained = q.list_runs(db, kind="train")
+    trained = trained[trained["checkpoint"].notna()] if not trained.empty else trained
+    rows = [(r["id"], r["policy"], r["checkpoint"], r["started_at"]) for _, r in trained.iterrows()]
+    seen = {path for *_, path, _ in rows}
+    for _, r in q.list_runs(db, kind="eval").iterrows():
+        info = q.get_run(db, r["id"])
+        for path in (info.config if info else {}).get("eval", {}).get("checkpoints") or ():
+            if path not in seen:
+                seen.add(path)
+                rows.append((r["id"], r["policy"], path, r["started_at"]))
+    df = pd.DataFrame(rows, columns=["id", "policy", "checkpoint", "started_at"])
+    df = df.sort_values("started_at", ascending=False, kind="stable")
     df = df.loc[[Path(p).exists() for p in df["checkpoint"]]]
     if roles is not None:
         keep = []
@@ -541,7 +553,7 @@ def checkpoints(db: str, roles: tuple[str, ...] | None = None) -> pd.DataFrame:
             team = (info.config if info else {}).get("team", {})
             keep.append(tuple(team.get("roles", ())) == tuple(roles))
         df = df.loc[keep]
-    return df
+    return df.reset_index(drop=True)
 
 
 def clear() -> None:

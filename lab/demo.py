@@ -1,11 +1,15 @@
-"""The first-start demo: a short training run and evaluations, so no page starts empty.
+"""The first-start demo: a learned policy evaluated on held-out tasks, so no page starts empty.
 
-On ``sim`` it takes a few seconds once PyTorch is loaded: a small QMIX team trains on the
-mixed benchmark (with a little failure curriculum), the learned policy is evaluated, and
-``robustness`` runs the learned policy and every fixed topology healthy and with one and
-two crashed agents (which also fills the Compare page). Each step is an ordinary
-``agentqmix`` command line (:func:`demo_steps`); :func:`run_demo` runs the three in one
-process (``python -m lab.demo``) so PyTorch is imported once, not three times.
+The policy shown is the one shipped in ``data/`` (:data:`SHIPPED_POLICY`): Agent Q-Mix trained
+with the default recipe by the project's own ``agentqmix train`` (command and seed in
+docs/lab.md; ``agentqmix bench demo-policy`` retrains it and compares held-out figures). On
+``sim`` the demo takes well under a minute once PyTorch is loaded: a short training run
+(so the Train page has curves to watch; its policy is not the one shown), the shipped
+policy evaluated on held-out episodes, and ``robustness``: the shipped policy and every
+fixed topology healthy and with one and two crashed agents (which also fills the Compare
+page), with enough episodes a point that the intervals are a few points wide. Each step
+is an ordinary ``agentqmix`` command line (:func:`demo_steps`); :func:`run_demo` runs them
+in one process (``python -m lab.demo``) so PyTorch is imported once, not three times.
 
 Progress goes to a small JSON status file next to the database (:class:`DemoStatus`):
 the ``agentqmix lab`` launcher prints it in the terminal and the pages draw it. Within a
@@ -46,21 +50,31 @@ DEMO_ENV = "AGENTQMIX_LAB_DEMO"
 ROOT = Path(__file__).resolve().parent.parent
 """The repository root (where ``python -m lab.demo`` finds its packages)."""
 
+SHIPPED_POLICY = ROOT / "data" / "demo-policy.pt"
+"""Agent Q-Mix trained with the default (``society``) recipe, seed 0, on the default team
+(docs/lab.md, "The demo's policy"); its resume state (optimiser, target networks) is left
+out, so the file holds only what evaluating it needs."""
+
 
 @dataclass
 class DemoConfig:
     """How big the first-start demo is."""
 
     team: TeamSpec = field(default_factory=TeamSpec)
-    """The demo team (the default four roles on the mixed benchmark)."""
+    """The demo team (the default four roles on the mixed benchmark): the shipped policy's."""
+    policy: Path = SHIPPED_POLICY
+    """The learned policy shown (evaluated and failed)."""
     train_episodes: int = 64
-    """Training episodes (a short run: the point is a populated lab, not a strong policy)."""
+    """Episodes of the short training run the Train page shows (its policy is not shown)."""
     hidden: int = 64
-    """Network width of the demo policy (smaller trains faster)."""
+    """Network width of that short run (smaller trains faster)."""
     n_envs: int = 8
     """Training episodes played in lockstep: small, so training logs (and the bar moves) often."""
-    eval_episodes: int = 24
-    """Evaluation episodes per policy and failure count."""
+    eval_episodes: int = 400
+    """Held-out episodes of the shipped policy's evaluation (a 95 % interval of about ±2.5
+    accuracy points at 90 %)."""
+    sweep_episodes: int = 300
+    """Episodes per policy and failure count in the robustness sweep (±3.5 points at 90 %)."""
     max_failed: int = 2
     """The robustness sweep fails 0..max_failed agents."""
     seed: int = 0
@@ -68,11 +82,9 @@ class DemoConfig:
 
     def validate(self) -> None:
         self.team.validate()
-        if self.train_episodes < 1 or self.eval_episodes < 1 or self.n_envs < 1:
-            raise ValueError(
-                "demo episodes and n_envs must be >= 1, got "
-                f"{self.train_episodes}, {self.eval_episodes}, {self.n_envs}"
-            )
+        counts = (self.train_episodes, self.eval_episodes, self.sweep_episodes, self.n_envs)
+        if min(counts) < 1:
+            raise ValueError(f"demo episodes and n_envs must be >= 1, got {counts}")
         if not 0 <= self.max_failed < len(self.team.roles):
             raise ValueError(f"max_failed must be in 0..{len(self.team.roles) - 1}")
 
@@ -80,10 +92,10 @@ class DemoConfig:
 def demo_steps(
     db: str | os.PathLike[str], folder: Path, config: DemoConfig | None = None
 ) -> list[Step]:
-    """The demo's commands in order: train, evaluate the learned policy, robustness sweep."""
+    """The demo's commands in order: a short training run, the shipped policy evaluated, and
+    the robustness sweep of the shipped policy against every fixed topology."""
     config = config or DemoConfig()
     config.validate()
-    checkpoint = str(folder / "checkpoints" / "demo.pt")
     params = TrainParams(
         team=config.team,
         episodes=config.train_episodes,
@@ -92,28 +104,26 @@ def demo_steps(
         eval_episodes=0,
         hidden=config.hidden,
     )
+    short = folder / "checkpoints" / "demo-short-run.pt"
+    policy = str(config.policy)
     return [
         Step(
-            "train a QMIX team",
-            [*train_command(db, params, Path(checkpoint)), "--n-envs", str(config.n_envs)],
+            "a short training run to watch",
+            [*train_command(db, params, short), "--n-envs", str(config.n_envs)],
         ),
         Step(
-            "evaluate the learned policy",
+            "evaluate the shipped Agent Q-Mix policy",
             eval_command(
-                db,
-                config.team,
-                checkpoint=checkpoint,
-                episodes=config.eval_episodes,
-                seed=config.seed,
+                db, config.team, checkpoint=policy, episodes=config.eval_episodes, seed=config.seed
             ),
         ),
         Step(
-            "learned vs fixed topologies, with 0–2 failed agents",
+            f"learned vs fixed topologies, with 0–{config.max_failed} failed agents",
             robustness_command(
                 db,
                 config.team,
-                checkpoint=checkpoint,
-                episodes=config.eval_episodes,
+                checkpoint=policy,
+                episodes=config.sweep_episodes,
                 max_failed=config.max_failed,
                 seed=config.seed,
             ),
@@ -124,7 +134,7 @@ def demo_steps(
 def expected_episodes(config: DemoConfig, n_topologies: int) -> list[int]:
     """Episodes each demo step logs: train, eval, robustness (learned + every fixed topology,
     for each number of failed agents)."""
-    sweep = (1 + n_topologies) * (config.max_failed + 1) * config.eval_episodes
+    sweep = (1 + n_topologies) * (config.max_failed + 1) * config.sweep_episodes
     return [config.train_episodes, config.eval_episodes, sweep]
 
 
@@ -134,7 +144,7 @@ def expected_episodes(config: DemoConfig, n_topologies: int) -> list[int]:
 LOADING = "loading PyTorch and the learner"
 """The first phase: importing torch and the project (seconds on a cold start)."""
 
-PHASES = ((LOADING, 0.0, 0.40), ("train", 0.40, 0.78), ("eval", 0.78, 0.84), ("sweep", 0.84, 1.0))
+PHASES = ((LOADING, 0.0, 0.15), ("train", 0.15, 0.30), ("eval", 0.30, 0.40), ("sweep", 0.40, 1.0))
 """(phase, start, end) of the progress bar: roughly where the time goes on a laptop."""
 
 IMPORT_MILESTONES = (("torch", 0.35), ("torch_geometric", 0.7), ("core.experiment", 0.95))

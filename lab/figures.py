@@ -417,6 +417,12 @@ def graph_nodes(fig: go.Figure, name: str) -> list[int]:
 # --------------------------------------------------------------------- per-round panels
 
 
+UNCHOSEN_OPACITY = 0.4
+"""Q-value bars of the actions an agent did not choose (the chosen one is solid)."""
+CHOSEN_OUTLINE = 1.0
+"""Outline width of a chosen Q-value bar: thin, so the bar's own colour stays visible."""
+
+
 def q_values_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 330) -> go.Figure | None:
     """Per-agent Q-values of the six actions (one bar group per agent); None for fixed policies.
 
@@ -439,8 +445,13 @@ def q_values_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 330) -
             name=name,
             marker=dict(
                 color=ACTION_COLORS[a],
-                opacity=[0.35 if failed_silent(s) else 1.0 for s in steps],
-                line=dict(color="black", width=[3 if p else 0 for p in picked]),
+                # The chosen bar solid, the others pale: its colour names the action (a
+                # thick outline on a thin bar hid it).
+                opacity=[
+                    0.25 if failed_silent(s) else 1.0 if p else UNCHOSEN_OPACITY
+                    for s, p in zip(steps, picked, strict=True)
+                ],
+                line=dict(color="black", width=[CHOSEN_OUTLINE if p else 0 for p in picked]),
                 pattern=dict(
                     shape=[
                         "/" if p and choice(s) == "explored" else ""
@@ -469,7 +480,7 @@ def q_values_figure(rnd: RoundRecord, roles: Sequence[str], height: int = 330) -
 def q_values_caption(rnd: RoundRecord) -> str:
     eps = next((s.epsilon for s in rnd.steps if s.epsilon is not None), None)
     return (
-        "Outlined: the chosen action; hatched: explored"
+        "Solid and outlined: the chosen action (pale: the others); hatched: explored"
         + (f" (ε = {eps:.2f})" if eps is not None else "")
         + "; faded: a failed agent (its action was forced, not chosen)."
     )
@@ -486,31 +497,45 @@ def credit_figure(
     if rnd.credit is None:
         return None
     labels = list(labels or [agent_name(i, roles) for i in range(len(rnd.credit))])
-    total = sum(rnd.credit)
+    credit = list(rnd.credit)
+    total = sum(credit)
     # A rate, not a share: the credits need not add up to 1; the percentage is each one's
-    # part of their sum.
-    shares = [c / total if total > 0 else math.nan for c in rnd.credit]
+    # part of their sum, which means something only while none is negative (QMIX's never is;
+    # the CTDE page's unconstrained mixer's can be, and that is the point it teaches).
+    signed = min(credit) < 0
+    shares = [math.nan if signed or total <= 0 else c / total for c in credit]
     fig = go.Figure(
         go.Bar(
-            x=list(rnd.credit),
+            x=credit,
             y=labels,
             orientation="h",
-            marker_color=NEUTRAL_COLOR,
+            marker_color=[FAILED_COLOR if c < 0 else NEUTRAL_COLOR for c in credit],
             name="credit",
             text=[
                 f"{c:.3f}" + ("" if math.isnan(p) else f" ({100 * p:.0f} %)")
-                for c, p in zip(rnd.credit, shares, strict=True)
+                for c, p in zip(credit, shares, strict=True)
             ],
             textposition="outside",
             cliponaxis=False,
             customdata=shares,
-            hovertemplate="%{y}: ∂Q_tot/∂Q_i = %{x:.4f} (%{customdata:.1%} of the sum)<extra></extra>",
+            hovertemplate="%{y}: ∂Q_tot/∂Q_i = %{x:.4f}"
+            + ("" if signed else " (%{customdata:.1%} of the sum)")
+            + "<extra></extra>",
         )
     )
     fig.update_yaxes(autorange="reversed")
-    # Room right of the longest bar for its label (outside the bar, never over the next).
-    top = max([*rnd.credit, 0.0])
-    fig.update_xaxes(title_text="∂Q_tot/∂Q_i", range=[0, top * 1.9 or 1.0])
+    # Room beyond the longest bar on each side for its label (outside the bar, never over
+    # the next); a negative credit gets its side of the axis (it drew as an empty row).
+    top, bottom = max([*credit, 0.0]), min([*credit, 0.0])
+    span = (top - bottom) or 1.0
+    fig.update_xaxes(
+        title_text="∂Q_tot/∂Q_i",
+        range=[
+            bottom - 0.9 * span if bottom < 0 else 0,
+            top + 0.9 * span if top > 0 else 0.1 * span,
+        ],
+        zeroline=True,
+    )
     return _layout(fig, height, legend=False)
 
 
@@ -701,6 +726,10 @@ CURVE_METRICS = (
 )
 """(column, heading, source frame) of each training-curve panel."""
 
+SCHEDULES = frozenset({"epsilon"})
+"""Curves that follow a schedule, not noise: drawn as they are, never smoothed (an EMA of a
+falling schedule lags above it, a staircase over the line it smooths)."""
+
 
 def training_curve_figure(
     runs: dict[str, tuple[pd.DataFrame, pd.DataFrame | None]],
@@ -708,7 +737,7 @@ def training_curve_figure(
     smoothing: float = 0.9,
     height: int = 260,
     methods: dict[str, str] | None = None,
-) -> go.Figure:
+) -> go.Figure | None:
     """One metric of one or more training runs against the episode: the raw values faint
     (legend ``… raw``), their EMA (``smoothing`` in [0, 1), 0 = none) bold (legend
     ``… smoothed``), each run in its method's colour (``methods``: a run's label → ``qmix``
@@ -717,6 +746,8 @@ def training_curve_figure(
 
     ``runs`` maps a run's label to (per-episode curves, per-update metrics) as returned by
     :func:`core.store.queries.episode_curves` / :func:`~core.store.queries.training_curves`.
+    A :data:`SCHEDULES` column is one line per run, unsmoothed. None when no run logged
+    ``column`` (a learned-topology method has no ε or Q_tot).
     """
     source = next(src for col, _, src in CURVE_METRICS if col == column)
     methods = {label: (methods or {}).get(label, "qmix") for label in runs}
@@ -724,13 +755,20 @@ def training_curve_figure(
     dashes = ("solid", "dash", "dot", "dashdot")
     for k, (label, (episodes, metrics)) in enumerate(runs.items()):
         df = episodes if source == "episodes" else metrics
-        if df is None or df.empty or column not in df:
+        if df is None or df.empty or column not in df or df[column].isna().all():
             continue
         x = df["episode"] if "episode" in df else df["step"]
         y = df[column].astype(float)
         same = [r for r in runs if methods[r] == methods[label]]  # the first listed darkest
         color = shade(policy_color(methods[label]), len(same) - 1 - same.index(label), len(same))
         name = f"{label} · " if len(runs) > 1 else ""
+        if column in SCHEDULES:
+            fig.add_scatter(
+                x=x, y=y, mode="lines", name=f"{name}schedule", legendgroup=label,
+                line=dict(color=color, width=2.6, dash=dashes[k % len(dashes)]),
+                hovertemplate=f"{label}<br>episode %{{x}}: %{{y:.4g}}<extra></extra>",
+            )  # fmt: skip
+            continue
         fig.add_scatter(
             x=x, y=y, mode="lines", name=f"{name}raw", legendgroup=label,
             line=dict(color=color, width=1), opacity=0.3, hoverinfo="skip",
@@ -741,6 +779,8 @@ def training_curve_figure(
             line=dict(color=color, width=2.6, dash=dashes[k % len(dashes)]),
             hovertemplate=f"{label}<br>episode %{{x}}: %{{y:.4g}}<extra></extra>",
         )  # fmt: skip
+    if not fig.data:
+        return None
     if column == "correct":
         fig.update_yaxes(tickformat=".0%", range=[-0.02, 1.02])
     return _layout(fig, height)

@@ -64,7 +64,7 @@ POLICY_COLORS: dict[str, str] = {
     "full": "#332288",
     "debate": "#663333",
     "random": "#CC79A7",
-    "training (ε-greedy)": "#BBBBBB",
+    "training (exploring)": "#BBBBBB",
 }
 """The colour of every policy the project ships: each learned method and each fixed topology."""
 
@@ -102,7 +102,7 @@ def policy_color(policy: str) -> str:
     if policy in POLICY_COLORS:
         return POLICY_COLORS[policy]
     if policy == "env":  # training episodes as stored
-        return POLICY_COLORS["training (ε-greedy)"]
+        return POLICY_COLORS["training (exploring)"]
     return OTHER_POLICY_COLORS[zlib.crc32(policy.encode()) % len(OTHER_POLICY_COLORS)]
 
 

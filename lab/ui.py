@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -290,6 +290,17 @@ class UrlState:
 
 RUNS_OFFERED = 8
 """Runs listed as links under a warning about a link's missing run."""
+
+
+def unknown_page_notice(pages: list[Any], page: Any) -> None:
+    """Say so when the address names no page of the lab (``/doesnotexist``): Streamlit then
+    runs the default page, and it used to do that without a word."""
+    path = urlsplit(st.context.url or "").path.strip("/").rsplit("/", 1)[-1]
+    if page.url_path == "" and path and path not in {p.url_path for p in pages}:
+        st.warning(
+            f"There is no page `/{params.shown(path)}` in this lab; showing the Overview.",
+            icon=":material/link_off:",
+        )
 
 
 def replay_link(run_id: str, episode: int, round_index: int | None = None) -> str:

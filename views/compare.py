@@ -282,8 +282,21 @@ with d2:
     ui.chart(figures.action_mix_figure(by_round, "round"), key="compare_by_round")
 
 st.subheader("Two runs side by side")
-done = runs[runs["episodes"] > 0]
-labels = {r["id"]: ui.run_label(r) for _, r in done.iterrows()}
+st.caption(
+    "The runs drawn above, under the same benchmark and toggles (so a training run is offered "
+    "only when its episodes are included); figures over the episodes those keep."
+)
+# Runs in the chart's order and under its filters; figures summed over a run's policies.
+per_run = (
+    agg.assign(
+        _right=agg["accuracy"] * agg["episodes"],
+        _tokens=agg["mean_tokens"] * agg["episodes"],
+        _reward=agg["mean_reward"] * agg["episodes"],
+    )
+    .groupby("run_id", sort=False)[["episodes", "_right", "_tokens", "_reward"]]
+    .sum()
+)
+labels = {r["id"]: ui.run_label(r) for _, r in runs.iterrows() if r["id"] in per_run.index}
 ids = list(labels)
 url.seed_run("compare_run_a", "a", labels)
 url.seed_run("compare_run_b", "b", labels)
@@ -296,14 +309,15 @@ pair = [
     s2.selectbox("Run B", ids, format_func=labels.get, key="compare_run_b"),
 ]
 for col, run_id, side in zip((s1, s2), pair, ("a", "b"), strict=True):
-    row = done.loc[done["id"] == run_id].iloc[0]
+    row = per_run.loc[run_id]
+    n = int(row["episodes"])
     with col:
         m1, m2, m3 = st.columns(3)
-        m1.metric("accuracy", f"{row['accuracy']:.1%}", help=f"n = {row['episodes']} episodes")
-        m2.metric("mean tokens", f"{row['mean_tokens']:.0f}")
-        m3.metric("mean reward", f"{row['mean_reward']:.3f}")
+        m1.metric("accuracy", f"{row['_right'] / n:.1%}", help=f"n = {n:,} episodes")
+        m2.metric("mean tokens", f"{row['_tokens'] / n:.0f}")
+        m3.metric("mean reward", f"{row['_reward'] / n:.3f}")
         with ui.friendly():
-            mix = data.action_distribution(db, "round", (run_id,))
+            mix = data.action_distribution(db, "round", (run_id,), benchmark)
         st.markdown("##### actions by round")
         ui.chart(figures.action_mix_figure(mix, "round", height=260), key=f"compare_mix_{side}")
 

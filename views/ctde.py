@@ -98,14 +98,18 @@ t.dataframe(
             ],
             "decentralised: own argmax": [ACTION_NAMES[x] for x in greedy],
             "its Q-value": chosen,
-            f"centralised: argmax of Q_tot over all {ctde.joint_count(avail)} joint actions": [
-                ACTION_NAMES[x] for x in joint
-            ],
+            # A short header (a long one was cut to "…all 216 joint act…"); the count is
+            # in the caption under the table.
+            "centralised: joint argmax": [ACTION_NAMES[x] for x in joint],
         }
     ),
     hide_index=True,
     width="stretch",
     key="ctde_actions",
+)
+t.caption(
+    f"Centralised: the joint action with the highest Q_tot, searched over all "
+    f"{ctde.joint_count(avail)} joint actions."
 )
 c.metric("Q_tot of the greedy joint action", f"{q_tot:.3f}")
 c.metric("best Q_tot over all joint actions", f"{best:.3f}")

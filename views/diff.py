@@ -90,7 +90,8 @@ st.dataframe(
            "reward_delta", "replay_a", "replay_b", "question"]],
     hide_index=True, width="stretch", key="diff_table",
     column_config={
-        "change": st.column_config.TextColumn("A → B", pinned=True),
+        # Wide enough for "right → wrong" (it showed "right → wron").
+        "change": st.column_config.TextColumn("A → B", pinned=True, width=120),
         "task_id": st.column_config.TextColumn("task", pinned=True),
         "a": "A", "b": "B", "answer_a": "A answered", "answer_b": "B answered",
         "ground_truth": "expected",

@@ -133,11 +133,25 @@ def _policy(choice: forks.PolicyChoice):
 choice = choices[policy_label]
 failures = forks.chosen_failures(agents, mode, from_round)
 read_only = ui.read_only_notice(db, "playing and logging a fork")
+
+
+def _clicked() -> None:
+    # The wait a note reports starts at the click (callbacks run before the page is drawn
+    # again), not after the page above the button is (it said 3.2 s where one waited 6.0 s).
+    st.session_state["_fail_clicked"] = time.perf_counter()
+
+
+def _waited() -> str:
+    """Seconds since the click, to the note that reports it (drawn in the rerun after)."""
+    return (
+        f"{time.perf_counter() - st.session_state.get('_fail_clicked', time.perf_counter()):.1f} s"
+    )
+
+
 if st.button(
-    "Run it now", type="primary", key="fail_run_now",
+    "Run it now", type="primary", key="fail_run_now", on_click=_clicked,
     disabled=read_only or not agents or len(agents) >= n_agents,
 ):  # fmt: skip
-    started = time.perf_counter()
     with st.status(f"Playing episode #{base_index} with and without the failures…") as status:
         if choice.kind == "checkpoint":
             status.write(f"loading {policy_label} (once per checkpoint)")
@@ -154,7 +168,7 @@ if st.button(
     st.session_state["_fail_pending"] = {
         "fail_fork": fork.run_id,
         "note": f"Played episode #{base_index} twice and logged both as run {fork.run_id} in "
-        f"{time.perf_counter() - started:.1f} s.",
+        "{waited} (from your click).",
     }
     st.rerun()
 
@@ -171,7 +185,7 @@ url.write(
 if fork_ids:
     st.subheader("With and without the failures")
     if pending.get("note"):
-        st.success(pending["note"], icon=":material/timer:")
+        st.success(pending["note"].format(waited=_waited()), icon=":material/timer:")
     fork_labels = dict(zip(fork_runs["id"], fork_runs["fork_label"], strict=True))
     fork_id = st.selectbox(
         "Fork", fork_ids, key="fail_fork",
@@ -193,8 +207,9 @@ if fork_ids:
             f"{meta.get('policy', fork_info.policy)} · failed: "
             f"{forks.stored_failure_text(meta.get('failures', []), recs[0].roles)}"
         )
-        last = len(recs[0].rounds) - 1
-        r_show = st.slider("Round", 0, last, last, key="fail_show_round")
+        # Rounds counted from 1, as the rest of the page counts them.
+        n_shown = len(recs[0].rounds)
+        r_show = st.slider("Round", 1, n_shown, n_shown, key="fail_show_round") - 1
         cols = st.columns(2)
         for k, (col, rec) in enumerate(zip(cols, recs, strict=True)):
             side = forks.FORK_SIDES[k]
@@ -211,17 +226,23 @@ if fork_ids:
                 c.metric("reward", f"{rec.reward:.3f}")
                 r = min(r_show, len(rec.rounds) - 1)
                 ui.chart(figures.communication_graph(rec, r), key=f"fail_graph_{k}")
-                st.dataframe(
-                    figures.round_table(rec, r), hide_index=True, width="stretch",
-                    key=f"fail_table_{k}",
-                )  # fmt: skip
-                names = ", ".join(figures.agent_name(a, rec.roles) for a in failed_agents)
-                st.markdown(f"##### what {names} sent")
-                st.dataframe(
-                    figures.sent_table(rec, failed_agents), hide_index=True, width="stretch",
-                    key=f"fail_sent_{k}",
-                    column_config={"text": st.column_config.TextColumn("text", width="large")},
-                )  # fmt: skip
+        # The tables at full width, one side above the other: in half a page their answers
+        # and texts were cut off ("[coder · deba…").
+        names = ", ".join(figures.agent_name(a, recs[0].roles) for a in failed_agents)
+        for k, rec in enumerate(recs):
+            side = forks.FORK_SIDES[k]
+            st.markdown(f"##### {side}: round {min(r_show, len(rec.rounds) - 1) + 1}")
+            st.dataframe(
+                figures.round_table(rec, min(r_show, len(rec.rounds) - 1)), hide_index=True,
+                width="stretch", key=f"fail_table_{k}",
+            )  # fmt: skip
+        for k, rec in enumerate(recs):
+            st.markdown(f"##### {forks.FORK_SIDES[k]}: what {names} sent")
+            st.dataframe(
+                figures.sent_table(rec, failed_agents), hide_index=True, width="stretch",
+                key=f"fail_sent_{k}",
+                column_config={"text": st.column_config.TextColumn("text", width="large")},
+            )  # fmt: skip
         d_tokens = recs[0].tokens - recs[1].tokens
         st.info(
             f"The failure cost **{recs[1].score - recs[0].score:+.2f}** in score and changed the "
@@ -257,7 +278,7 @@ if benches:
     )
     url.write(rbench=bench, rrun=robust_run)
     if pending.get("robust_note"):
-        st.success(pending["robust_note"], icon=":material/timer:")
+        st.success(pending["robust_note"].format(waited=_waited()), icon=":material/timer:")
     with ui.friendly():
         robust = data.robustness(db, run_ids=(robust_run,))
     mode_of = of_bench.set_index("id").loc[robust_run, "robustness_mode"] or "crash"
@@ -289,9 +310,10 @@ with st.form("fail_measure_form", border=True):
         "Up to k failed", 0, max(n_agents - 1, 0), min(2, n_agents - 1), key="fail_robust_k"
     )
     r_mode = m4.selectbox("How", forks.MODES, key="fail_robust_mode")
-    go = st.form_submit_button("Measure robustness now", key="fail_measure", disabled=read_only)
+    go = st.form_submit_button(
+        "Measure robustness now", key="fail_measure", disabled=read_only, on_click=_clicked
+    )
 if go:
-    started = time.perf_counter()
     with st.status("Measuring robustness…") as status:
         with ui.friendly():
             policies = []
@@ -315,6 +337,6 @@ if go:
         "fail_robust_bench": opts.benchmark,
         "fail_robust_run": rows[0]["run_id"],
         "robust_note": f"Measured {n_total:,} episodes and logged them as run "
-        f"{rows[0]['run_id']} in {time.perf_counter() - started:.1f} s.",
+        f"{rows[0]['run_id']} in {{waited}} (from your click).",
     }
     st.rerun()

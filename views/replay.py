@@ -33,6 +33,8 @@ RESULTS = {None: "any", True: "right", False: "wrong"}
 FAILURES = {None: "any", True: "with", False: "without"}
 # Episode indices a link may name (anything larger is no episode of any run).
 MAX_INDEX = 2**62
+# Seconds between a round drawn and the next one shown while playing.
+PLAY_PAUSE_S = 1.2
 
 db = data.db_path()
 st.title("Replay an episode")
@@ -165,7 +167,9 @@ if episodes.empty:
     st.stop()
 episode_labels = data.episode_labels(episodes)
 if st.session_state.get("replay_episode") not in episode_labels:
-    st.session_state.pop("replay_episode", None)
+    # Set, not dropped: a dropped value leaves the browser showing the old listing's pick
+    # (the widget keeps its key) while the page shows the new listing's first episode.
+    st.session_state["replay_episode"] = next(iter(episode_labels))
 index = st.selectbox(
     f"Episode ({n_match:,} match)", list(episode_labels), format_func=episode_labels.get,
     key="replay_episode", on_change=_reset_round,
@@ -211,15 +215,16 @@ with st.container(border=True):
             )
         )
 
-    d1, d2, _ = right.columns([1, 1, 1])
+    # The buttons take the width their labels need (a third of the column cut "HTML an…").
+    downloads = right.container(horizontal=True)
     stem = f"{run_id}-episode-{int(index)}"
-    d1.download_button(
+    downloads.download_button(
         "JSON", lambda: episode_export.episode_json(record, run_id, int(index)),
         file_name=f"{stem}.json", mime="application/json", icon=":material/download:",
         key="replay_export_json", on_click="ignore", type="tertiary",
         help="Rounds, actions, graphs, Q-values, messages, what each agent was asked, tokens.",
     )  # fmt: skip
-    d2.download_button(
+    downloads.download_button(
         "HTML animation", lambda: episode_export.episode_html(record, run_id, int(index)),
         file_name=f"{stem}.html", mime="text/html", icon=":material/slideshow:",
         key="replay_export_html", on_click="ignore", type="tertiary",
@@ -247,7 +252,9 @@ def _toggle_play() -> None:
 st.button(
     "Pause" if playing else "Play rounds", key="replay_play", on_click=_toggle_play,
     icon=":material/pause:" if playing else ":material/play_arrow:",
-    help="Advance one round a second; every panel follows.",
+    # The timer starts once a round is drawn: the step is this pause plus the drawing (it
+    # said "one a second" while rounds came every 1.5-1.9 s).
+    help=f"Show the next round {PLAY_PAUSE_S:g} s after this one is drawn; every panel follows.",
 )  # fmt: skip
 
 
@@ -257,18 +264,22 @@ def _step(delta: int) -> None:
     )
 
 
-@st.fragment(run_every=1.2 if playing else None)
+@st.fragment(run_every=PLAY_PAUSE_S if playing else None)
 def panels() -> None:
     # Each timed rerun while playing moves one round on; the rerun that starts playing does not.
     if st.session_state["replay_playing"] and not st.session_state.pop(
         "replay_just_started", False
     ):
         _step(+1)
-    b1, b2, slider = st.columns([1, 1, 8])
-    b1.button("step", key="replay_prev", on_click=_step, args=(-1,), disabled=n_rounds == 1,
-              icon=":material/chevron_left:")  # fmt: skip
-    b2.button("step", key="replay_next", on_click=_step, args=(+1,), disabled=n_rounds == 1,
-              icon=":material/chevron_right:", icon_position="right")  # fmt: skip
+    # The buttons take the width their labels need (fixed columns cut them to "‹ s…").
+    steps, slider = st.columns([1, 3])
+    now = st.session_state["replay_round"]
+    with steps.container(horizontal=True):
+        st.button("back", key="replay_prev", on_click=_step, args=(-1,), disabled=now <= 1,
+                  icon=":material/chevron_left:", help="The previous round.")  # fmt: skip
+        st.button("next", key="replay_next", on_click=_step, args=(+1,), disabled=now >= n_rounds,
+                  icon=":material/chevron_right:", icon_position="right",
+                  help="The next round.")  # fmt: skip
     if n_rounds > 1:
         slider.slider("Round", 1, n_rounds, key="replay_round")
     number = st.session_state["replay_round"]
@@ -348,18 +359,19 @@ def panels() -> None:
                     )
                 st.markdown(f"**wrote:** {ui.markdown_literal(step.text) or '—'}")
                 ui.show_asked(figs["asked"][i])
-        if not figs["calls"].empty:
-            with st.expander("Calls of the round: tokens, latency, retries, cache, errors"):
-                st.dataframe(figs["calls"], hide_index=True, width="stretch", key="replay_calls")
-        if not figs["messages"].empty:
-            with st.expander("All messages of the round"):
-                st.dataframe(
-                    figs["messages"], hide_index=True, width="stretch", key="replay_messages",
-                    column_config={"text": st.column_config.TextColumn(width="large")},
-                )  # fmt: skip
     with tok:
         st.markdown(f"##### Tokens · {record.tokens:,} in the episode")
         ui.chart(figs["tokens"], key="replay_tokens")
+    # At full width: in the left column their texts were cut off ("Answer: 4…").
+    if not figs["calls"].empty:
+        with st.expander("Calls of the round: tokens, latency, retries, cache, errors"):
+            st.dataframe(figs["calls"], hide_index=True, width="stretch", key="replay_calls")
+    if not figs["messages"].empty:
+        with st.expander("All messages of the round"):
+            st.dataframe(
+                figs["messages"], hide_index=True, width="stretch", key="replay_messages",
+                column_config={"text": st.column_config.TextColumn(width="large")},
+            )  # fmt: skip
     data.prebuild_rounds(db, run_id, int(index), n_rounds)
     if st.session_state["replay_playing"] and number >= n_rounds:
         st.session_state["replay_playing"] = False

@@ -62,9 +62,10 @@ st.dataframe(
             "RUN_ID` (compare, robustness, train likewise)."
         ),
         "planned": st.column_config.NumberColumn("of", help="Episodes the run set out to play."),
-        "accuracy": st.column_config.NumberColumn(format="percent"),
-        "mean_tokens": st.column_config.NumberColumn("mean tokens", format="%.0f"),
-        "mean_reward": st.column_config.NumberColumn("mean reward", format="%.3f"),
+        # Widths for headers longer than their values (auto-sized, "accuracy" showed "accurac").
+        "accuracy": st.column_config.NumberColumn(format="percent", width=90),
+        "mean_tokens": st.column_config.NumberColumn("mean tokens", format="%.0f", width=110),
+        "mean_reward": st.column_config.NumberColumn("mean reward", format="%.3f", width=110),
         "token_weight": st.column_config.NumberColumn("w_tok", format="%.2f"),
         "token_penalty": st.column_config.TextColumn("penalty"),
         "idle": st.column_config.TextColumn("idle agents", help="keep: no call; call: re-solve"),
@@ -171,7 +172,8 @@ with e2, st.container(border=True):
     typed = st.text_input(
         f"Type the run id to confirm: {run_id}",
         key=f"runs_confirm_{run_id}",
-        placeholder=run_id,
+        # No placeholder: the run id in grey looked like a box already filled in.
+        placeholder="type it here",
         help="The confirmation belongs to this run only; pick another run and it starts empty.",
     )
     st.button(

@@ -224,6 +224,17 @@ if not watched:
 live = bool(train_runs.loc[train_runs["id"].isin(watched), "status"].eq("running").any())
 
 
+def _not_logged(heading: str, methods: dict[str, str]) -> str:
+    """Why a curve panel is empty (an empty pair of axes said nothing)."""
+    others = sorted({m for m in methods.values() if m != "qmix"})
+    if others:
+        return (
+            f"No {heading} logged: {', '.join(others)} learn without it (it belongs to Agent "
+            "Q-Mix's learner: ε-greedy exploration, the mixer's Q_tot)."
+        )
+    return f"No {heading} logged yet."
+
+
 @st.fragment(run_every=2.0 if live else None)
 def watch() -> None:
     with ui.friendly():
@@ -262,6 +273,7 @@ def watch() -> None:
                 ui.chart(
                     figures.training_curve_figure(curves, column, smoothing, methods=methods),
                     key=f"train_curve_{column}",
+                    empty=_not_logged(heading, methods),
                 )
     first = rows.iloc[0] if not rows.empty else None
     if first is not None:
@@ -287,9 +299,9 @@ for run_id in watched:
     if info is None:
         st.warning(f"{run_id} was deleted.")
         continue
-    with st.expander(
-        f"{run_id} · {info.status} · {info.episodes} episodes", expanded=len(watched) == 1
-    ):
+    # No status or count here: this header is drawn once, while the table above follows
+    # the run live (a running run's header said "0 episodes" beside the table's 160).
+    with st.expander(f"{run_id} · configuration", expanded=len(watched) == 1):
         b1, b2 = st.columns(2)
         job = running_jobs.get(info.pid) if info.status == "running" else None
         if job is not None:

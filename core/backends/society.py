@@ -661,7 +661,8 @@ class SimBackend:
             completion_tokens=max(1, int(completion)),
         )
         shown = _display(task, answer) if answer is not None else "none"
-        text = f"[decision] Team answer: {shown} (from {len(support)} distinct answers)"
+        n = len(support)
+        text = f"[decision] Team answer: {shown} (from {n} distinct answer{'' if n == 1 else 's'})"
         return TurnResult(text=text, answer=answer, confidence=round(conf, 4), call=call)
 
     async def aclose(self) -> None:

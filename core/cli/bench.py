@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, str] = {
     "weights": "local model: the shipped Q4_1 file against its Q8_0 copy (speed, perplexity)",
     "baselines": "learned-topology methods vs Agent Q-Mix and fixed topologies: paired SEs, graphs",
     "methods": "the methods contest: both protocols, equal tuning, several seeds, bootstrap CIs",
+    "demo-policy": "the lab demo's shipped policy retrained by its command, held-out figures compared",
 }
 """``agentqmix bench NAME``: the modules of ``benchmarks/`` (``benchmarks.<name>``), run as
 their own process so that the lab's benchmark never loads the lab into ``core``."""

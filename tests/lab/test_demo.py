@@ -9,7 +9,14 @@ from streamlit.testing.v1 import AppTest
 
 from core.store.queries import count_episodes
 from core.team.topologies import FIXED_TOPOLOGIES
-from lab.demo import DemoConfig, DemoStatus, cancel_demo, expected_episodes, read_status
+from lab.demo import (
+    SHIPPED_POLICY,
+    DemoConfig,
+    DemoStatus,
+    cancel_demo,
+    expected_episodes,
+    read_status,
+)
 from lab.jobs import process_alive
 from tests.lab.conftest import ROOT
 
@@ -36,7 +43,7 @@ def test_first_page_view_starts_the_demo_once_and_it_fills_the_store(tmp_path, m
     at.run()  # a second view (or session) does not start a second demo
     assert read_status(db).pid == first.pid
     fractions = set()
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + 900  # a hang guard: ~30 CPU-s took 6 min at load 25-48
     while (status := read_status(db)).live:
         fractions.add(round(status.fraction, 2))
         assert time.monotonic() < deadline, "the demo did not finish"
@@ -74,3 +81,28 @@ def test_the_demo_can_be_cancelled_from_the_page_and_is_not_restarted(tmp_path, 
     assert again.pid != first.pid and not again.cancelled
     assert cancel_demo(db)  # and stop it, leaving nothing behind
     assert read_status(db).cancelled and not process_alive(again.pid, again.proc_start)
+
+
+def test_the_shipped_policy_is_the_default_recipes_and_fits_the_demo_team(tmp_path):
+    """data/demo-policy.pt: Agent Q-Mix of ``agentqmix train --benchmark mixed --seed 0`` (the
+    default recipe, all its episodes), for the demo's team, with only what evaluating needs."""
+    from benchmarks.demo_policy import TRAIN_ARGS, strip_resume
+    from core.qmix.checkpoint import load_checkpoint, read_payload
+    from core.team.recipes import recipe_value
+
+    shipped = load_checkpoint(SHIPPED_POLICY)
+    assert shipped.meta["recipe"] == "society" and shipped.meta["seed"] == 0
+    assert shipped.meta["episodes"] == recipe_value("society", "episodes")
+    assert TRAIN_ARGS == ("train", "--benchmark", "mixed", "--seed", "0")
+    team, demo = shipped.env["team"], DemoConfig().team
+    assert (team["benchmark"], tuple(team["roles"]), team["rounds"], team["token_weight"]) == (
+        demo.benchmark,
+        tuple(demo.roles),
+        demo.rounds,
+        demo.token_weight,
+    )
+    assert shipped.resume is None and DemoConfig().policy == SHIPPED_POLICY
+    # Stripping keeps the weights bit for bit.
+    again = strip_resume(SHIPPED_POLICY, tmp_path / "copy.pt")
+    a, b = read_payload(SHIPPED_POLICY), read_payload(again)
+    assert all(a["agent"][k].equal(b["agent"][k]) for k in a["agent"])

@@ -38,6 +38,11 @@ def test_a_fork_is_played_here_logged_as_one_labelled_run_and_shown_side_by_side
     assert new["id"] not in at.selectbox(key="fail_run").options
     assert at.query_params["fork"] == [new["id"]] or at.query_params["fork"] == new["id"]
 
+    # The note times the wait from the click (it left out the page drawn before and after).
+    assert any(m.value.endswith(" s (from your click).") for m in at.success)
+    # The round shown is counted from 1, as the page counts rounds (it ran 0-2).
+    shown = at.slider(key="fail_show_round")
+    assert (shown.min, shown.max, shown.value) == (1, 3, 3)
     # Both sides drawn, each with its Replay link; what the byzantine agent sent is shown.
     assert {"fail_graph_0", "fail_graph_1"} <= {c.key for c in at.get("plotly_chart")}
     assert sum(m.label == "tokens" for m in at.metric) == 2

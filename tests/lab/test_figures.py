@@ -258,9 +258,17 @@ def test_q_values_match_the_log_and_mark_the_choice():
         assert list(trace.y) == [s.q_values[a] for s in rec.rounds[0].steps]
     broadcast = fig.data[int(Action.BROADCAST_ALL)]
     solo = fig.data[int(Action.SOLO_PROCESS)]
-    assert list(broadcast.marker.line.width) == [3, 0, 0]
+    w = F.CHOSEN_OUTLINE
+    assert list(broadcast.marker.line.width) == [w, 0, 0]
     assert list(broadcast.customdata) == ["greedy", "", ""]
-    assert list(solo.marker.line.width) == [0, 3, 0]
+    assert list(solo.marker.line.width) == [0, w, 0]
+    # The chosen bar keeps its colour: solid among pale ones, a thin outline (a 3 px
+    # outline on a thin bar showed black, not the action's colour).
+    assert w <= 1 and list(broadcast.marker.opacity) == [
+        1.0,
+        F.UNCHOSEN_OPACITY,
+        F.UNCHOSEN_OPACITY,
+    ]
     assert list(solo.customdata) == ["", "explored", ""]
     # The choice is named under each agent, never printed over a neighbour's bars.
     assert all(not t.text for t in fig.data)
@@ -299,6 +307,19 @@ def test_credit_and_weights_match_the_log():
     assert [list(row) for row in heat.z] == [[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]]
     assert heat.colorscale[0][1] != F.weights_figure([[-1.0, 1.0]], ["a"]).data[0].colorscale[0][1]
     assert F.credit_figure(rec.rounds[1], rec.roles) is None
+
+
+def test_a_negative_credit_is_drawn_on_its_side_of_the_axis():
+    # The CTDE page's unconstrained mixer: agents 1 and 2 pull Q_tot down. Their bars were
+    # outside the axis (it started at 0), empty rows, and their "shares" meaningless.
+    rnd = _episode().rounds[0]
+    rnd.credit = [0.8, -0.3, -0.1]
+    fig = F.credit_figure(rnd, ROLES)
+    lo, hi = fig.layout.xaxis.range
+    assert lo < -0.3 and hi > 0.8
+    bar = fig.data[0]
+    assert bar.marker.color[1] == bar.marker.color[2] != bar.marker.color[0]
+    assert not any("%" in t for t in bar.text)
 
 
 def test_tokens_add_up_to_the_episode_total_and_tables_include_the_decision():
@@ -393,6 +414,20 @@ def test_training_curves_overlay_runs_and_smooth():
     assert [t.line.color for t in mixed.data] == [palette.policy_color("qmix")] * 2 + [
         palette.policy_color("gptswarm")
     ] * 2
+
+
+def test_a_schedule_is_drawn_as_it_is_and_a_missing_metric_is_no_figure():
+    m = pd.DataFrame(
+        {"step": range(6), "episode": range(6), "epsilon": [1.0, 0.8, 0.6, 0.4, 0.2, 0.05]}
+    )
+    fig = F.training_curve_figure({"A": (pd.DataFrame(), m)}, "epsilon", smoothing=0.9)
+    # One line, the schedule itself (its EMA lagged above it, a staircase over the line).
+    assert len(fig.data) == 1 and list(fig.data[0].y) == list(m["epsilon"])
+    # AgentPrune logs no ε or Q_tot: no empty axes (the page says why instead).
+    prune = pd.DataFrame({"step": [0, 1], "episode": [0, 1], "loss": [1.0, 0.5],
+                          "epsilon": [None, None]})  # fmt: skip
+    assert F.training_curve_figure({"P": (pd.DataFrame(), prune)}, "epsilon") is None
+    assert F.training_curve_figure({"P": (pd.DataFrame(), prune)}, "q_tot_mean") is None
 
 
 def test_action_mix_and_robustness_figures():

@@ -78,6 +78,8 @@ def test_home(lab_env):
     assert [m.value for m in at.metric][:2] == ["5", "60"]
     policies = at.dataframe[0].value["policy"].tolist()
     assert data.TRAINING_LABEL in policies and "env" not in policies
+    # The label fits every method's training (AgentPrune samples graphs: it has no ε).
+    assert "ε" not in data.TRAINING_LABEL and "exploring" in data.TRAINING_LABEL
 
 
 def test_replay_one_control_moves_every_panel_together(lab_env):
@@ -134,8 +136,14 @@ def test_replay_one_control_moves_every_panel_together(lab_env):
         assert any(c.value.startswith("call: ") for c in at.caption)
     # The last round's table lists the decision agent, as the header counts its tokens.
     assert _table(at, "agent", "how", "read from")["agent"].tolist()[-1] == "D decision"
+    # No step past the last round (or before the first) is offered.
+    assert at.button(key="replay_next").disabled and not at.button(key="replay_prev").disabled
     at.button(key="replay_prev").click().run()
     assert at.slider(key="replay_round").value == 2
+    assert not at.button(key="replay_next").disabled
+    # Play's help states the pause the timer really waits, after a round is drawn (it
+    # promised one round a second while they came every 1.5-1.9 s).
+    assert "after this one is drawn" in at.button(key="replay_play").help
     assert any("Round 2 of 3" in m.value for m in at.markdown)
 
 
@@ -209,6 +217,9 @@ def test_train_page_watches_overlays_and_shows_the_configuration(lab_env):
     assert smooth[0] == pytest.approx(1.0)  # debiased EMA starts at the first value
     assert smooth[-1] > 1 / 12  # and lags behind the falling raw loss
     assert at.json, "each watched run shows its full configuration"
+    # Its header states no count the live table above could contradict (it said
+    # "running · 0 episodes" beside the table's 160).
+    assert [e.label for e in at.expander] == [f"{ids['train']} · configuration"]
 
 
 def test_train_curves_colour_each_run_by_what_it_learns(own_db):
@@ -229,6 +240,10 @@ def test_train_curves_colour_each_run_by_what_it_learns(own_db):
     mine = f"{data.short_run(method_run)} · agentdropout w=0.3 edge_dropout=0.2"
     assert colors[f"{mine} · raw"] == policy_color("agentdropout")
     assert colors[f"{data.short_run(qmix_run)} · qmix · raw"] == policy_color("qmix")
+    # Alone, the method's run has no ε or Q_tot: the page says why, not two empty axes.
+    at = _open("views/train.py", runs=method_run)
+    said = [i.value for i in at.info if i.value.startswith("No ")]
+    assert len(said) == 2 and all("agentdropout learn without it" in v for v in said), said
 
 
 def test_a_job_started_elsewhere_can_be_stopped_here(own_db):
@@ -260,9 +275,15 @@ def test_compare_keeps_runs_apart_leaves_training_out_and_opens_a_points_episode
     assert {"episodes", "accuracy_ci", "reward_ci"} <= set(table.columns)
     pareto = _chart(at, "compare_pareto")
     assert all("error_y" in t for t in pareto["data"] if t["mode"] == "markers+text")
+    # The two runs side by side follow the same toggles: no training run by default.
+    offered = at.selectbox(key="compare_run_a").options
+    assert not any(ids["train"] in o for o in offered) and len(offered) == 4
+    assert ids["train"] not in (at.selectbox(key="compare_run_a").value,
+                                at.selectbox(key="compare_run_b").value)  # fmt: skip
     at.toggle(key="compare_training").set_value(True).run()
     table = _table(at, "label", "accuracy_ci")
     assert any(data.TRAINING_LABEL in label for label in table["label"])
+    assert any(ids["train"] in o for o in at.selectbox(key="compare_run_a").options)
     # A point (here from the URL, as a click puts it there) lists its episodes with links.
     at = _open("views/compare.py", point=f"{ids['chain']}:chain", healthy="false")
     episodes = _table(at, "replay", "task_id")
@@ -377,6 +398,8 @@ def test_deleting_one_run_never_removes_another(own_db, seeded_db):
     at.selectbox(key="runs_pick").set_value(ids["chain"]).run()
     delete = at.button(key="runs_delete")
     assert delete.disabled, "nothing typed: nothing to delete"
+    # The empty box does not look filled in (its placeholder was the run id itself).
+    assert at.text_input(key=f"runs_confirm_{ids['chain']}").placeholder != ids["chain"]
     at.text_input(key=f"runs_confirm_{ids['chain']}").input(ids["full"]).run()
     assert at.button(key="runs_delete").disabled, "the id of another run does not confirm"
     at.text_input(key=f"runs_confirm_{ids['chain']}").input(ids["chain"]).run()

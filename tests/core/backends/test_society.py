@@ -187,3 +187,10 @@ def test_presets():
     bad.verify_catch["code"] = 1.5
     with pytest.raises(ValueError, match="verify_catch"):
         bad.validate()
+
+
+def test_the_decision_text_counts_its_answers_in_good_english(runs):
+    # A team that agrees decides from one answer: "from 1 distinct answer", not "answers".
+    ends = {r.decision.text.rsplit(" (", 1)[-1] for r in runs["full"] if r.decision}
+    assert "from 1 distinct answer)" in ends and "from 2 distinct answers)" in ends, ends
+    assert "from 1 distinct answers)" not in ends
