@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from core.errors import UserError
+from core.errors import BudgetReached, UserError
 from core.records import EpisodeRecord
 from core.team.options import TeamOptions, options_from_dict
 from core.team.topologies import FIXED_TOPOLOGIES
@@ -629,15 +629,21 @@ def run_study(
     )
     progress = Progress(total, say)
     spent = _spent(db, state)
-    with real_run(opts, budget or Budget(), total - _done(db, state), say, spent, "eval"):
-        society = calibrate_phase(state, config, opts, db, progress, say)
-        checkpoints = train_phase(state, config, opts, society, say)
-        if config.finetune_episodes:
-            checkpoints["finetuned"] = finetune_phase(
-                state, config, opts, checkpoints["calibrated"], db, say
-            )
-        progress.skip(episodes["finetune"])
-        records = play_phase(state, config, opts, checkpoints, db, progress)
+    try:
+        with real_run(opts, budget or Budget(), total - _done(db, state), say, spent, "eval"):
+            society = calibrate_phase(state, config, opts, db, progress, say)
+            checkpoints = train_phase(state, config, opts, society, say)
+            if config.finetune_episodes:
+                checkpoints["finetuned"] = finetune_phase(
+                    state, config, opts, checkpoints["calibrated"], db, say
+                )
+            progress.skip(episodes["finetune"])
+            records = play_phase(state, config, opts, checkpoints, db, progress)
+    except BudgetReached as err:
+        raise BudgetReached(
+            f"{err}; the study in {folder} keeps every episode it logged: run the same "
+            "command with a larger budget to go on."
+        ) from err
     say("predicting every policy in the simulators")
     predicted = {}
     policies = study_policies(config, opts, checkpoints)

@@ -181,3 +181,31 @@ def test_study_mistakes_are_one_sentence(
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and says in err[0], err
     assert not (tmp_path / "s").exists()  # nothing started
+
+
+def test_the_same_command_runs_against_an_openai_compatible_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--backend openai --base-url ... --concurrency N``: the command unchanged (a real HTTP
+    server on 127.0.0.1 speaking the OpenAI protocol), every policy's held-out episodes
+    played, nothing served from the response cache."""
+    from core.cli import main
+    from tests.core.backends.fake_openai import FakeOpenAIServer
+
+    db = tmp_path / "s.duckdb"
+    with FakeOpenAIServer(latency_s=0.0) as server:
+        code = main(["study", "transfer", "--backend", "openai", "--base-url", server.url,
+                     "--model", "m", "--concurrency", "4", "--benchmark", "math", "--tasks", "3",
+                     "--topologies", "single,star", "--train-episodes", "8", "--n-envs", "8",
+                     "--calibrate-tasks", "1", "--draws", "2", "--bootstrap", "20", "--out",
+                     str(tmp_path / "s"), "--db", str(db), "--json"])  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0, out.err[-2000:]
+    result = json.loads(out.out)
+    assert [r["policy"] for r in result["policies"]] == list(POLICIES)
+    (hits,) = query(
+        db,
+        f"SELECT count(*) AS n FROM llm_calls WHERE cache_hit AND run_id = '{result['runs']['play']}'",
+    )
+    assert hits["n"] == 0
+    assert len(query(db, f"SELECT 1 FROM episodes WHERE run_id = '{result['runs']['play']}'")) == 12
