@@ -209,3 +209,12 @@ def test_the_same_command_runs_against_an_openai_compatible_server(
     )
     assert hits["n"] == 0
     assert len(query(db, f"SELECT 1 FROM episodes WHERE run_id = '{result['runs']['play']}'")) == 12
+    # The counts before it starts, and progress with an ETA while it plays.
+    assert "study: 14 real episodes (2 to calibrate" in out.err
+    assert "ETA" in out.err and "star: 14/14 real episodes" in out.err
+    # The same folder with other settings is refused, and the finished study is kept.
+    code = main(["study", "transfer", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
+                 "--model", "m", "--tasks", "4", "--out", str(tmp_path / "s"), "--db", str(db)])  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "holds a study with other settings" in err[0], err
+    assert (tmp_path / "s" / "result.json").exists()
