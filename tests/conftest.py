@@ -17,6 +17,7 @@ HEAVY_FIRST = (
     "tests/core/baselines/test_runs.py",
     "tests/core/test_cli_real.py",
     "tests/core/backends/test_hostile_server.py",
+    "tests/core/experiment/test_study.py",
 )
 """The slowest test files (``pytest --durations``), started first: with two workers taking
 whole files (scripts/test.sh), a long file started last would keep one worker busy while
