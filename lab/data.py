@@ -204,6 +204,12 @@ def calibration_report(db: str, run_id: str) -> dict[str, Any]:
     return (info.config.get("calibration") or {}) if info is not None else {}
 
 
+def study_result(db: str, run_id: str) -> dict[str, Any]:
+    """The result an ``agentqmix study transfer`` run logged ({} if it has none)."""
+    info = q.get_run(db, run_id)
+    return (info.config.get("study") or {}) if info is not None else {}
+
+
 def budget_column(df: pd.DataFrame) -> list[str | None]:
     """Each run's logged spend against its budget (``9,882/12,000 tokens``; None for a run
     without one), as ``agentqmix runs`` shows it."""

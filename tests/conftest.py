@@ -17,6 +17,7 @@ HEAVY_FIRST = (
     "tests/core/baselines/test_runs.py",
     "tests/core/test_cli_real.py",
     "tests/core/backends/test_hostile_server.py",
+    "tests/core/experiment/test_study.py",
 )
 """The slowest test files (``pytest --durations``), started first: with two workers taking
 whole files (scripts/test.sh), a long file started last would keep one worker busy while
@@ -47,6 +48,7 @@ SLOW_FILES = {
     "tests/core/experiment/test_disk_full.py": "training on a disk that fills up, resumed",
     "tests/core/experiment/test_eval_resume.py": "evaluations SIGKILLed or stopped, resumed",
     "tests/core/test_cli_resume.py": "a training run SIGKILLed, then resumed",
+    "tests/core/experiment/test_study.py": "a transfer study on the local model, SIGKILLed, resumed",
     "tests/core/baselines/test_learning.py": "every method trained on three seeds",
     "tests/benchmarks/test_speed_benchmarks.py": "the speed benchmarks end to end",
     "tests/benchmarks/test_time_to_quality.py": "training runs timed and their copies evaluated",

@@ -7,7 +7,7 @@ in the URL (``/compare?benchmark=math&point=RUN_ID:POLICY&a=RUN&b=RUN``).
 
 import streamlit as st
 
-from lab import calibration, data, figures, params, ui
+from lab import calibration, data, figures, params, simreal, ui
 from lab.policies import knob_text
 
 db = data.db_path()
@@ -334,6 +334,21 @@ if not calibrations.empty:
     st.caption(calibration.caption(report))
     for which in ("by_topology", "by_action"):
         st.dataframe(calibration.check_frame(report, which), hide_index=True)
+
+studies = data.runs(db, "study")
+if not studies.empty:
+    st.subheader("Sim vs real")
+    study_labels = {r["id"]: simreal.label(r) for _, r in studies.iterrows()}
+    chosen = st.selectbox(
+        "Transfer study (agentqmix study transfer)", list(study_labels),
+        format_func=study_labels.get, key="compare_study",
+    )  # fmt: skip
+    with ui.friendly():
+        result = data.study_result(db, chosen)
+    st.caption(simreal.caption(result))
+    st.dataframe(simreal.policy_frame(result), hide_index=True)
+    st.dataframe(simreal.ranking_frame(result), hide_index=True)
+    st.dataframe(simreal.differences_frame(result), hide_index=True)
 
 url.write(
     benchmark=benchmark, healthy=None if healthy else "false", training="true" if training else None,

@@ -133,6 +133,7 @@ class _Step:
     """Its previous step with a readable answer (``None``: it had none)."""
     prev_completion: int
     """Completion tokens of the turn it remembers (its previous call)."""
+    prev_prompt: int
     read: list[_Read]
     inbox_tokens: int
     call: LLMCall
@@ -204,6 +205,7 @@ def observations(
                             confidence=s.confidence,
                             prev=holding.get(s.agent),
                             prev_completion=remembered.completion_tokens if remembered else 0,
+                            prev_prompt=remembered.prompt_tokens if remembered else 0,
                             read=read,
                             inbox_tokens=inbox_tokens,
                             call=call,
@@ -902,6 +904,50 @@ def _assign_token_param(c: SocietyConfig, name: str, value: float) -> None:
         _set(c, name, value)
 
 
+def _carried(s: _Step) -> float:
+    """The previous request and reply a conversation layout sends again (0 in round 0)."""
+    return float(s.prev_prompt + s.prev_completion)
+
+
+def _fit_verify_prompt(fit: SocietyFit, steps: list[_Step], scale: float) -> None:
+    """``verify_prompt_factor``: how much more prompt an execute_verify call sends than the
+    same call's first request would (its follow-up re-sends the request and the reply), as
+    a share of that request and reply; a shrunk mean with a N(stock, scale²) prior."""
+    c = fit.config
+    rows = [
+        s
+        for s in steps
+        if _counted(s.call) and s.action == Action.EXECUTE_VERIFY and s.call.prompt_tokens > 0
+    ]
+    if not rows:
+        fit.stock["verify_prompt_factor"] = "no execute_verify call with usage"
+        return
+    first = np.array(
+        [
+            c.preamble_tokens
+            + len(s.task.question) / c.chars_per_token
+            + s.inbox_tokens
+            + c.memory_fraction * s.prev_completion
+            + c.conversation_carry * _carried(s)
+            for s in rows
+        ]  # fmt: skip
+    )
+    prompt = np.array([s.call.prompt_tokens for s in rows], dtype=float)
+    completion = np.array([s.call.completion_tokens for s in rows], dtype=float)
+    ratio = (prompt - first) / np.maximum(first + completion, 1.0)
+    n = len(ratio)
+    sigma = max(float(np.std(ratio)), 0.05) if n > 1 else 0.5
+    precision = 1 / scale**2 + n / sigma**2
+    mean = (c.verify_prompt_factor / scale**2 + ratio.sum() / sigma**2) / precision
+    sd = 1 / math.sqrt(precision)
+    value = max(0.0, float(mean))
+    fit.params.append(
+        ParamFit("verify_prompt_factor", c.verify_prompt_factor, value, mean - Z95 * sd,
+                 mean + Z95 * sd, n)
+    )  # fmt: skip
+    c.verify_prompt_factor = value
+
+
 def _shrunk_log_mean(logs: np.ndarray, stock: float, prior_sd: float) -> tuple[float, float, float]:
     """Posterior of a log-mean with a N(log stock, prior_sd²) prior: (value, lo, hi)."""
     n = len(logs)
@@ -915,7 +961,9 @@ def _shrunk_log_mean(logs: np.ndarray, stock: float, prior_sd: float) -> tuple[f
 def _fit_prompt_tokens(
     fit: SocietyFit, steps: list[_Step], decisions: list[_Decision], scale: float
 ) -> None:
-    """Prompt tokens = preamble + question chars / chars_per_token + what was read + memory."""
+    """Prompt tokens = preamble + question chars / chars_per_token + what was read + memory
+    + the carried conversation (``conversation_carry`` × the previous request and reply);
+    then execute_verify's follow-up (:func:`_fit_verify_prompt`)."""
     c = fit.config
     rows = [
         s
@@ -923,14 +971,16 @@ def _fit_prompt_tokens(
         if _counted(s.call) and s.action != Action.EXECUTE_VERIFY and s.call.prompt_tokens > 0
     ]
     if len(rows) < 3:
-        fit.stock["preamble_tokens, chars_per_token, memory_fraction"] = (
+        fit.stock["preamble_tokens, chars_per_token, memory_fraction, conversation_carry"] = (
             "fewer than 3 calls with usage"
         )
     else:
-        x = np.array([[1.0, len(s.task.question), s.prev_completion] for s in rows])
+        x = np.array([[1.0, len(s.task.question), s.prev_completion, _carried(s)] for s in rows])
         y = np.array([s.call.prompt_tokens - s.inbox_tokens for s in rows], dtype=float)
-        theta0 = np.array([c.preamble_tokens, 1 / c.chars_per_token, c.memory_fraction])
-        prior_sd = np.array([300.0, 0.15, 0.3]) * scale
+        theta0 = np.array(
+            [c.preamble_tokens, 1 / c.chars_per_token, c.memory_fraction, c.conversation_carry]
+        )
+        prior_sd = np.array([300.0, 0.15, 0.3, 0.5]) * scale
         noise = max(float(np.std(y)), 1.0)
         for _ in range(3):
             a = x.T @ x / noise**2 + np.diag(1 / prior_sd**2)
@@ -957,19 +1007,24 @@ def _fit_prompt_tokens(
         )
         c.preamble_tokens, c.chars_per_token = preamble, 1 / per_char
         if has_memory:
-            fit.params.append(
-                ParamFit(
-                    "memory_fraction",
-                    c.memory_fraction,
-                    memory,
-                    theta[2] - Z95 * sds[2],
-                    theta[2] + Z95 * sds[2],
-                    has_memory,
+            for k, name, value in ((2, "memory_fraction", memory),
+                                   (3, "conversation_carry", float(np.clip(theta[3], 0.0, 1.0)))):  # fmt: skip
+                fit.params.append(
+                    ParamFit(
+                        name,
+                        getattr(c, name),
+                        value,
+                        theta[k] - Z95 * sds[k],
+                        theta[k] + Z95 * sds[k],
+                        has_memory,
+                    )  # fmt: skip
                 )
-            )
-            c.memory_fraction = memory
+                setattr(c, name, value)
         else:
-            fit.stock["memory_fraction"] = "no call after an earlier call of the same agent"
+            fit.stock["memory_fraction, conversation_carry"] = (
+                "no call after an earlier call of the same agent"
+            )
+    _fit_verify_prompt(fit, steps, scale)
     counted = [x for x in decisions if _counted(x.call) and x.call.prompt_tokens > 0]
     if counted:
         pre = np.array(

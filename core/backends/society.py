@@ -21,9 +21,11 @@ Every call is a small stochastic model, not a language model:
   completion tokens.
 * **debate_check** settles a disagreement toward the right answer with ``debate_settle[d]``.
 * **Confidence** is informative but noisy: higher when right, lower on hard tasks.
-* **Tokens.** prompt = task + role preamble + everything read + its own previous answer;
-  completion by domain, difficulty, role and action; later rounds write revisions
-  (``refine_fraction``).
+* **Tokens.** prompt = task + role preamble + everything read + its own previous answer
+  (+ the share ``conversation_carry`` of its previous request and reply, for a layout that
+  re-sends the conversation, + ``verify_prompt_factor`` × the call for a check's follow-up
+  request; both 0 in the presets); completion by domain, difficulty, role and action; later
+  rounds write revisions (``refine_fraction``).
 
 Each call draws from its own RNG seeded by a hash of (episode seed, task, agent, round,
 kind), so results do not depend on the order in which concurrent calls run.
@@ -157,6 +159,16 @@ class SocietyConfig:
     a society fitted to a small real model has it: ``agentqmix calibrate``)."""
     decision_unreadable: float = 0.0
     """Probability that the decision agent's reply has no readable answer."""
+    conversation_carry: float = 0.0
+    """Share of an agent's previous request and reply (prompt + completion tokens) that its
+    next prompt carries again: 0 = a fresh chat each call (every preset; ``--prompt-layout
+    fresh``), 1 = one growing conversation (the local recipe's ``conversation`` layout
+    re-sends the whole chat each turn). Fitted by ``agentqmix calibrate``."""
+    verify_prompt_factor: float = 0.0
+    """On a real back-end execute_verify is two requests, the second a follow-up over the
+    first request and its reply: extra prompt tokens = this × (the call's first prompt + its
+    completion). 0 in every preset (they price a check as extra completion tokens only);
+    fitted by ``agentqmix calibrate``."""
 
     def validate(self) -> None:
         for d, table in self.solo_accuracy.items():
@@ -190,6 +202,7 @@ class SocietyConfig:
             "keep_fraction",
             "memory_fraction",
             "decision_unreadable",
+            "conversation_carry",
         ):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
@@ -280,6 +293,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "token_budget": (1, 10**9),
     "unreadable": (0.0, 1.0),
     "decision_unreadable": (0.0, 1.0),
+    "conversation_carry": (0.0, 1.0),
+    "verify_prompt_factor": (0.0, 100.0),
 }
 """Every number parameter's allowed range [low, high] (a table's: each entry's). Wide: a fit
 to any real model lands inside; a value outside is a typo or an attack (a 10^30-token
@@ -535,6 +550,12 @@ class SimBackend:
             + sum(m.tokens for m in (*turn.inbox, *turn.earlier))
             + int(c.memory_fraction * prev.completion_tokens if prev is not None else 0)
         )
+        # Both 0 in every preset: the presets' prompts are exactly as before.
+        if c.conversation_carry > 0.0 and prev is not None:
+            carried = prev.prompt_tokens + prev.completion_tokens
+            prompt_tokens += int(c.conversation_carry * carried)
+        if verified and c.verify_prompt_factor > 0.0:
+            prompt_tokens += int(c.verify_prompt_factor * (prompt_tokens + completion_tokens))
         call = LLMCall(
             agent=turn.agent,
             round=turn.round,

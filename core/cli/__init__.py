@@ -10,7 +10,7 @@ on stderr and exit code 2 (see :func:`main`).
 
 # isort: off
 # Registration order is the order ``agentqmix --help`` lists the commands in.
-from core.cli import train, evaluate, sweep, calibrate, store, lab, bench  # noqa: F401
+from core.cli import train, evaluate, sweep, calibrate, study, store, lab, bench  # noqa: F401
 from core.cli.app import app, main
 
 # isort: on

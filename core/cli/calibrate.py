@@ -37,6 +37,14 @@ def calibrate(
         str | None, typer.Option(help="Name of the fitted society (default calibrated-MODEL).")
     ] = None,
     seed: Annotated[int, typer.Option(min=0, max=2**63 - 1, help="Seeds replays, bootstrap.")] = 0,
+    reread: Annotated[
+        bool,
+        typer.Option(
+            "--reread",
+            help="Read the stored maths and multiple-choice replies again with "
+            "today's answer reader before fitting (a store recorded with an older reader).",
+        ),
+    ] = False,
     db: Db = None,
     no_log: NoLog = False,
     as_json: Json = False,
@@ -47,7 +55,7 @@ def calibrate(
 
     options = CalibrateOptions(
         runs=tuple(run), out=out, check_fraction=check_fraction, draws=draws, base=base,
-        prior_scale=prior_scale, seed=seed, name=name,
+        prior_scale=prior_scale, seed=seed, name=name, reread=reread,
     )  # fmt: skip
     with console.status("calibrating") as status:
         result = run_calibration(
@@ -95,6 +103,7 @@ def _print_calibration(result: Any) -> None:
         for col in (
             "group", "n", "real acc", "sim acc", "err acc", "base err",
             "real tokens", "sim tokens", "err tokens", "base err",
+            "real reward", "sim reward", "err reward",
         ):  # fmt: skip
             t.add_column(col, justify="left" if col == "group" else "right")
         for r in rows:
@@ -103,9 +112,29 @@ def _print_calibration(result: Any) -> None:
                 _ci(r["err_acc"], "+.2f"), f"{r['stock_err_acc'][0]:+.2f}",
                 _ci(r["real_tok"], ".0f"), _ci(r["sim_tok"], ".0f"),
                 _ci(r["err_tok"], "+.0f"), f"{r['stock_err_tok'][0]:+.0f}",
+                *(
+                    (_ci(r["real_rew"], ".3f"), _ci(r["sim_rew"], ".3f"), _ci(r["err_rew"], "+.3f"))
+                    if "real_rew" in r else ("", "", "")
+                ),
             )  # fmt: skip
         out.print(t)
+    _print_ranking(out, result.ranking)
     console.print(
         f"wrote {result.out}" + (f"; logged as run {result.run_id}" if result.run_id else ""),
         soft_wrap=True,
     )
+
+
+def _print_ranking(out: Console, ranking: dict[str, Any]) -> None:
+    """Kendall τ between the simulated and the real ranking of the fixed topologies."""
+    names = ", ".join(ranking["topologies"])
+    for which in ("fitted", "base"):
+        r = ranking[which]
+        text = "n/a (fewer than two fixed topologies held out)" if r is None else (
+            f"{r['tau']:+.2f} (95% interval {r['lo']:+.2f}, {r['hi']:+.2f})"
+        )  # fmt: skip
+        out.print(
+            f"ranking of the fixed topologies by reward ({names}), {which} society vs real: "
+            f"Kendall tau {text}",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip

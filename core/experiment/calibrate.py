@@ -5,10 +5,15 @@ id, salted apart from the benchmarks' own train/eval split): the society is fitt
 (:func:`core.backends.calibration.fit_society`) on the episodes of the *fit* tasks only, and
 checked on the episodes of the *check* tasks, which the fit never saw. The check replays
 every held-out real episode in the fitted society — same task, same team, same policy (a
-fixed topology by name; any other policy by the actions it logged) — ``draws`` times, and
-compares accuracy and tokens per fixed topology and per action, with 95 % intervals from
-a bootstrap over tasks (episodes of one task are not independent). The same replay with
-the base preset shows what calibration changed.
+deterministic fixed topology by name; any other policy, ``random`` and the learned ones
+included, by the actions it logged) — ``draws`` times, and compares accuracy, tokens and
+reward per policy and per action, with 95 % intervals from a bootstrap over tasks
+(episodes of one task are not independent), and ranks the fixed topologies by mean reward
+in both worlds: Kendall τ between the simulator's and the real ranking, with a bootstrap
+interval. The same replay with the base preset shows what calibration changed.
+``--reread`` first reads every stored maths and multiple-choice reply again with today's
+reader (:func:`reread`), so that a store recorded with an older reader is judged by the
+current one.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import os
 import tempfile
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from copy import deepcopy
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -45,6 +51,7 @@ from core.tasks.base import TaskList, task_of
 from core.team.env import TeamEnv
 from core.team.options import TeamOptions, options_from_dict
 from core.team.plan import RoundPlan
+from core.team.runtime import RuntimeConfig, reward
 from core.team.topologies import FIXED_TOPOLOGIES, Full, make_policy
 
 ACTION_LABELS = [a.label for a in Action]
@@ -74,6 +81,8 @@ class CalibrateOptions:
     """Seeds the simulated replays and the bootstrap."""
     name: str | None = None
     """The fitted society's name (default ``calibrated-<model>``)."""
+    reread: bool = False
+    """Read every stored maths and multiple-choice reply again with today's reader first."""
 
     def validate(self) -> None:
         if not self.runs:
@@ -110,6 +119,8 @@ class CalibrationResult:
     split: dict[str, Any]
     by_topology: list[dict[str, Any]]
     by_action: list[dict[str, Any]]
+    ranking: dict[str, Any]
+    """Kendall τ of the fixed topologies' rankings (:func:`ranking_table`)."""
     out: Path
     run_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -119,7 +130,11 @@ class CalibrationResult:
         return {
             "split": self.split,
             "fit": self.fit.to_dict(),
-            "check": {"by_topology": self.by_topology, "by_action": self.by_action},
+            "check": {
+                "by_topology": self.by_topology,
+                "by_action": self.by_action,
+                "ranking": self.ranking,
+            },
             **self.extra,
         }
 
@@ -180,6 +195,52 @@ def is_check_task(key: str, fraction: float) -> bool:
     return int.from_bytes(digest[:8], "big") / 2**64 < fraction
 
 
+# ----------------------------------------------------------------------------- re-read
+
+REREAD_DOMAINS = ("math", "mcq")
+"""Domains whose replies ``--reread`` reads again (a code answer is run, not read)."""
+
+
+def reread(record: EpisodeRecord, runtime: RuntimeConfig) -> tuple[EpisodeRecord, int]:
+    """``record`` with every stored maths or multiple-choice reply read again by today's
+    reader (:func:`core.tasks.checkers.read_answer`), its steps' correctness, the team's
+    answer, score and reward (``runtime``: the run's reward) recomputed, and how many
+    answers changed. The episode's course stays as it was played: a decision that passed
+    an answer through takes that agent's re-read answer; a decision call is re-read from
+    its own reply."""
+    from core.tasks.checkers import read_answer
+    from core.tasks.scoring import score
+
+    if record.domain not in REREAD_DOMAINS:
+        return record, 0
+    task = task_of(record)
+    out = deepcopy(record)
+    changed = 0
+    final: dict[int, Any] = {}
+    for rnd in out.rounds:
+        for step in rnd.steps:
+            if step.text and step.fault is None and step.alive:
+                answer = read_answer(task, step.text)
+                changed += answer != step.answer
+                step.answer = answer
+                step.correct = answer is not None and score(task, answer) >= 1.0
+            final[step.agent] = step
+    decision = out.decision
+    if decision is not None and decision.fault is None:
+        if out.pass_through in ("single", "unanimous") and decision.read_from:
+            answer = final[decision.read_from[0]].answer
+        elif decision.text and out.pass_through is None and decision.prompt_tokens:
+            answer = read_answer(task, decision.text)
+        else:
+            answer = decision.answer
+        changed += answer != decision.answer
+        decision.answer = answer
+        out.team_answer = answer
+    out.score = score(task, out.team_answer) if out.team_answer else 0.0
+    out.reward = reward(out.score, _tokens(out), runtime)
+    return out, changed
+
+
 # ----------------------------------------------------------------------------- replay
 
 
@@ -200,6 +261,13 @@ class LoggedActions:
         return RoundPlan(actions=[int(s.action) for s in steps]), memory
 
 
+def by_name(policy: str) -> bool:
+    """Whether a logged policy is replayed by its name: a fixed topology whose plan draws
+    on nothing but the team (``random`` draws on the episode seed, which the replay does
+    not share, so it is replayed by the actions it logged, like a learned policy)."""
+    return policy in FIXED_TOPOLOGIES and not FIXED_TOPOLOGIES[policy].stochastic
+
+
 def replay(
     run: RunEpisodes, records: list[EpisodeRecord], society: SocietyConfig, draws: int, seed: int
 ) -> list[list[EpisodeRecord]]:
@@ -216,7 +284,7 @@ def replay(
         )
         try:
             indices = range(len(mine) * draws)
-            if policy_name in FIXED_TOPOLOGIES:
+            if by_name(policy_name):
                 policy: Any = make_policy(policy_name)
             else:
                 policy = LoggedActions({env.job(k).seed: mine[k % len(mine)] for k in indices})
@@ -247,16 +315,68 @@ def clustered_ci(
     return mean, float(lo), float(hi)
 
 
+def kendall_tau(x: np.ndarray, y: np.ndarray) -> float:
+    """Kendall's τ-b of two rankings of the same items (ties in either count as neither
+    concordant nor discordant, and shrink the denominator); nan with fewer than two items
+    or when either side is all ties."""
+    i, j = np.triu_indices(len(x), k=1)
+    dx, dy = np.sign(x[i] - x[j]), np.sign(y[i] - y[j])
+    s = float((dx * dy).sum())
+    nx, ny = float((dx != 0).sum()), float((dy != 0).sum())
+    return s / math.sqrt(nx * ny) if nx and ny else math.nan
+
+
+def ranking_agreement(
+    real: np.ndarray, sim: np.ndarray, clusters: np.ndarray, resamples: int,
+    rng: np.random.Generator,
+) -> dict[str, Any]:  # fmt: skip
+    """Kendall τ between the real and the simulated ranking of policies by mean reward, with
+    a 95 % percentile interval from a bootstrap over tasks.
+
+    ``real``, ``sim``: ``(P, E)`` reward of policy ``p`` on episode ``e`` (nan where the
+    policy did not play it); ``clusters``: ``(E,)`` the task of each episode. A resample
+    draws tasks with replacement and ranks each policy by its mean over the drawn tasks'
+    episodes."""
+    keys, inverse = np.unique(clusters, return_inverse=True)
+    played = ~np.isnan(real)
+    onehot = np.zeros((len(clusters), len(keys)))
+    onehot[np.arange(len(clusters)), inverse] = 1.0  # (E, K)
+    sums = {
+        "real": np.where(played, real, 0.0) @ onehot,  # (P, K)
+        "sim": np.where(played, sim, 0.0) @ onehot,
+    }
+    counts = played.astype(float) @ onehot  # (P, K)
+
+    def tau(weights: np.ndarray) -> float:  # weights (K,): times each task is drawn
+        n = counts @ weights
+        seen = n > 0  # a policy none of whose tasks was drawn is left out of the ranking
+        real_mean = (sums["real"] @ weights)[seen] / n[seen]
+        return kendall_tau(real_mean, (sums["sim"] @ weights)[seen] / n[seen])
+
+    point = tau(np.ones(len(keys)))
+    draws = rng.multinomial(len(keys), np.full(len(keys), 1 / len(keys)), size=resamples)
+    taus = np.array([tau(w.astype(float)) for w in draws])
+    taus = taus[~np.isnan(taus)]
+    lo, hi = np.percentile(taus, [2.5, 97.5]) if len(taus) else (math.nan, math.nan)
+    return {"tau": point, "lo": float(lo), "hi": float(hi), "policies": int(real.shape[0])}
+
+
 def _tokens(rec: EpisodeRecord) -> int:
     return sum(c.prompt_tokens + c.completion_tokens for c in rec.calls)
 
 
-def _episode_rows(real: EpisodeRecord, sims: list[EpisodeRecord]) -> dict[str, float]:
+def _episode_rows(
+    real: EpisodeRecord, sims: list[EpisodeRecord], runtime: RuntimeConfig
+) -> dict[str, float]:
+    """Real and simulated figures of one episode; both rewards by the real run's reward
+    (``runtime``: its weights and token budget), so that they are on one scale."""
     return {
         "real_acc": float(real.score >= 1.0),
         "sim_acc": float(np.mean([s.score >= 1.0 for s in sims])),
         "real_tok": float(_tokens(real)),
         "sim_tok": float(np.mean([_tokens(s) for s in sims])),
+        "real_rew": reward(real.score, _tokens(real), runtime),
+        "sim_rew": float(np.mean([reward(s.score, _tokens(s), runtime) for s in sims])),
     }
 
 
@@ -295,7 +415,7 @@ def _summarise(
     """One table row: real, simulated and their difference (and the base preset's)."""
     c = np.array(clusters)
     out: dict[str, Any] = {"group": label, "n": len(rows), "tasks": len(set(clusters))}
-    for metric in ("acc", "tok"):
+    for metric in ("acc", "tok", "rew") if "real_rew" in rows[0] else ("acc", "tok"):
         real = np.array([r[f"real_{metric}"] for r in rows])
         sim = np.array([r[f"sim_{metric}"] for r in rows])
         base = np.array([r[f"sim_{metric}"] for r in stock])
@@ -313,8 +433,9 @@ def check_tables(
     stock: SocietyConfig,
     draws: int,
     seed: int,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Simulated vs real on the held-out episodes, per fixed topology (policy) and per action."""
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """Simulated vs real on the held-out episodes, per policy and per action, and the
+    ranking agreement of the fixed topologies (:func:`ranking_table`)."""
     rng = np.random.default_rng(seed)
     topo: dict[str, tuple[list, list, list]] = defaultdict(lambda: ([], [], []))
     acts: dict[int, tuple[list, list, list]] = defaultdict(lambda: ([], [], []))
@@ -322,14 +443,15 @@ def check_tables(
         records = check.get(run.run_id, [])
         if not records:
             continue
+        runtime = run.opts.runtime_config()
         sims = replay(run, records, fitted, draws, seed)
         bases = replay(run, records, stock, draws, seed)
         for real, sim, base in zip(records, sims, bases, strict=True):
             key = task_key(real)
             for label in (real.policy, "all episodes"):
                 rows, clusters, stock_rows = topo[label]
-                rows.append(_episode_rows(real, sim))
-                stock_rows.append(_episode_rows(real, base))
+                rows.append(_episode_rows(real, sim, runtime))
+                stock_rows.append(_episode_rows(real, base, runtime))
                 clusters.append(key)
             stock_steps = _step_rows(real, base)
             for step_key, (action, row) in _step_rows(real, sim).items():
@@ -343,7 +465,29 @@ def check_tables(
         for label in sorted(topo, key=lambda x: (x == "all episodes", x))
     ]
     by_action = [_summarise(ACTION_LABELS[a], *acts[a][:2], acts[a][2], rng) for a in sorted(acts)]
-    return by_topology, by_action
+    return by_topology, by_action, ranking_table(topo, rng)
+
+
+def ranking_table(
+    topo: dict[str, tuple[list, list, list]], rng: np.random.Generator
+) -> dict[str, Any]:
+    """Kendall τ between the real ranking of the fixed topologies by mean reward on the
+    held-out episodes and the fitted (``fitted``) and base preset's (``base``) ranking
+    (:func:`ranking_agreement`); ``None`` with fewer than two fixed topologies."""
+    names = sorted(p for p in topo if p in FIXED_TOPOLOGIES)
+    if len(names) < 2:
+        return {"topologies": names, "fitted": None, "base": None}
+    rows = [(p, k) for p in names for k in range(len(topo[p][0]))]
+    clusters = np.array([topo[p][1][k] for p, k in rows])
+    out: dict[str, Any] = {"topologies": names}
+    for which, part in (("fitted", 0), ("base", 2)):
+        real = np.full((len(names), len(rows)), np.nan)  # (P, E)
+        sim = np.full((len(names), len(rows)), np.nan)
+        for e, (p, k) in enumerate(rows):
+            row = topo[p][part][k]
+            real[names.index(p), e], sim[names.index(p), e] = row["real_rew"], row["sim_rew"]
+        out[which] = ranking_agreement(real, sim, clusters, BOOTSTRAP, rng)
+    return out
 
 
 # ----------------------------------------------------------------------------- the command
@@ -359,6 +503,7 @@ def calibrate(
     options.validate()
     say = progress or (lambda _msg: None)
     runs = load_runs(db, options.runs)
+    reread_counts = reread_runs(runs) if options.reread else None
     fit_records: list[EpisodeRecord] = []
     check: dict[str, list[EpisodeRecord]] = defaultdict(list)
     fit_tasks, check_tasks = set(), set()
@@ -389,7 +534,7 @@ def calibrate(
     fit.config.token_budget = full_mesh_tokens(fit.config, options.seed)
     fit.params.append(_budget_param(fit.config, stock))
     say(f"checking on {n_check} held-out episodes of {len(check_tasks)} other tasks")
-    by_topology, by_action = check_tables(
+    by_topology, by_action, ranking = check_tables(
         runs, check, fit.config, stock, options.draws, options.seed
     )
     split = {
@@ -406,12 +551,14 @@ def calibrate(
         split=split,
         by_topology=by_topology,
         by_action=by_action,
+        ranking=ranking,
         out=options.out,
         extra={
             "runs": list(dict.fromkeys(options.runs)),
             "models": models,
             "base": options.base,
             "prior_scale": options.prior_scale,
+            "reread": reread_counts,
             "created_at": datetime.now().isoformat(timespec="seconds"),
         },
     )
@@ -419,6 +566,21 @@ def calibrate(
     if log:
         result.run_id = log_calibration(db, result, runs)
     return result
+
+
+def reread_runs(runs: list[RunEpisodes]) -> dict[str, int]:
+    """Re-read every run's episodes in place (:func:`reread`); what changed."""
+    counts = {"episodes": 0, "answers_changed": 0, "episodes_changed": 0, "scores_changed": 0}
+    for run in runs:
+        runtime = run.opts.runtime_config()
+        for k, old in enumerate(run.records):
+            new, changed = reread(old, runtime)
+            run.records[k] = new
+            counts["episodes"] += 1
+            counts["answers_changed"] += changed
+            counts["episodes_changed"] += changed > 0
+            counts["scores_changed"] += new.score != old.score
+    return counts
 
 
 def _budget_param(config: SocietyConfig, stock: SocietyConfig) -> Any:

@@ -186,3 +186,14 @@ def paired_difference(a: Sequence[float], b: Sequence[float]) -> dict[str, float
     d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     se = float(d.std(ddof=1) / math.sqrt(len(d))) if len(d) > 1 else float("nan")
     return {"mean": float(d.mean()), "se": se}
+
+
+def mcnemar(a: Sequence[bool], b: Sequence[bool]) -> dict[str, float]:
+    """McNemar's exact test of two policies' correctness on the same episodes: ``a_only``
+    (a right, b wrong) and ``b_only`` discordant pairs and the two-sided p-value of the
+    binomial test that both are equally likely (1 when no pair is discordant)."""
+    x, y = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
+    a_only, b_only = int((x & ~y).sum()), int((~x & y).sum())
+    n = a_only + b_only
+    tail = sum(math.comb(n, k) for k in range(min(a_only, b_only) + 1)) / 2.0**n
+    return {"a_only": a_only, "b_only": b_only, "p": min(1.0, 2.0 * tail)}

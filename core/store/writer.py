@@ -52,7 +52,7 @@ from core.store.spool import (
 
 log = logging.getLogger(__name__)
 
-RUN_KINDS = ("train", "eval", "compare", "lab", "calibrate")
+RUN_KINDS = ("train", "eval", "compare", "lab", "calibrate", "study")
 END_STATUSES = ("finished", "interrupted", "failed")
 METRIC_FIELDS = tuple(c.name for c in TABLES["train_metrics"] if c.name != "run_id")
 """Keys a metrics row may have: ``step, episode, loss, td_error, q_tot_mean, epsilon,

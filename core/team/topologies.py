@@ -35,6 +35,9 @@ class FixedTopology(ABC):
     """A policy whose plan does not depend on what it observes (beyond who is healthy)."""
 
     name = "fixed"
+    stochastic = False
+    """Whether its plan draws on the episode seed: a replay of a logged episode (calibration)
+    must then take the actions it logged, not draw again under the replay's seed."""
 
     def begin(self, n_agents: int, seed: int) -> Any:
         return {"n": n_agents}
@@ -108,6 +111,7 @@ class RandomActions(FixedTopology):
     """Uniform random actions among the available ones; seeded by the episode seed."""
 
     name = "random"
+    stochastic = True
 
     def begin(self, n_agents: int, seed: int) -> Any:
         return {"n": n_agents, "rng": random.Random(seed * 2654435761 + 97)}

@@ -120,6 +120,34 @@ def test_presets_play_exactly_as_before_the_unreadable_parameter(tmp_path: Path)
     assert sum(r.score for r in a) > 15  # not trivially equal: the preset answers
 
 
+def test_a_conversation_layout_and_verify_follow_ups_are_priced_and_fitted() -> None:
+    """A society whose agents re-send their conversation (carry 1) and whose checks send a
+    follow-up over the first request and reply (factor 1) — what the local recipe does on a
+    real server — costs more prompt in later rounds and in verifying calls than the preset,
+    and a fit to its episodes recovers both from the preset's 0."""
+    stock = get_preset("flash-lite")
+    truth = replace(stock, conversation_carry=1.0, verify_prompt_factor=1.0)
+    real = play(truth, ("star", "random"), episodes=40)
+    base = play(stock, ("star", "random"), episodes=40)
+    assert [r.team_answer for r in real] == [r.team_answer for r in base]  # no extra draw
+
+    def prompt(records, round_index: int, verify: bool) -> float:
+        steps = [
+            s for r in records for s in r.rounds[round_index].steps
+            if (s.action == 4) == verify and s.prompt_tokens
+        ]  # fmt: skip
+        return sum(s.prompt_tokens for s in steps) / len(steps)
+
+    assert prompt(real, 2, False) > prompt(base, 2, False) + 300  # two turns carried
+    assert prompt(real, 0, True) > 1.8 * prompt(base, 0, True)  # the follow-up re-sends it
+    fit = fit_society(real, stock)
+    carry, factor = value(fit, "conversation_carry"), value(fit, "verify_prompt_factor")
+    assert abs(carry.value - 1.0) < 0.1 and abs(factor.value - 1.0) < 0.15, (carry, factor)
+    still = fit_society(base, stock)  # episodes without either: both stay near 0
+    assert value(still, "conversation_carry").value < 0.1
+    assert value(still, "verify_prompt_factor").value < 0.1
+
+
 # ----------------------------------------------------------------------------- society files
 
 

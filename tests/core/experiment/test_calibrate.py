@@ -11,6 +11,7 @@ process (:func:`run_json`, the code the console script runs): a subprocess per c
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
 import shutil
@@ -21,11 +22,20 @@ import pytest
 
 from core.backends.society import SimBackend, get_preset, load_society
 from core.cli import main
-from core.experiment.calibrate import is_check_task, task_key
+from core.experiment.calibrate import (
+    by_name,
+    is_check_task,
+    kendall_tau,
+    load_runs,
+    ranking_agreement,
+    replay,
+    reread,
+    task_key,
+)
 from core.experiment.evaluate import log_run
 from core.team.env import TeamEnv
 from core.team.options import TeamOptions
-from core.team.topologies import make_policy
+from core.team.topologies import FIXED_TOPOLOGIES, make_policy
 from tests.core.test_cli_team import query, run_json
 
 RECORDED = Path(__file__).parents[1] / "backends" / "data" / "smollm_real.duckdb.gz"
@@ -80,6 +90,20 @@ def test_calibrate_on_a_recorded_real_run(real_db: Path, tmp_path: Path) -> None
     # Calibration is closer to the real model's tokens than the stock preset on held-out tasks.
     everything = groups["all episodes"]
     assert abs(everything["err_tok"][0]) < abs(everything["stock_err_tok"][0])
+    # Ranking agreement of the fixed topologies held out, fitted and base, each with its
+    # interval; rewards per policy on the real run's own reward scale.
+    ranking = report["check"]["ranking"]
+    assert set(ranking["topologies"]) == {e["policy"] for e in check} & set(FIXED_TOPOLOGIES)
+    for which in ("fitted", "base"):
+        r = ranking[which]
+        assert -1.0 <= r["lo"] <= r["tau"] <= r["hi"] <= 1.0
+        assert r["policies"] == len(ranking["topologies"])
+    real_rewards = {
+        e["policy"]: e
+        for e in query(real_db, "SELECT policy, avg(reward) AS r FROM episodes GROUP BY policy")
+    }
+    assert everything["real_rew"][0] <= 0.0 < everything["stock_err_rew"][0]  # no answer right
+    assert real_rewards  # the recorded run holds rewards
     # It is logged, and the lab reads it from there.
     logged = query(real_db, f"SELECT kind, config FROM runs WHERE id = '{report['run_id']}'")
     assert logged[0]["kind"] == "calibrate"
@@ -230,3 +254,81 @@ def test_calibrate_refuses_runs_with_no_real_calls(tmp_path: Path, capsys) -> No
         args = ("calibrate", "--run", run, "--out", str(out), "--db", db)
         assert says in one_error(capsys, *args)
     assert not out.exists()
+
+
+def test_kendall_tau_matches_an_independent_computation() -> None:
+    import numpy as np
+    from scipy.stats import kendalltau
+
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        x = rng.integers(0, 4, 6).astype(float)  # ties on purpose: tau-b
+        y = x + rng.integers(-2, 3, 6)
+        expected = kendalltau(x, y).statistic
+        got = kendall_tau(x, y)
+        assert got == pytest.approx(expected) or (np.isnan(got) and np.isnan(expected))
+
+
+def test_ranking_agreement_intervals_follow_the_evidence() -> None:
+    """Real and simulated rankings that agree on every task: tau 1 and a narrow interval;
+    a simulator that reverses them: -1; one that agrees on half the tasks and reverses on
+    the other half: an interval that spans 0."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    real = np.tile(np.array([[0.1], [0.2], [0.3], [0.4]]), (1, 10))  # (P=4, E=10)
+    tasks = np.arange(10)
+    same = ranking_agreement(real, real * 2, tasks, 500, rng)
+    assert same["tau"] == same["lo"] == same["hi"] == 1.0
+    assert ranking_agreement(real, -real, tasks, 500, rng)["tau"] == -1.0
+    mixed = real.copy()
+    mixed[:, :5] *= -1.0  # the simulator reverses the order on tasks 0-4
+    mixed[:, 5:] *= 1.01  # and keeps it, by a hair more, on tasks 5-9: overall tau 1
+    noisy = ranking_agreement(real, mixed, tasks, 500, rng)
+    assert noisy["lo"] < 0.0 < noisy["hi"]
+    # Policies played on different tasks (nan where not): ranked on the tasks drawn.
+    sparse = real.copy()
+    sparse[0, 5:] = np.nan
+    r = ranking_agreement(sparse, sparse, tasks, 200, rng)
+    assert r["tau"] == 1.0 and r["policies"] == 4
+
+
+def test_stochastic_policies_are_replayed_by_their_logged_actions(real_db: Path) -> None:
+    """``random`` draws on the episode seed: replayed by name it would take other actions
+    than the real episode; by its logged actions it takes the same ones."""
+    assert by_name("star") and not by_name("random") and not by_name("qmix")
+    runs = load_runs(str(real_db), run_ids(real_db))
+    run, record = next((r, e) for r in runs for e in r.records if e.policy == "random")
+    sims = replay(run, [record], get_preset("flash-lite"), 3, 0)[0]
+
+    def actions(rec) -> list[list[int]]:
+        return [[s.action for s in sorted(r.steps, key=lambda s: s.agent)] for r in rec.rounds]
+
+    assert len(sims) == 3
+    assert all(actions(s) == actions(record) for s in sims)
+
+
+def test_reread_reads_stored_replies_with_todays_reader(real_db: Path) -> None:
+    """The recorded store's answers came from an older reader: re-reading changes some of
+    them, each to what today's reader says of the stored text, and rescoring follows."""
+    from core.tasks.base import task_of
+    from core.tasks.checkers import read_answer
+
+    runs = load_runs(str(real_db), run_ids(real_db))
+    changed = 0
+    for run in runs:
+        runtime = run.opts.runtime_config()
+        for old in run.records:
+            before = copy.deepcopy(old)
+            new, n = reread(old, runtime)
+            assert old == before  # the stored record is not changed in place
+            changed += n
+            task = task_of(old)
+            for rnd in new.rounds:
+                for step in rnd.steps:
+                    if step.text and step.fault is None:
+                        assert step.answer == read_answer(task, step.text)
+            assert new.reward == pytest.approx(
+                new.score - runtime.token_weight * min(new.tokens / runtime.token_budget, 1.0)
+            )
+    assert changed > 0
