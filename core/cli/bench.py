@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, str] = {
     "weights": "local model: the shipped Q4_1 file against its Q8_0 copy (speed, perplexity)",
     "baselines": "learned-topology methods vs Agent Q-Mix and fixed topologies: paired SEs, graphs",
     "methods": "the methods contest: both protocols, equal tuning, several seeds, bootstrap CIs",
+    "by-difficulty": "logged eval runs: accuracy with Wilson intervals by benchmark and difficulty",
 }
 """``agentqmix bench NAME``: the modules of ``benchmarks/`` (``benchmarks.<name>``), run as
 their own process so that the lab's benchmark never loads the lab into ``core``."""
