@@ -35,6 +35,7 @@ BENCHMARKS: dict[str, str] = {
     "baselines": "learned-topology methods vs Agent Q-Mix and fixed topologies: paired SEs, graphs",
     "methods": "the methods contest: both protocols, equal tuning, several seeds, bootstrap CIs",
     "demo-policy": "the lab demo's shipped policy retrained by its command, held-out figures compared",
+    "by-difficulty": "logged eval runs: accuracy with Wilson intervals by benchmark and difficulty",
 }
 """``agentqmix bench NAME``: the modules of ``benchmarks/`` (``benchmarks.<name>``), run as
 their own process so that the lab's benchmark never loads the lab into ``core``."""

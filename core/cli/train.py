@@ -31,7 +31,13 @@ from core.cli.flags import (
 from core.cli.output import ProgressBar, console, emit_json, exit_if_no_call_answered
 from core.errors import UserError
 from core.team.options import TeamOptions
-from core.team.recipes import ENV_RECIPE, TEAM_RECIPE, recipe_config
+from core.team.recipes import (
+    ENV_RECIPE,
+    FINETUNE_RECIPE,
+    TEAM_RECIPE,
+    default_recipe,
+    recipe_config,
+)
 
 
 @app.command()
@@ -55,7 +61,8 @@ def train(
         typer.Option(
             help="Settings tuned for an environment, under the flags given: "
             + "; ".join(f"{name} = {about}" for name, about in RECIPE_HELP.items())
-            + f". Default: {TEAM_RECIPE} for --benchmark, {ENV_RECIPE} for --env."
+            + f". Default: {TEAM_RECIPE} for --benchmark, {FINETUNE_RECIPE} for --init on a "
+            f"real back-end, {ENV_RECIPE} for --env."
         ),
     ] = None,
     seed: Annotated[
@@ -188,7 +195,7 @@ def train(
         raise UserError("train needs exactly one of --env SPEC or --benchmark NAME.")
     if out is None:
         raise UserError("train needs --out CKPT (where to write the checkpoint).")
-    recipe = recipe or (ENV_RECIPE if env is not None else TEAM_RECIPE)
+    recipe = recipe or default_recipe(env is not None, opts.backend, init is not None)
     given = {**tuning, "seed": seed, "device": device, "mixer.kind": mixer}
     config = checked(recipe_config(recipe, given))
     if env is not None:

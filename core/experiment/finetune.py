@@ -11,6 +11,9 @@
   first batch by it.
 * :func:`needs_budget`: an endpoint that may bill (``--backend openai`` anywhere but this
   machine) does not start without a budget.
+* :func:`simulated_episodes` plays the episodes that start a fine-tune's replay buffer
+  (``TrainConfig.prefill_episodes``, the ``finetune`` recipe) on the simulator, so that a
+  real run updates from its first episode on.
 
 Spending counts what the episodes logged: tokens as the server reported them, and calls
 not served from the response cache (a repeated run is free; a cache hit counts neither).
@@ -26,6 +29,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+import torch
 
 from core.backends.spend import SpendMeter
 from core.errors import UserError
@@ -226,6 +231,39 @@ def initial_state(path: Path, shapes: EnvShapes, config: TrainConfig) -> TrainSt
     ):  # fmt: skip
         net.load_state_dict(weights.state_dict())
     return state
+
+
+PREFILL_FIRST = 1_000_000_000
+"""Index of the first simulated episode of a buffer's prefill: far past any run's own
+episodes, so that they draw other seeds than the real episodes that follow."""
+
+
+def simulated_episodes(opts: TeamOptions, state: TrainState, config: TrainConfig) -> list[Any]:
+    """``config.prefill_episodes`` episodes of ``opts``'s training stream played on the
+    simulator — ``opts``'s society: its preset, or the calibrated society of ``--society`` —
+    by ``state``'s policy at the run's first ε; their recorders, for the replay buffer.
+
+    The simulator stands in for the real model's episodes until enough of those are
+    buffered; nothing is sent to a server and nothing is logged."""
+    from core.qmix.policy import QMixPolicy
+    from core.qmix.runner import rollout_all
+    from core.team.env import TeamEnv
+
+    n = config.prefill_episodes
+    if n < 1:
+        return []
+    sim = TeamEnv(replace(opts, backend="sim"), "train")
+    try:
+        explore = torch.Generator().manual_seed(config.seed + 7_919)
+        policy = QMixPolicy(
+            state.agent, state.mixer, state.device, config.exploration.start, explore
+        )
+        width = min(n, 32)
+        episodes = range(PREFILL_FIRST, PREFILL_FIRST + n)
+        results = rollout_all(sim.vectorized(width), policy, episodes, width)
+    finally:
+        sim.close()
+    return [r.recorder for r in results]
 
 
 # ----------------------------------------------------------------------------- paid endpoints

@@ -19,7 +19,13 @@ import numpy as np
 
 from core.errors import BudgetReached, DiskFull, EndpointGone, UserError
 from core.experiment.evaluate import EVAL_THREADS, run_policy
-from core.experiment.finetune import BudgetHooks, BudgetMeter, init_config, initial_state
+from core.experiment.finetune import (
+    BudgetHooks,
+    BudgetMeter,
+    init_config,
+    initial_state,
+    simulated_episodes,
+)
 from core.qmix.checkpoint import ensure_writable, load_checkpoint, save_checkpoint
 from core.qmix.env import EnvShapes, SerialVecEnv, load_env
 from core.qmix.policy import QMixPolicy
@@ -286,7 +292,11 @@ def train_team(
     status, message = "interrupted", None
     try:
         try:
-            state = train(team.vectorized, config, hooks=hooks, progress=progress, state=state)
+            state, prefill = _with_prefill(opts, config, team, state)
+            state = train(
+                team.vectorized, config, hooks=hooks, progress=progress, state=state,
+                prefill=prefill,
+            )  # fmt: skip
             if store_hooks:
                 store_hooks.flush()
             save(state)
@@ -327,6 +337,20 @@ def train_team(
         team.close()
         if logger:
             logger.close(status, message)
+
+
+def _with_prefill(
+    opts: TeamOptions, config: TrainConfig, team: TeamEnv, state: TrainState | None
+) -> tuple[TrainState | None, list[Any]]:
+    """The learner to start from and the simulated episodes that start its replay buffer
+    (``config.prefill_episodes``, on a real back-end only: on the simulator they would be
+    more of the same). A fresh learner is built first so that it plays them."""
+    if config.prefill_episodes < 1 or opts.backend == "sim":
+        return state, []
+    if state is None:
+        seed_everything(config.seed)
+        state = build_state(EnvShapes.of(team), config)
+    return state, simulated_episodes(opts, state, config)
 
 
 def _stopped_for_endpoint(

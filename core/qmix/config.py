@@ -174,6 +174,11 @@ class TrainConfig:
     learner.updates_per_episode`` is larger, the updates are spread evenly over the run: where
     episodes are cheap and updates are not, a long run then collects more data per update
     instead of taking longer."""
+    prefill_episodes: int = 0
+    """Episodes of a stand-in for the environment put in the replay buffer before the run's
+    first one, when the caller has a stand-in (fine-tuning on a real model: episodes of the
+    simulator), so that updates start with the first real episode instead of after a
+    buffer's worth of them. 0 = none."""
     cpu_threads: int = 1
     """Torch CPU threads while training (0 = leave torch's setting). The networks are small:
     a second thread gains little, and on a shared machine threads that wait for each other
@@ -192,6 +197,8 @@ class TrainConfig:
             raise ValueError(f"n_envs must be >= 1, got {self.n_envs}")
         if self.max_updates < 0:
             raise ValueError(f"max_updates must be >= 0, got {self.max_updates}")
+        if self.prefill_episodes < 0:
+            raise ValueError(f"prefill_episodes must be >= 0, got {self.prefill_episodes}")
         if self.cpu_threads < 0:
             raise ValueError(f"cpu_threads must be >= 0, got {self.cpu_threads}")
         for part in (self.agent, self.mixer, self.learner, self.exploration):

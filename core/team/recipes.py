@@ -15,6 +15,13 @@ the whole resulting config (``config["recipe"]``, ``config["train"]``; a checkpo
   makes updates, keeps a larger buffer and learns from λ-returns. ε falls over the first
   fifth of the run (issue 22: the greedy policy holds a held-out reward of 0.88 sooner;
   the textbook half kept it wandering until ε was low — benchmarks/RESULTS.md, "Issue 22").
+* ``finetune`` continues a policy (``train --init``) on a real model, where an episode
+  costs seconds to minutes, not milliseconds: two episodes at a time, one update an
+  episode from the first one on (the replay buffer starts with 64 episodes of the
+  simulator, ``prefill_episodes``), a small batch and a target copy every 20 updates.
+  Under the society recipe a 200k-token budget bought ~20 real episodes and not one update
+  (32 episodes at a time, an update every ten episodes once 32 were buffered; issue 35).
+  It is the default of ``train --init`` on a real back-end.
 
 A run logged before recipes existed was trained with what are now ``society``'s settings;
 :func:`stored_train_config` reads its config back on that basis.
@@ -53,11 +60,35 @@ RECIPES: dict[str, Recipe] = {
             "exploration.anneal_fraction": 0.2,
         },
     ),
+    "finetune": Recipe(
+        "continuing a policy (--init) on a real model: 2 episodes at a time, an update an "
+        "episode from the first, the buffer started with 64 simulated episodes",
+        {
+            "episodes": 64,
+            "n_envs": 2,
+            "prefill_episodes": 64,
+            "learner.batch_size": 16,
+            "learner.buffer_size": 2_000,
+            "learner.updates_per_episode": 1.0,
+            "learner.td_lambda": 0.8,
+            "learner.target_update_interval": 20,
+        },
+    ),
 }
 ENV_RECIPE = "textbook"
 """What ``train --env`` uses unless ``--recipe`` says otherwise."""
 TEAM_RECIPE = "society"
 """What training on the agent team (``train --benchmark``, ``sweep``) uses."""
+FINETUNE_RECIPE = "finetune"
+"""What ``train --init`` on a real back-end uses unless ``--recipe`` says otherwise."""
+
+
+def default_recipe(env: bool, backend: str, init: bool) -> str:
+    """The recipe a ``train`` without ``--recipe`` uses: ``--env`` → textbook; continuing a
+    policy on a real back-end → finetune; the team otherwise → society."""
+    if env:
+        return ENV_RECIPE
+    return FINETUNE_RECIPE if init and backend != "sim" else TEAM_RECIPE
 
 
 def get_recipe(name: str) -> Recipe:

@@ -138,3 +138,36 @@ def test_real_finetune_stops_at_its_budget_and_a_repeat_is_free(
     assert again["episodes"] == played and again["stopped"] is None
     assert again["spent"] == {"tokens": 0, "calls": 0}
     assert count(db2, "SELECT count(*) FROM llm_calls WHERE NOT cache_hit") == 0
+
+
+def test_real_finetune_recipe_updates_from_its_first_episode(
+    sim_checkpoint: Path, tmp_path: Path, local_env: dict[str, str], monkeypatch
+) -> None:
+    """The ``finetune`` recipe (the default of --init on a real back-end): the buffer starts
+    with simulated episodes, so two real episodes already make updates that move the
+    policy's weights; the simulated episodes are neither logged nor billed."""
+    import torch
+
+    from core.qmix.checkpoint import load_checkpoint
+
+    for name, value in {**local_env, "AGENTQMIX_CACHE": str(tmp_path / "cache")}.items():
+        monkeypatch.setenv(name, value)
+    db, out = tmp_path / "ft.duckdb", tmp_path / "ft.pt"
+    done = run_json(
+        "train", *TEAM, "--backend", "local", "--init", str(sim_checkpoint), "--episodes", "2",
+        "--budget-calls", "20", "--out", str(out), "--db", str(db), "--json",
+    )  # fmt: skip
+    assert done["episodes"] == 2 and done["stopped"] is None
+    assert done["updates"] >= 2  # one an episode at least, from the first one on
+    info = get_run(str(db), done["run_id"])
+    assert info.config["recipe"] == "finetune" and info.config["train"]["prefill_episodes"] > 0
+    assert count(db, f"SELECT count(*) FROM episodes WHERE run_id = '{done['run_id']}'") == 2
+    assert done["spent"]["calls"] <= 20 and run_spend(str(db), done["run_id"])[1] <= 2 * 2
+    before, after = load_checkpoint(sim_checkpoint, "cpu"), load_checkpoint(out, "cpu")
+    moved = [
+        not torch.equal(a, b)
+        for a, b in zip(
+            before.agent.state_dict().values(), after.agent.state_dict().values(), strict=True
+        )
+    ]
+    assert any(moved)

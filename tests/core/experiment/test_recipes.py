@@ -72,4 +72,19 @@ def test_every_learner_setting_has_a_flag_and_help_shows_each_recipes_value(caps
     for field in fields(LearnerConfig):
         assert "--" + field.name.replace("_", "-") in shown or field.name == "double_q"
     assert "--double-q" in shown
-    assert "(textbook 0.0; society 0.8)" in shown
+    assert "(textbook 0.0; society 0.8; finetune 0.8)" in shown
+
+
+def test_continuing_a_policy_on_a_real_model_defaults_to_the_finetune_recipe():
+    from core.team.recipes import default_recipe
+
+    assert default_recipe(env=False, backend="local", init=True) == "finetune"
+    assert default_recipe(env=False, backend="openai", init=True) == "finetune"
+    assert default_recipe(env=False, backend="sim", init=True) == "society"
+    assert default_recipe(env=False, backend="local", init=False) == "society"
+    assert default_recipe(env=True, backend="sim", init=False) == "textbook"
+    finetune = recipe_config("finetune")
+    # An update an episode from the first one: the prefill fills a batch before it.
+    assert finetune.learner.updates_per_episode >= 1 and finetune.max_updates == 0
+    assert finetune.prefill_episodes >= finetune.learner.batch_size
+    assert finetune.n_envs <= 4

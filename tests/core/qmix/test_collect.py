@@ -119,3 +119,18 @@ def test_an_error_in_the_child_is_raised_here():
     with pytest.raises(ValueError, match="broke at t=1"):
         train(venv, config(collect_ahead=True))
     assert not multiprocessing.active_children()
+
+
+def test_a_prefilled_buffer_updates_from_the_first_batch():
+    """``prefill``: episodes of another source start the buffer, so a run of fewer episodes
+    than a batch updates once per episode from the first batch on; without it, only once
+    every episode is in (a run shorter than a batch waits for all of it)."""
+    cfg = config(episodes=6, n_envs=2, collect_ahead=False)
+    cfg.learner = LearnerConfig(batch_size=8, updates_per_episode=1.0)
+    stand_in = build_state(EnvShapes.of(relay_venv(1)), cfg)
+    prefill = [
+        r.recorder for r in rollout(relay_venv(8), QMixPolicy(stand_in.agent, stand_in.mixer,
+                                    stand_in.device, epsilon=1.0), list(range(8)))
+    ]  # fmt: skip
+    assert train(relay_venv, cfg).learner.updates == 2  # the last batch's two
+    assert train(relay_venv, cfg, prefill=prefill).learner.updates == 6

@@ -122,7 +122,7 @@ def test_mixed_config_is_validated():
 
 
 def test_registry_builds_every_benchmark():
-    assert BENCHMARKS == ("math", "code", "mcq", "mixed", "gsm8k", "humaneval")
+    assert BENCHMARKS == ("math", "code", "mcq", "mixed", "gsm8k", "humaneval", "arith")
     for name in BENCHMARKS:
         source = load_benchmark(name, seed=2)
         assert len(source) > 0 and isinstance(source.get(0), Task)
@@ -135,7 +135,8 @@ def test_unknown_benchmark_lists_valid_names(spec):
         assert load_benchmark(spec).name == "math"  # surrounding spaces are forgiven
         return
     with pytest.raises(
-        UserError, match="valid benchmarks: math, code, mcq, mixed, gsm8k, humaneval, jsonl:PATH"
+        UserError,
+        match="valid benchmarks: math, code, mcq, mixed, gsm8k, humaneval, arith, jsonl:PATH",
     ):
         load_benchmark(spec)
 
