@@ -12,8 +12,9 @@ same result):
 2. **train** — Agent Q-Mix is trained on the stock preset and on the calibrated society
    (the simulator, ``train_episodes`` each, the ``society`` recipe, the same token budget as
    the real reward) → ``stock.pt``, ``calibrated.pt``.
-3. **fine-tune** (``finetune_episodes`` > 0) — ``calibrated.pt`` trained on on real
-   train-split episodes (:mod:`core.experiment.finetune`'s ``--init``) → ``finetuned.pt``.
+3. **fine-tune** (``finetune_episodes`` > 0) — ``calibrated.pt`` trained on real
+   train-split episodes (:mod:`core.experiment.finetune`'s ``--init``, the ``finetune``
+   recipe: an update an episode from the first) → ``finetuned.pt``.
 4. **play** — every learned policy and every fixed topology on the same ``tasks`` held-out
    real tasks with the same episode seeds (the ``eval`` split of stream ``stream``): one
    logged run of kind ``compare``, so the lab's Compare page shows it. The response cache
@@ -407,19 +408,19 @@ def finetune_phase(
     run stopped (``train --resume``)."""
     from core.experiment.train import train_team
     from core.store.queries import get_run
-    from core.team.recipes import TEAM_RECIPE, recipe_config
+    from core.team.recipes import FINETUNE_RECIPE, recipe_config
 
     path = folder.file("finetuned.pt")
     done = folder.file("finetuned.done")
     if done.exists():
         return path
-    given = {
-        "episodes": config.finetune_episodes, "max_updates": config.finetune_episodes,
-        "seed": config.train_seed + 1, "n_envs": 1,
-    }  # fmt: skip
+    # The recipe `train --init` uses on a real model: an update an episode from the first,
+    # its buffer started with simulated episodes (the society recipe would buffer 32 real
+    # episodes before its first update).
+    given = {"episodes": config.finetune_episodes, "seed": config.train_seed + 1}
     train_opts = replace(opts, seed=config.train_seed + 1)
     run_id = folder.run_id("finetune")
-    train_config = recipe_config(TEAM_RECIPE, given)
+    train_config = recipe_config(FINETUNE_RECIPE, given)
     if run_id is not None and get_run(db, run_id) is not None:
         say(f"fine-tune: resuming run {run_id}")
         train_team(train_opts, train_config, None, db=db, resume_run=run_id, eval_episodes=0)
@@ -427,7 +428,7 @@ def finetune_phase(
         say(f"fine-tuning on {config.finetune_episodes} real train-split episodes")
         outcome = train_team(
             train_opts, train_config, path, db=db, init=init, eval_episodes=0,
-            progress=None,
+            progress=None, recipe=FINETUNE_RECIPE,
         )  # fmt: skip
         if outcome.run_id:
             folder.set_run("finetune", outcome.run_id)

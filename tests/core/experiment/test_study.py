@@ -218,3 +218,28 @@ def test_the_same_command_runs_against_an_openai_compatible_server(
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "holds a study with other settings" in err[0], err
     assert (tmp_path / "s" / "result.json").exists()
+
+
+def test_the_study_fine_tunes_with_the_real_model_recipe(tmp_path: Path) -> None:
+    """``--finetune-episodes``: the calibrated policy continues on real episodes with the
+    ``finetune`` recipe (an update an episode from the first; the society recipe would wait
+    for 32 buffered episodes and make none), and the fine-tuned policy is played with the
+    others."""
+    from core.cli import main
+    from core.store.queries import get_run
+    from tests.core.backends.fake_openai import FakeOpenAIServer
+
+    db = tmp_path / "s.duckdb"
+    with FakeOpenAIServer(latency_s=0.0) as server:
+        code = main(["study", "transfer", "--backend", "openai", "--base-url", server.url,
+                     "--model", "m", "--concurrency", "4", "--benchmark", "math", "--tasks", "2",
+                     "--topologies", "single", "--train-episodes", "8", "--n-envs", "8",
+                     "--calibrate-tasks", "1", "--finetune-episodes", "2", "--draws", "2",
+                     "--bootstrap", "20", "--out", str(tmp_path / "s"), "--db", str(db)])  # fmt: skip
+    assert code == 0
+    state = json.loads((tmp_path / "s" / "result.json").read_text())
+    run = get_run(str(db), state["runs"]["finetune"])
+    assert run is not None and run.config["recipe"] == "finetune"
+    (steps,) = query(db, f"SELECT count(*) AS n FROM train_metrics WHERE run_id = '{run.id}'")
+    assert steps["n"] >= 1
+    assert "finetuned" in [r["policy"] for r in state["policies"]]
