@@ -13,62 +13,23 @@ from typing import Any
 
 import pandas as pd
 
-
-def _ci(d: dict[str, float], fmt: str) -> str:
-    return f"{d['mean']:{fmt}} ({d['lo']:{fmt}}, {d['hi']:{fmt}})"
+from core.experiment.study_tables import difference_rows, policy_rows, ranking_rows
 
 
 def policy_frame(result: dict[str, Any]) -> pd.DataFrame:
     """One row per policy: real reward, accuracy and tokens, and each simulator's prediction
     of its reward (each with its 95 % interval as text)."""
-    rows = []
-    for r in result.get("policies", []):
-        rows.append(
-            {
-                "policy": r["policy"],
-                "family": r["family"],
-                "real reward": _ci(r["reward"], ".3f"),
-                "accuracy": _ci(r["correct"], ".2f"),
-                "prompt tokens": _ci(r["prompt"], ".0f"),
-                "completion tokens": _ci(r["completion"], ".0f"),
-                "predicted (stock)": _ci(r["predicted_stock"], ".3f"),
-                "predicted (calibrated)": _ci(r["predicted_calibrated"], ".3f"),
-            }
-        )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(policy_rows(result))
 
 
 def ranking_frame(result: dict[str, Any]) -> pd.DataFrame:
     """Kendall τ between each simulator's ranking of the fixed topologies and the real one."""
-    return pd.DataFrame(
-        [
-            {
-                "simulator": name,
-                "Kendall tau": f"{r['tau']:+.2f}",
-                "95 % interval": f"({r['lo']:+.2f}, {r['hi']:+.2f})",
-                "topologies": r["policies"],
-            }
-            for name, r in result.get("ranking", {}).items()
-        ]  # fmt: skip
-    )
+    return pd.DataFrame(ranking_rows(result))
 
 
 def differences_frame(result: dict[str, Any]) -> pd.DataFrame:
     """Each learned policy minus another, paired by task, and McNemar's exact test."""
-    rows = []
-    for d in result.get("differences", []):
-        m = d["mcnemar"]
-        rows.append(
-            {
-                "a − b": f"{d['a']} − {d['b']}",
-                "reward": _ci(d["reward"], "+.3f"),
-                "accuracy": _ci(d["correct"], "+.2f"),
-                "prompt tokens": _ci(d["prompt"], "+.0f"),
-                "completion tokens": _ci(d["completion"], "+.0f"),
-                "McNemar (a only / b only, p)": f"{m['a_only']} / {m['b_only']}, p = {m['p']:.3f}",
-            }
-        )
-    return pd.DataFrame(rows)
+    return pd.DataFrame(difference_rows(result))
 
 
 def caption(result: dict[str, Any]) -> str:

@@ -82,39 +82,14 @@ def transfer(
     console.print(f"wrote {out / 'result.json'}; logged as run {outcome.run_id}")
 
 
-def _ci(d: dict[str, float], fmt: str) -> str:
-    return f"{d['mean']:{fmt}} [{d['lo']:{fmt}}, {d['hi']:{fmt}}]"
-
-
 def print_study(result: dict[str, Any]) -> None:
     """The study's three tables: per policy, ranking agreement, paired differences."""
-    rows = [
-        {
-            "policy": r["policy"],
-            "reward": _ci(r["reward"], ".3f"),
-            "accuracy": _ci(r["correct"], ".2f"),
-            "prompt": _ci(r["prompt"], ".0f"),
-            "completion": _ci(r["completion"], ".0f"),
-            "pred. stock": _ci(r["predicted_stock"], ".3f"),
-            "pred. calibrated": _ci(r["predicted_calibrated"], ".3f"),
-        }  # fmt: skip
-        for r in result["policies"]
-    ]
-    print_table(rows, list(rows[0]), f"{result['tasks']} held-out real tasks per policy")
-    rank = [
-        {"society": s, "kendall tau": f"{r['tau']:+.2f} [{r['lo']:+.2f}, {r['hi']:+.2f}]"}
-        for s, r in result["ranking"].items()
-    ]
-    print_table(rank, ["society", "kendall tau"], "simulated vs real ranking of fixed topologies")
-    diffs = [
-        {
-            "a - b": f"{d['a']} - {d['b']}",
-            "reward": _ci(d["reward"], "+.3f"),
-            "accuracy": _ci(d["correct"], "+.2f"),
-            "prompt": _ci(d["prompt"], "+.0f"),
-            "completion": _ci(d["completion"], "+.0f"),
-            "mcnemar": f"{d['mcnemar']['a_only']}/{d['mcnemar']['b_only']} p={d['mcnemar']['p']:.3f}",
-        }  # fmt: skip
-        for d in result["differences"]
-    ]
-    print_table(diffs, list(diffs[0]), f"paired differences ({result['interval']})")
+    from core.experiment.study_tables import difference_rows, policy_rows, ranking_rows
+
+    for rows, title in (
+        (policy_rows(result), f"{result['tasks']} held-out real tasks per policy"),
+        (ranking_rows(result), "simulated vs real ranking of fixed topologies"),
+        (difference_rows(result), f"paired differences ({result['interval']})"),
+    ):
+        if rows:
+            print_table(rows, list(rows[0]), title)

@@ -55,6 +55,6 @@ def test_compare_shows_sim_vs_real(own_db) -> None:
 
 def test_frames_format_intervals() -> None:
     frame = simreal.differences_frame(RESULT)
-    assert frame.loc[0, "reward"] == "-0.040 (-0.090, +0.010)"
-    assert simreal.policy_frame(RESULT).loc[1, "real reward"] == "0.450 (0.430, 0.470)"
+    assert frame.loc[0, "reward"] == "-0.040 [-0.090, +0.010]"
+    assert simreal.policy_frame(RESULT).loc[1, "real reward"] == "0.450 [0.430, 0.470]"
     assert simreal.policy_frame({}).empty and simreal.ranking_frame({}).empty
