@@ -102,7 +102,7 @@ def _committed_value(text: str) -> str | None:
     if boxed is not None:
         return normalize_answer(boxed)
     for marker in _MARKERS:
-        found = list(marker.finditer(text))
+        found = _own(text, marker)
         if found:
             return _value_after(text[found[-1].end() :])
     lines = [line for line in text.splitlines() if line.strip() and not _QUOTES.fullmatch(line)]
@@ -117,9 +117,39 @@ def _stated_values(text: str) -> list[str]:
     after = (
         _value_after(text[m.end() : m.end() + _STATED_CHARS])
         for marker in (*_MARKERS, _OTHER_TENSES)
-        for m in marker.finditer(text)
+        for m in _own(text, marker)
     )
-    return [normalize_answer(b) for b in _closed_boxes(text)] + [v for v in after if v]
+    before = (normalize_answer(m.group(1)) for m in _NAMED_AFTER.finditer(text))
+    return [normalize_answer(b) for b in _closed_boxes(text)] + [v for v in after if v] + [*before]
+
+
+def _own(text: str, marker: re.Pattern[str]) -> list[re.Match[str]]:
+    """The occurrences of ``marker`` that state the reply's own answer: not one it reports
+    (``you explain that the answer is …``, :data:`_REPORTED`)."""
+    return [
+        m
+        for m in marker.finditer(text)
+        if not _REPORTED.search(text[max(0, m.start() - _REPORTED_CHARS) : m.start()])
+    ]
+
+
+_REPORTED = re.compile(
+    r"(?i)\b(?:explain|say|said|think|thought|claim|claimed|believe|argue|argued|suggest"
+    r"|suggested|insist|insisted|verify|verified|check|checked)(?:s|ed)?\s+that\s+"
+    r"(?:the|their|his|her|your|our|its|my)?\s*(?:final\s+|correct\s+)?$"
+)
+"""What, right before a marker, makes its answer reported speech (``you explain that the
+answer is 1220``, ``verify that your answer is …``): someone's answer, not the reply's."""
+_REPORTED_CHARS = 60
+
+_NAMED_AFTER = re.compile(
+    rf"(?i)(?<![\w.])((?:{_NUMBER})(?:\s*/\s*\d+)?)\s*,?\s+(?:which\s+)?is\s+"
+    r"(?:indeed\s+|also\s+|actually\s+|really\s+)?(?:the|our|my)\s+"
+    r"(?:correct\s+|final\s+|right\s+|true\s+)?answer\b"
+)
+"""A value named as the answer after it is given (``you get 1, which is indeed the
+answer``, ``12 is the correct answer``): never read as the answer (a number in reasoning
+comes first), but a value that differs from the one read contradicts it."""
 
 
 _STATED_CHARS = 400
@@ -174,6 +204,8 @@ _NOT_UNITS = re.compile(r"(?i)(?:of|times|more|less|fewer|than|plus|minus|x)\b")
 (``0.5% of the class's profit``, ``50 x``, ``3 times as many``)."""
 _ARITHMETIC = re.compile(r"[\d\s.,+\-*/×^()$%]+")
 _CLAUSE_END = re.compile(r"[.;:!?](?:\s|$)|,\s|\s(?:because|since)\b")
+_ANOTHER_VALUE = re.compile(r"(?:,|;|\s+(?:and|or))\s+\$?-?\.?\d")
+"""A clause cut before another number (``2.5, 4``, ``12 or 13``): a list of values."""
 
 
 def _value_after(tail: str) -> str | None:
@@ -182,7 +214,17 @@ def _value_after(tail: str) -> str | None:
     if not re.sub(r"[\s*_`]", "", line):
         following = [piece for piece in rest.splitlines() if piece.strip()]
         line = following[0] if following else ""
+        if _LIST_ITEM.match(line):
+            return None  # "Your answer:" then "1. 91 shells + 40 = 131": a list, not 1
+    elif _LIST_ITEM.match(line) and re.search(r"(?m)^\s*[*_]*\(?2[.)]\s+\S", rest):
+        return None  # "answer: 1. 91 shells …" then "2. 190 shells …"
     return _value_of(line)
+
+
+_LIST_ITEM = re.compile(r"\s*[*_]*\(?\d{1,2}[.)]\s+\S")
+"""A numbered list's item (``1. 91 shells …``, ``2) …``): its number counts the items; a
+marker's line that opens one reads as no value when the marker ends its line or the list
+goes on (``2. …``)."""
 
 
 def _value_of(line: str) -> str | None:
@@ -194,7 +236,10 @@ def _value_of(line: str) -> str | None:
     expression :func:`eval_expr` can read; a number may be followed by words (a unit:
     ``pounds per duck``) and asides in parentheses, but by no other number and by nothing
     that continues the phrase (:data:`_NOT_UNITS`: ``0.5% of the profit``, ``50 x``)."""
-    clause = _CLAUSE_END.split(re.sub(r"^[\s*_:`\"']+", "", line))[0]
+    line = re.sub(r"^[\s*_:`\"']+", "", line)
+    clause = _CLAUSE_END.split(line)[0]
+    if _ANOTHER_VALUE.match(line[len(clause) :]):
+        return None  # "The answer is 2.5, 4.": two values, neither committed to
     clause = clause.strip().rstrip("*_`").strip()
     if "=" in clause and _ARITHMETIC.fullmatch(clause.split("=", 1)[0]):
         clause = clause.rsplit("=", 1)[1].strip()
@@ -534,7 +579,7 @@ def extract_choice(
     Read in this order:
 
     1. an answer phrase with a letter ("the answer is (C)", "Answer: b", "The answer to
-       this problem is D.");
+       this problem is D."); phrases naming two different letters give no answer;
     2. lines of the option list's shape (``A) 13``, ``B. 14``, ``*C) Cy``): two or more
        are a list, echoed or made up, not a choice, and are dropped; a single one that is
        the reply's first or last line is the choice;
@@ -559,6 +604,8 @@ def extract_choice(
         last = max(phrase, key=lambda m: m.start())
         if last.group("more"):
             return None  # "the answer is A or B"
+        if len({(m.group(1) or m.group(2)).upper() for m in phrase}) > 1:
+            return None  # "Your answer is C. …" then "Your answer is D. …": two answers
         letter = (last.group(1) or last.group(2)).upper()
         return _consistent(letter, text[last.end() :], letters, choices)
 

@@ -48,6 +48,18 @@ ROOT = Path(__file__).resolve().parents[3]
         ("The answer is 942.\nA correct answer would have been 100", None),
         ("The answer was 12 before, and the answer is 12.", "12"),
         ("The answer is: 42\nThe final answer is $42.", "42"),
+        # Issue 32, third pass: the shapes of heldout-2's false reads, written anew.
+        ("The answer is 2.5, 4.", None),  # two values in one clause
+        ("The answer is 12 or 13.", None),
+        ("The answer is 1,250 apples.", "1250"),  # a thousands separator is one value
+        ("The answer is 12, because 3*4 = 12.", "12"),
+        ("Your answer:\n1. 91 + 40 = 131\n2. 190 + 40 = 230", None),  # a list, not 1
+        ("Answer: 1. 91 + 40 = 131\n2. 190 + 40 = 230", None),
+        ("The answer is 1. Then we check it: 1*3 = 3.", "1"),  # no list goes on
+        ("The answer is: 1/2\nTimes 2 you get 1, which is indeed the answer.", None),
+        ("The answer is 12. So 12 is the correct answer.", "12"),
+        ("She explains that the answer is 5 * 2 = 10 apples.", None),  # reported speech
+        ("You say that the answer is 9, but the answer is 8.", "8"),
         ("Final answer: 7. The answer must be a number.", "7"),  # no value: no contradiction
         ("So answer = 7. Check: 7*2 = 14", "7"),
         ("Total cost: $1,250.50", None),
@@ -167,6 +179,9 @@ def test_parse_number():
         ("**A** or **B**", None),
         # Out of range for four options.
         ("Answer: E", None),
+        # Two answer phrases, two letters (issue 32, third pass).
+        ("Your answer is C. ink\n\nYour answer is D. bread", None),
+        ("The answer is C.\nYes, the answer is C.", "C"),
     ],
 )
 def test_extract_choice(text, letter):

@@ -70,18 +70,13 @@ MISSES = {
     "heldout-2/math-s0-000603/debate/r1/coder",  # the same shape, 22
     "heldout-2/mcq-085/random/r0/analyst",  # 'The answer to the question "Who ...?" is A)'
     "heldout-2/mcq-085/random/r2/decision",  # a bare "D", then the echoed instruction
+    # heldout-2 once seen: reported speech reads as none ("You explain that the answer is")
+    "heldout-2/math-s0-000546/random/r1/solver",
 }
 """Replies that commit to an answer the reader does not read (it reads nothing)."""
 FALSE_READS = {
     # held-out half: an answer stated, then contradicted by a number no marker states
     "store/math-s0-000028/debate/r1/analyst": "6",  # "The answer is 6:" ... "197 bags"
-    # heldout-2: two answers no marker states twice; an echo; a list number after "answer:"
-    "heldout-2/gsm8k-test-0727/random/r0/analyst": "1/2",  # "1, which is indeed the answer"
-    "heldout-2/gsm8k-test-0563/star/r0/coder": "2.5",  # "The answer is 2.5, 4."
-    "heldout-2/math-s0-000546/random/r1/verifier": "1220",  # a teammate's reply echoed
-    "heldout-2/math-s0-000615/debate/r0/coder": "1",  # "Your answer:\n1. 91 shells + ..."
-    "heldout-2/math-s0-000615/debate/r1/coder": "1",  # the same shape
-    "heldout-2/mcq-004/random/r0/coder": "D",  # "Your answer is C. ..." then "... is D. ..."
 }
 """Replies the reader reads an answer from that is not the label, and what it reads
 (benchmarks/RESULTS.md, issue 32: the held-out precision)."""
