@@ -37,19 +37,22 @@ def budget_meter(
     policy: Any = None,
     probed: str | None = None,
     ray_address: str | None = None,
+    in_flight: int | None = None,
 ) -> Any:
     """A real back-end's run (:func:`core.experiment.budget.real_run`, a context): refuse a
     paid endpoint without a budget, attach the hard spend cap, print the estimate (its
     probe played by ``policy``, or ``init``'s when given); it yields the meter the run
-    spends against (None on the simulator without a budget)."""
+    spends against (None on the simulator without a budget). ``in_flight``: episodes the
+    run plays at once (a training recipe's ``n_envs``)."""
     from core.experiment.budget import probe_policy, real_run
     from core.experiment.finetune import Budget
 
     if init is not None:
         policy, probed = probe_policy(opts, init)
     return real_run(
-        opts, budget or Budget(), episodes, say, spent, split, policy, probed, ray_address
-    )
+        opts, budget or Budget(), episodes, say, spent, split, policy, probed, ray_address,
+        in_flight,
+    )  # fmt: skip
 
 
 def say(line: str) -> None:

@@ -205,7 +205,7 @@ def train(
     if init is not None and not init.is_file():
         raise UserError(f"--init {init} is not a checkpoint file.")
     with (
-        budget_meter(opts, budget, config.episodes, init=init) as meter,
+        budget_meter(opts, budget, config.episodes, init=init, in_flight=config.n_envs) as meter,
         ProgressBar(config.episodes, meter=meter) as bar,
     ):
         outcome = train_team(
@@ -329,7 +329,9 @@ def _train_baseline(
         BaselineTrainConfig(seed=seed, **{k: v for k, v in given.items() if v is not None})
     )
     with (
-        budget_meter(opts, budget or Budget(), train_config.episodes) as meter,
+        budget_meter(
+            opts, budget or Budget(), train_config.episodes, in_flight=train_config.n_envs
+        ) as meter,
         ProgressBar(train_config.episodes, label=method, meter=meter) as bar,
     ):
         outcome = train_baseline(
@@ -447,7 +449,9 @@ def _resume_training(
     stored = (info.config.get("finetune") or {}).get("budget") or {}
     given = budget if budget is not None and budget.given else Budget(**stored)
     with (
-        budget_meter(opts, given, config.episodes, run_spend(db, run_id)) as meter,
+        budget_meter(
+            opts, given, config.episodes, run_spend(db, run_id), in_flight=config.n_envs
+        ) as meter,
         ProgressBar(config.episodes, label="resuming", meter=meter) as bar,
     ):
         outcome = train_team(

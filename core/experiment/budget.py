@@ -71,13 +71,16 @@ def real_run(
     policy: Any = None,
     probed: str | None = None,
     ray_address: str | None = None,
+    in_flight: int | None = None,
 ) -> Iterator[BudgetMeter | None]:
     """The budget of a run of ``episodes`` episodes on ``opts``'s back-end (module
     docstring); ``spent`` = (tokens, calls) a resumed run spent before; ``say`` prints the
     estimate; ``policy`` (described by ``probed``) plays the probe episode on ``split``
     (None: the most talkative fixed topology). Yields the meter (None on the simulator
     without a budget). ``ray_address``: a sweep on a Ray cluster, which a budget cannot
-    follow (its spend file lives on this machine)."""
+    follow (its spend file lives on this machine). ``in_flight``: episodes the run plays at
+    once (a training recipe's ``n_envs``; None: as ``--concurrency`` allows), which the
+    estimate's wall time divides by."""
     check_budget(opts, budget, ray_address)
     if opts.backend == "sim":
         yield BudgetMeter(budget, *spent) if budget.given else None
@@ -96,7 +99,7 @@ def real_run(
     try:
         with spending(cap):
             _check_room(cap, budget)
-            estimate = _probe(opts, episodes, split, policy, probed)
+            estimate = _probe(opts, episodes, split, policy, probed, in_flight)
             say(estimate.describe(budget))
             cap.expect(*estimate.prior())
             meter = BudgetMeter(budget, *spent, spend=cap, prior=estimate.prior())
@@ -161,11 +164,16 @@ def probe_policy(opts: TeamOptions, init: Path | None) -> tuple[Any, str | None]
 
 
 def _probe(
-    opts: TeamOptions, episodes: int, split: str, policy: Any, probed: str | None
+    opts: TeamOptions,
+    episodes: int,
+    split: str,
+    policy: Any,
+    probed: str | None,
+    in_flight: int | None,
 ) -> Estimate:
     described = {"probed": probed} if probed else {}
     try:
-        return probe(opts, episodes, split, policy, **described)
+        return probe(opts, episodes, split, policy, in_flight=in_flight, **described)
     except BudgetReached as err:
         raise BudgetReached(
             f"{err}, during the probe episode that estimates the run (nothing was logged): "

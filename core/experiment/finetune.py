@@ -397,10 +397,13 @@ def probe(
     split: str = "train",
     policy: Any = None,
     probed: str = f"the {PROBE_POLICY} topology (the most talkative)",
+    in_flight: int | None = None,
 ) -> Estimate:
     """Play episode 0 of ``split`` once with ``policy`` (what the run will play, when there
     is one; None = :data:`PROBE_POLICY`), not logged, and scale it up. Its requests are the
-    run's own for that episode, so the response cache keeps them for the run."""
+    run's own for that episode, so the response cache keeps them for the run.
+    ``in_flight``: how many episodes the run plays at once (a training recipe's
+    ``n_envs``); None = as many as ``--concurrency`` allows (an evaluation)."""
     from core.team.env import TeamEnv
     from core.team.topologies import make_policy
 
@@ -424,7 +427,7 @@ def probe(
         tokens_per_episode=billed + _cached_usage(env.backend),
         calls_per_episode=len(calls),
         seconds_per_episode=elapsed if sent else math.nan,
-        at_once=1 if serial else opts.concurrency,
+        at_once=1 if serial else min(opts.concurrency, in_flight or opts.concurrency),
         probed=probed,
         probe_tokens=billed,
         probe_calls=sent,

@@ -117,6 +117,8 @@ def test_the_cap_holds_when_the_estimate_is_wrong(sim_checkpoint: Path, tmp_path
     assert bill <= budget and out["spent"]["tokens"] == bill
     assert out["stopped"].startswith("stopped at budget: the token budget was reached")
     assert out["episodes"] == 4 and (tmp_path / "g.pt").is_file()
+    # The wall-time estimate divides by the recipe's 4 episodes at once, not --concurrency 8.
+    assert "4 at once" in said
 
 
 def test_eval_stops_within_its_token_budget(server: FakeOpenAIServer, tmp_path: Path) -> None:
