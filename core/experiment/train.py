@@ -26,6 +26,7 @@ from core.experiment.finetune import (
     initial_state,
     simulated_episodes,
 )
+from core.qmix.buffer import ReplayBuffer
 from core.qmix.checkpoint import ensure_writable, load_checkpoint, save_checkpoint
 from core.qmix.env import EnvShapes, SerialVecEnv, load_env
 from core.qmix.policy import QMixPolicy
@@ -157,6 +158,9 @@ def save_training_checkpoint(
         "optimiser": learner.optimiser.state_dict(),
         "train_config": asdict(config),
     }
+    if opts is not None and opts.backend != "sim" and state.buffer is not None:
+        # Real episodes cost calls: a resumed fine-tune learns from those it already paid for.
+        resume["replay"] = state.buffer.snapshot()
     return save_checkpoint(
         path,
         state.agent,
@@ -185,6 +189,9 @@ def restore_state(path: Path, shapes: EnvShapes, config: TrainConfig) -> TrainSt
         learner.optimiser.load_state_dict(ckpt.resume["optimiser"])
         learner.updates = int(ckpt.resume["updates"])
         state.episodes_done = int(ckpt.resume["episodes_done"])
+        if "replay" in ckpt.resume:
+            state.buffer = ReplayBuffer(shapes, config.learner.buffer_size)
+            state.buffer.restore(ckpt.resume["replay"])
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise UserError(f"checkpoint {path} holds a learner state that does not fit it.") from exc
     return state
@@ -347,6 +354,8 @@ def _with_prefill(
     more of the same). A fresh learner is built first so that it plays them."""
     if config.prefill_episodes < 1 or opts.backend == "sim":
         return state, []
+    if state is not None and state.buffer is not None:
+        return state, []  # resumed: its checkpoint's buffer holds the prefill already
     if state is None:
         seed_everything(config.seed)
         state = build_state(EnvShapes.of(team), config)

@@ -140,6 +140,24 @@ class ReplayBuffer:
         self.next = (self.next + count) % self.capacity
         self.size = min(self.size + count, self.capacity)
 
+    def snapshot(self) -> dict[str, torch.Tensor]:
+        """The buffered episodes, oldest first: ``{field: (size, ...)}`` (what a checkpoint
+        of a run whose episodes cost money keeps, so that a resumed run learns from them)."""
+        order = (torch.arange(self.size) + self.next - self.size) % self.capacity
+        return {k: v[order].clone() for k, v in vars(self.data).items()}
+
+    def restore(self, saved: dict[str, torch.Tensor]) -> None:
+        """Refill an empty buffer from :meth:`snapshot` (its newest ``capacity`` episodes)."""
+        if self.size:
+            raise ValueError("restore fills an empty buffer")
+        size = min(len(saved["reward"]), self.capacity)
+        for name, value in vars(self.data).items():
+            part = saved[name][len(saved[name]) - size :]
+            if part.shape[1:] != value.shape[1:]:
+                raise ValueError(f"saved {name} {tuple(part.shape)} does not fit {value.shape}")
+            value[:size] = part
+        self.size, self.next = size, size % self.capacity
+
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> EpisodeBatch:
         """``batch_size`` episodes drawn uniformly (with replacement when the buffer is small)."""
         if self.size == 0:

@@ -37,6 +37,9 @@ class TrainState:
     device: torch.device
     episodes_done: int = 0
     history: list[dict[str, float]] = field(default_factory=list)
+    buffer: ReplayBuffer | None = None
+    """The replay buffer the run fills (set by :func:`train`; a resumed fine-tune's comes
+    back from its checkpoint with the real episodes it had played)."""
 
 
 class TrainHooks:
@@ -112,7 +115,9 @@ def _train(
     seed_everything(config.seed)
     shapes = check_env(venv)
     state = state or build_state(shapes, config)
-    buffer = ReplayBuffer(shapes, config.learner.buffer_size)
+    if state.buffer is None:
+        state.buffer = ReplayBuffer(shapes, config.learner.buffer_size)
+    buffer = state.buffer
     buffer.add_many(list(prefill))
     generator = torch.Generator().manual_seed(config.seed)
     collector = make_collector(venv, state, config, generator)

@@ -269,3 +269,32 @@ def test_the_first_batch_is_sized_by_the_probe() -> None:
     assert spent.batch_size(32) == 0 and "token budget" in spent.reason
     calls = BudgetMeter(Budget(calls=12), calls=2, prior=(1_000.0, 5.0))
     assert calls.batch_size(32) == 2
+
+
+def test_a_resumed_finetune_learns_from_the_real_episodes_it_paid_for(
+    server: FakeOpenAIServer, sim_checkpoint: Path, tmp_path: Path
+) -> None:
+    """The checkpoint of a fine-tune on a real back-end keeps its replay buffer (64
+    simulated episodes, then the real ones); ``--resume`` refills the buffer from it instead
+    of starting again from a fresh simulated prefill."""
+    import torch
+
+    db, out = tmp_path / "r.duckdb", tmp_path / "r.pt"
+    first = run_json(
+        "train", *TEAM, *real(server), "--init", str(sim_checkpoint), "--episodes", "40",
+        "--budget-calls", "12", "--out", str(out), "--db", str(db), "--json",
+    )  # fmt: skip
+    assert "call budget" in first["stopped"] and 0 < first["episodes"] < 40
+
+    def buffered() -> torch.Tensor:
+        return torch.load(out, weights_only=True)["resume"]["replay"]["reward"]
+
+    kept = buffered()
+    assert len(kept) == 64 + first["episodes"]  # the recipe's prefill, then the real ones
+    again = run_json(
+        "train", "--resume", first["run_id"], "--budget-calls", "30", "--db", str(db), "--json"
+    )
+    grown = buffered()
+    assert again["episodes"] > first["episodes"]
+    assert len(grown) == 64 + again["episodes"]  # not a second prefill, none lost
+    assert torch.equal(grown[: len(kept)], kept)  # the paid-for episodes, in order

@@ -117,3 +117,17 @@ def test_add_many_equals_adding_one_at_a_time(capacity):
     assert (many.size, many.next) == (one.size, one.next)
     for name, value in vars(one.data).items():
         assert torch.equal(getattr(many.data, name), value), name
+
+
+def test_a_snapshot_restores_the_newest_episodes_oldest_first() -> None:
+    buf = ReplayBuffer(SHAPES, capacity=3)
+    buf.add_many([episode(float(tag), 2) for tag in range(5)])  # wraps: keeps tags 2, 3, 4
+    saved = buf.snapshot()
+    assert saved["reward"][:, 0].tolist() == [2.0, 3.0, 4.0]  # oldest first
+    again = ReplayBuffer(SHAPES, capacity=2)
+    again.restore(saved)  # a smaller buffer keeps the newest
+    assert again.size == 2 and again.snapshot()["reward"][:, 0].tolist() == [3.0, 4.0]
+    again.add(episode(9.0, 1))  # FIFO goes on where it stopped: 3 is overwritten
+    assert sorted(again.snapshot()["reward"][:, 0].tolist()) == [4.0, 9.0]
+    with pytest.raises(ValueError, match="empty"):
+        again.restore(saved)
