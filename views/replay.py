@@ -11,7 +11,7 @@ import streamlit as st
 
 from core.actions import ACTION_NAMES
 from core.records import DECISION_AGENT
-from lab import data, episode_export, figures, params, ui
+from lab import data, episode_export, figures, params, sidebyside, ui
 
 # Episodes offered in the picker at a time (a long run is paged).
 PAGE = 200
@@ -230,6 +230,17 @@ with st.container(border=True):
         key="replay_export_html", on_click="ignore", type="tertiary",
         help="One file that steps through the rounds in any browser, with no server.",
     )  # fmt: skip
+    if downloads.button(
+        "Compare with another run", key="replay_compare", icon=":material/view_column_2:",
+        type="tertiary",
+        help="This task played by another run or policy beside this one, rounds stepped together.",
+    ):  # fmt: skip
+        st.switch_page(
+            "views/sidebyside.py",
+            query_params=sidebyside.link_query(
+                (run_id, record.policy), record.task_id, int(index), healthy=not record.failures
+            ),
+        )
 
 # ---------------------------------------------------------------- the one round control
 # Rounds count from 1 here, in the URL and in the prompts; the records count from 0.
