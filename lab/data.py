@@ -721,7 +721,8 @@ def side_figures(db: str, run_id: str, index: int, round_index: int) -> dict:
     mixer, token and prompt panels the view has no room for: a quarter of the build)."""
     record = episode(db, run_id, index)
     return {
-        "graph": figures.communication_graph(record, round_index),
+        # Lower than Replay's: the graph is square and half the page wide.
+        "graph": figures.communication_graph(record, round_index, height=400),
         "table": figures.round_table(record, round_index),
     }
 

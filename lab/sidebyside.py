@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 
 import pandas as pd
 
+from core.team.topologies import FIXED_TOPOLOGIES
 from lab import diff
 
 SHOWS = {
@@ -32,6 +33,12 @@ def by_kind(runs: pd.DataFrame) -> list[str]:
     thing one means to compare."""
     order = (runs["kind"] == TRAIN_KIND).astype(int)
     return runs.assign(_t=order).sort_values("_t", kind="stable")["id"].tolist()
+
+
+def learned_first(policies: list[str]) -> list[str]:
+    """A run's policies with the learned ones (not a fixed topology) first: side A's default
+    in a comparison run is then the policy under study, B a fixed topology beside it."""
+    return sorted(policies, key=lambda p: p in FIXED_TOPOLOGIES)
 
 
 def partner_runs(runs: pd.DataFrame, run_a: str) -> list[str]:
@@ -85,6 +92,16 @@ def unplayed(task_played: tuple[bool, bool], sides: tuple[str, str], healthy: bo
     if len(missing) == 2:
         return f"was played by neither {missing[0]} nor {missing[1]}{counted}"
     return f"was not played by {missing[0]}{counted}"
+
+
+def code_cell(answer: object) -> str:
+    """A code answer as the agent table shows it: how long it is (the code itself is
+    shown whole under the table)."""
+    text = str(answer)
+    if text == "—":
+        return text
+    lines = len(text.strip().splitlines())
+    return f"code, {lines} line{'s' if lines != 1 else ''}"
 
 
 def ended_note(side: str, n_rounds: int, number: int) -> str | None:

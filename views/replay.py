@@ -230,17 +230,14 @@ with st.container(border=True):
         key="replay_export_html", on_click="ignore", type="tertiary",
         help="One file that steps through the rounds in any browser, with no server.",
     )  # fmt: skip
-    if downloads.button(
-        "Compare with another run", key="replay_compare", icon=":material/view_column_2:",
-        type="tertiary",
+    # A link, not a button that switches: it can be opened in a new tab or copied.
+    downloads.page_link(
+        "views/sidebyside.py", label="Compare with another run", icon=":material/view_column_2:",
+        query_params=sidebyside.link_query(
+            (run_id, record.policy), record.task_id, int(index), healthy=not record.failures
+        ),
         help="This task played by another run or policy beside this one, rounds stepped together.",
-    ):  # fmt: skip
-        st.switch_page(
-            "views/sidebyside.py",
-            query_params=sidebyside.link_query(
-                (run_id, record.policy), record.task_id, int(index), healthy=not record.failures
-            ),
-        )
+    )  # fmt: skip
 
 # ---------------------------------------------------------------- the one round control
 # Rounds count from 1 here, in the URL and in the prompts; the records count from 0.

@@ -15,7 +15,7 @@ from lab import data, diff, figures, params, sidebyside, ui
 
 # Episode indices a link may name (anything larger is no episode of any run).
 MAX_INDEX = 2**62
-# The agent table's columns that fit half a 1280-px screen (Replay shows them all).
+# The agent table's columns (Replay shows them all; half a 1280-px screen holds these).
 AGENT_COLUMNS = ["agent", "action", "answer", "result", "read from", "tokens"]
 
 db = data.db_path()
@@ -43,11 +43,22 @@ def _unpin() -> None:
     st.session_state["sbs_round"] = 1
 
 
+def name_unused(reason: str, names: tuple[str, ...] = ("task", "round", "ea", "eb")) -> None:
+    """Say which of the link's task, round and pinned episodes the page did not use, and why
+    (it stops short of them, or their task was refused)."""
+    raws = {"task": link_task, "round": link_round, "ea": link_pins["a"], "eb": link_pins["b"]}
+    for name in names:
+        if raws[name] is not None:
+            url.refuse(name, raws[name], f"is not used: {reason}", "the pair without it")
+            if name in ("ea", "eb"):
+                link_pins[name[1]] = None
+
+
 def policies_of(run_id: str) -> list[str]:
     """A run's policies as pickers offer them: training episodes only when it has nothing else."""
     with ui.friendly():
         values = data.run_values(db, run_id, "policy")
-    return [p for p in values if p != data.TRAINING_POLICY] or values
+    return sidebyside.learned_first([p for p in values if p != data.TRAINING_POLICY] or values)
 
 
 # ---------------------------------------------------------------- the pair
@@ -89,6 +100,7 @@ if st.session_state.get("sbs_run_b") not in partners:
             f"Nothing to put beside A: no other run or policy played {benchmark_of[run_a]}. "
             "Evaluate another policy on it (`agentqmix compare`), or pick another run A."
         )
+        name_unused("there is no side B")
         url.write(a=run_a, pa=policy_a, b=None, pb=None, task=None, round=None, ea=None, eb=None)
         st.stop()
     st.session_state["sbs_run_b"], st.session_state["sbs_policy_b"] = pick
@@ -131,6 +143,7 @@ if table.empty:
         "side by side needs runs played on the same tasks (the same benchmark and seed, or "
         "one sweep)."
     )
+    name_unused("these two share no task")
     url.write(**view, task=None, round=None, ea=None, eb=None)
     st.stop()
 shown = sidebyside.listed(table, show)
@@ -145,13 +158,13 @@ if link_task is not None:
         url.refuse(
             "task", link_task, sidebyside.unplayed(played, names, healthy), "the first task listed"
         )
-        link_pins = {"a": None, "b": None}
+        name_unused("its task is not shown", ("ea", "eb"))
     elif task not in set(shown["task_id"]):
         url.refuse(
             "task", link_task, f"is not listed under “{sidebyside.SHOWS[show][0]}”",
             "the first task listed",
         )  # fmt: skip
-        link_pins = {"a": None, "b": None}
+        name_unused("its task is not shown", ("ea", "eb"))
     else:
         _unpin()
         st.session_state["sbs_task"] = task
@@ -160,6 +173,7 @@ if shown.empty:
         f"No shared task is listed under “{sidebyside.SHOWS[show][0]}” ({len(table):,} "
         "shared): pick another filter."
     )
+    name_unused("no task is listed", ("round", "ea", "eb"))
     url.write(**view, task=None, round=None, ea=None, eb=None)
     st.stop()
 task_labels = sidebyside.task_labels(shown)
@@ -278,17 +292,18 @@ def show_side(side: str, run_id: str, policy: str, index: int, record: EpisodeRe
         + (f" · Q_tot = {rnd.q_tot:.3f}" if rnd.q_tot is not None else "")
     )
     ui.chart(figs["graph"], key=f"sbs_graph_{key}")
-    st.dataframe(
-        figs["table"][AGENT_COLUMNS], hide_index=True, width="stretch", key=f"sbs_agents_{key}",
-        column_config={
-            "agent": st.column_config.TextColumn(width=80),
-            "action": st.column_config.TextColumn(width=120),
-            "answer": st.column_config.TextColumn(width=60),
-            "result": st.column_config.TextColumn(width=50),
-            "read from": st.column_config.TextColumn("reads", width=50),
-            "tokens": st.column_config.NumberColumn(width=50),
-        },
-    )  # fmt: skip
+    # A static table: its cells wrap in a half-width column (a data grid's canvas cut
+    # "aggregate_refine" and every code answer short, unseen by any check).
+    agents = figs["table"][AGENT_COLUMNS].rename(columns={"read from": "reads"})
+    code = record.domain == "code"
+    if code:
+        agents["answer"] = [sidebyside.code_cell(a) for a in agents["answer"]]
+    st.table(agents.set_index("agent"))
+    if code:
+        with st.expander("The code each agent answered this round"):
+            for step in sorted(rnd.steps, key=lambda s: s.agent):
+                st.markdown(f"**{figures.agent_name(step.agent, record.roles)}**")
+                st.code(str(step.answer or "—"), language="python", wrap_lines=True)
     so_far = sum(x.tokens for x in record.rounds[:number])
     if number == last and record.decision is not None:
         so_far += record.decision.tokens

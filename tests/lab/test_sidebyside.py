@@ -12,7 +12,7 @@ from core.store.queries import load_episode
 from core.store.writer import RunLogger
 from lab import diff, sidebyside
 from tests.lab.test_diff import _episode
-from tests.lab.test_page_state import _param, _said, _visit
+from tests.lab.test_page_state import _param, _visit
 from tests.lab.test_pages import _open, _table
 
 PAGE = "views/sidebyside.py"
@@ -26,20 +26,20 @@ def _round_shown(at, side: str) -> int:
     raise KeyError(side)
 
 
-def test_replay_opens_it_one_control_steps_both_sides_and_a_copied_link_reopens_it(lab_env):
+def test_replays_link_presets_a_one_control_steps_both_sides_and_a_copied_link_reopens_it(
+    lab_env,
+):
     db, ids = lab_env
-    at = _open("views/replay.py", run=ids["qmix"], episode="3")
-    at.button(key="replay_compare").click().run()
-    assert not at.exception and at.title[0].value == "Side by side"
+    # What Replay's "Compare with another run" links to (tests/lab/test_pages.py checks it).
+    record = load_episode(db, ids["qmix"], 3).record
+    query = sidebyside.link_query((ids["qmix"], "qmix"), record.task_id, 3, not record.failures)
+    at = _visit(PAGE, query)
     # Side A is the replayed episode; side B another run that played its task.
-    task = load_episode(db, ids["qmix"], 3).record.task_id
     assert at.selectbox(key="sbs_run_a").value == ids["qmix"]
-    assert at.selectbox(key="sbs_task").value == task
+    assert at.selectbox(key="sbs_task").value == record.task_id
     assert at.selectbox(key="sbs_run_b").value != ids["qmix"]
     assert (_round_shown(at, "a"), _round_shown(at, "b")) == (1, 1)
 
-    # AppTest reruns the page it was switched to; a browser stays where switch_page went.
-    at.switch_page(PAGE)
     at.button(key="sbs_next").click().run()
     assert (_round_shown(at, "a"), _round_shown(at, "b")) == (2, 2)
     headings = [m.value for m in at.markdown if m.value.startswith("##### Round 2 of 3")]
@@ -47,7 +47,7 @@ def test_replay_opens_it_one_control_steps_both_sides_and_a_copied_link_reopens_
 
     shared = {k: _param(at, k) for k in at.query_params}
     assert {k: shared[k] for k in ("a", "task", "ea", "round")} == {
-        "a": ids["qmix"], "task": task, "ea": "3", "round": "2"
+        "a": ids["qmix"], "task": record.task_id, "ea": "3", "round": "2"
     }  # fmt: skip
     again = _visit(PAGE, shared)
     for key in ("sbs_run_a", "sbs_policy_a", "sbs_run_b", "sbs_policy_b", "sbs_task"):
@@ -84,19 +84,22 @@ def pair(pair_db, monkeypatch):
     return runs
 
 
-def test_a_task_one_side_never_played_and_a_round_out_of_range_are_refused(pair):
+def test_a_task_one_side_never_played_is_refused_and_a_shorter_episode_says_so(pair):
     a, b = pair
-    at = _open(PAGE, a=a, b=b, task="only-a", round="9")
-    assert _said(at, "task=only-a", "was not played by B", b)
-    assert _said(at, "round=9", "outside 1–3")
-    assert len(at.warning) == 2
-    # The defaults instead: the first task listed (A right, B wrong first), round 1.
+    at = _open(PAGE, a=a, b=b, task="only-a", round="3")
+    (refused,) = [w.value for w in at.warning]
+    assert "task=only-a" in refused and f"was not played by B (run {b}" in refused
+    # The first task listed instead (A right, B wrong first), at the linked round: A's
+    # episode has a round 3, B's ended after round 2 and says so in its column.
     assert at.selectbox(key="sbs_task").value == "t0"
-    assert at.slider(key="sbs_round").value == 1
-    assert (_param(at, "task"), _param(at, "round")) == ("t0", "1")
+    assert (_param(at, "task"), _param(at, "round")) == ("t0", "3")
+    assert _round_shown(at, "a") == 3
+    with pytest.raises(KeyError):
+        _round_shown(at, "b")
+    assert [i.value for i in at.info] == [sidebyside.ended_note("B", 2, 3)]
 
 
-def test_a_diff_row_opens_the_pair_side_by_side_and_a_shorter_episode_says_so(pair):
+def test_a_diff_row_opens_the_pair_side_by_side(pair):
     a, b = pair
     at = _open("views/diff.py", a=a, b=b)
     table = _table(at, "change", "side_by_side").set_index("task_id")
@@ -106,13 +109,9 @@ def test_a_diff_row_opens_the_pair_side_by_side_and_a_shorter_episode_says_so(pa
     at = _visit(PAGE, dict(parse_qsl(urlsplit(link).query)))
     assert not at.warning, [w.value for w in at.warning]
     assert (at.selectbox(key="sbs_run_a").value, at.selectbox(key="sbs_run_b").value) == (a, b)
+    assert (at.selectbox(key="sbs_policy_a").value, at.selectbox(key="sbs_policy_b").value) == (
+        "star", "qmix"
+    )  # fmt: skip
     assert at.selectbox(key="sbs_task").value == "t0"
     badges = [m.value for m in at.markdown if "-badge[" in m.value]
     assert ["right" in badges[0], "wrong" in badges[1]] == [True, True], badges
-    # Round 3: A's episode has it, B's ended after round 2 and says so in its column.
-    at.slider(key="sbs_round").set_value(3).run()
-    assert not at.exception
-    assert _round_shown(at, "a") == 3
-    with pytest.raises(KeyError):
-        _round_shown(at, "b")
-    assert [i.value for i in at.info] == [sidebyside.ended_note("B", 2, 3)]
