@@ -316,7 +316,8 @@ def show_side(side: str, run_id: str, policy: str, index: int, record: EpisodeRe
     if not rnd.messages:
         st.caption("Nobody read anybody this round.")
         return
-    with st.container(height=260):
+    # A long round's messages scroll in a box; a short one's take only their room.
+    with st.container(height=260 if len(rnd.messages) > 4 else "content"):
         for m in rnd.messages:
             src, dst = (figures.agent_name(i, record.roles) for i in (m.src, m.dst))
             st.markdown(
