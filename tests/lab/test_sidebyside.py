@@ -18,6 +18,28 @@ from tests.lab.test_pages import _open, _table
 PAGE = "views/sidebyside.py"
 
 
+def test_side_b_is_the_first_other_policy_that_played_the_task_asking_only_what_it_needs():
+    asked = []
+
+    def policies(run: str) -> list[str]:
+        asked.append(run)
+        return sidebyside.learned_first({"r1": ["chain", "qmix"], "r2": ["star"]}[run])
+
+    assert sidebyside.pick_partner(["r1", "r2"], ("r1", "qmix"), policies) == ("r1", "chain")
+    asked.clear()
+    # A task only r2 played: r1's policies are never asked for.
+    assert sidebyside.pick_partner(["r1", "r2"], ("r1", "qmix"), policies, {("r2", "star")}) == (
+        "r2", "star"
+    )  # fmt: skip
+    assert asked == ["r2"]
+    assert sidebyside.pick_partner(["r1"], ("r1", "qmix"), policies, {("r1", "qmix")}) is None
+    assert sidebyside.unplayed((True, False), ("A", "B"), healthy=False) == "was not played by B"
+    assert sidebyside.unplayed((False, False), ("A", "B"), healthy=False) == (
+        "was played by neither A nor B"
+    )  # fmt: skip
+    assert sidebyside.code_cell("def f():\n    return 1\n") == "code, 2 lines"
+
+
 def _round_shown(at, side: str) -> int:
     """The round (counted from 1) of the graph a side draws."""
     for el in at.get("plotly_chart"):
