@@ -47,6 +47,8 @@ def partner_runs(runs: pd.DataFrame, run_a: str) -> list[str]:
     benchmark = runs.loc[runs["id"] == run_a, "benchmark"]
     if benchmark.empty:
         return []
+    if pd.isna(benchmark.iloc[0]):  # a run that names no benchmark: those that name none
+        return by_kind(runs[runs["benchmark"].isna()])
     return by_kind(runs[runs["benchmark"] == benchmark.iloc[0]])
 
 

@@ -55,10 +55,12 @@ def name_unused(reason: str, names: tuple[str, ...] = ("task", "round", "ea", "e
 
 
 def policies_of(run_id: str) -> list[str]:
-    """A run's policies as pickers offer them: training episodes only when it has nothing else."""
+    """A run's policies as pickers offer them: learned first, training episodes last (a
+    training episode opened from Replay can still be side A)."""
     with ui.friendly():
         values = data.run_values(db, run_id, "policy")
-    return sidebyside.learned_first([p for p in values if p != data.TRAINING_POLICY] or values)
+    training = [p for p in values if p == data.TRAINING_POLICY]
+    return sidebyside.learned_first([p for p in values if p != data.TRAINING_POLICY]) + training
 
 
 # ---------------------------------------------------------------- the pair
