@@ -23,6 +23,7 @@ PAGES = [
     st.Page("views/compare.py", title="Compare", icon=":material/compare_arrows:"),
     st.Page("views/methods.py", title="Compare: methods", icon=":material/leaderboard:"),
     st.Page("views/diff.py", title="Run diff", icon=":material/difference:"),
+    st.Page("views/sidebyside.py", title="Side by side", icon=":material/view_column_2:"),
     st.Page("views/ctde.py", title="CTDE explained", icon=":material/school:"),
     st.Page("views/runs.py", title="Runs", icon=":material/table_view:"),
 ]

@@ -294,6 +294,15 @@ def task_outcomes(db: str, run_id: str, policy: str, healthy: bool = True) -> pd
     return q.task_outcomes(db, listing.query())
 
 
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def task_players(db: str, task_id: str, healthy: bool = True) -> set[tuple[str, str]]:
+    """The (run, policy) pairs that played ``task_id`` (healthy episodes only, unless
+    ``healthy`` is False): who the side-by-side view can put beside a task's episode."""
+    listing = Listing(with_failures=False if healthy else None)
+    df = q.task_players(db, task_id, listing.query())
+    return set(zip(df["run_id"], df["policy"], strict=True))
+
+
 @st.cache_data(ttl=600, show_spinner=False, max_entries=256)
 def episode(db: str, run_id: str, index: int) -> EpisodeRecord | None:
     """One logged episode (immutable once logged, so cached for long)."""
@@ -702,6 +711,19 @@ def replay_figures(db: str, run_id: str, index: int, round_index: int) -> dict:
         "asked": {i: asked.asked(record, round_index, i) for i in agents},
         "names": names,
         "calls": asked.calls_table(record, round_index, names),
+    }
+
+
+@st.cache_resource(max_entries=128, show_spinner=False)
+def side_figures(db: str, run_id: str, index: int, round_index: int) -> dict:
+    """What the side-by-side view draws of one round of one episode, built once: Replay's
+    graph and agent table (the same builders as :func:`replay_figures`, without the Q-value,
+    mixer, token and prompt panels the view has no room for: a quarter of the build)."""
+    record = episode(db, run_id, index)
+    return {
+        # Lower than Replay's: the graph is square and half the page wide.
+        "graph": figures.communication_graph(record, round_index, height=400),
+        "table": figures.round_table(record, round_index),
     }
 
 

@@ -27,6 +27,7 @@ PAGE_PARAMS: dict[str, tuple[str, ...]] = {
                     "rrun"),
     "compare": ("benchmark", "healthy", "training", "point", "policy", "a", "b", "sweep"),
     "diff": ("a", "pa", "b", "pb", "healthy", "regressed"),
+    "sidebyside": ("a", "pa", "b", "pb", "healthy", "show", "task", "ea", "eb", "round"),
     "ctde": ("state", "mixer"),
     "methods": ("contest", "protocol", "by", "metric", "all", "seed", "tasks"),
     "runs": ("kind", "status", "run"),

@@ -1,13 +1,14 @@
 """Run diff: pick two runs (or two policies of one run) and see, task by task, which answers
 went from right to wrong and back, with token and reward deltas and both replays a click
-away — the experiment comparison of a tracing tool, here across topologies.
+away (and both played round by round, side by side) — the experiment comparison of a
+tracing tool, here across topologies.
 
 Linkable: ``/diff?a=RUN&pa=POLICY&b=RUN&pb=POLICY&regressed=true&healthy=false``.
 """
 
 import streamlit as st
 
-from lab import data, diff, params, ui
+from lab import data, diff, params, sidebyside, ui
 
 db = data.db_path()
 st.title("Run diff")
@@ -84,10 +85,11 @@ shown = table[table["change"] == diff.REGRESSED] if regressed_only else table
 shown = shown.assign(
     replay_a=[ui.replay_link(sides[0][0], e) for e in shown["episode_a"]],
     replay_b=[ui.replay_link(sides[1][0], e) for e in shown["episode_b"]],
+    side_by_side=[sidebyside.link(sides[0], sides[1], t, healthy) for t in shown["task_id"]],
 )
 st.dataframe(
     shown[["change", "task_id", "a", "b", "answer_a", "answer_b", "ground_truth", "token_delta",
-           "reward_delta", "replay_a", "replay_b", "question"]],
+           "reward_delta", "side_by_side", "replay_a", "replay_b", "question"]],
     hide_index=True, width="stretch", key="diff_table",
     column_config={
         # Wide enough for "right → wrong" (it showed "right → wron").
@@ -97,6 +99,7 @@ st.dataframe(
         "ground_truth": "expected",
         "token_delta": st.column_config.NumberColumn("Δ tokens", format="%+.0f"),
         "reward_delta": st.column_config.NumberColumn("Δ reward", format="%+.3f"),
+        "side_by_side": st.column_config.LinkColumn("A and B", display_text="side by side"),
         "replay_a": st.column_config.LinkColumn("replay A", display_text="open A"),
         "replay_b": st.column_config.LinkColumn("replay B", display_text="open B"),
     },

@@ -11,7 +11,7 @@ import streamlit as st
 
 from core.actions import ACTION_NAMES
 from core.records import DECISION_AGENT
-from lab import data, episode_export, figures, params, ui
+from lab import data, episode_export, figures, params, sidebyside, ui
 
 # Episodes offered in the picker at a time (a long run is paged).
 PAGE = 200
@@ -229,6 +229,14 @@ with st.container(border=True):
         file_name=f"{stem}.html", mime="text/html", icon=":material/slideshow:",
         key="replay_export_html", on_click="ignore", type="tertiary",
         help="One file that steps through the rounds in any browser, with no server.",
+    )  # fmt: skip
+    # A link, not a button that switches: it can be opened in a new tab or copied.
+    downloads.page_link(
+        "views/sidebyside.py", label="Compare with another run", icon=":material/view_column_2:",
+        query_params=sidebyside.link_query(
+            (run_id, record.policy), record.task_id, int(index), healthy=not record.failures
+        ),
+        help="This task played by another run or policy beside this one, rounds stepped together.",
     )  # fmt: skip
 
 # ---------------------------------------------------------------- the one round control

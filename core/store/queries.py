@@ -500,6 +500,19 @@ def task_outcomes(db: Db, filters: EpisodeFilter | None = None) -> pd.DataFrame:
         ).df()
 
 
+def task_players(db: Db, task_id: str, filters: EpisodeFilter | None = None) -> pd.DataFrame:
+    """Which runs and policies played task ``task_id`` among the filtered episodes (the
+    side-by-side view's partner for a task). Columns: ``run_id, policy, episodes``."""
+    where, params = (filters or EpisodeFilter()).where()
+    where = f"{where} AND e.task_id = ?" if where else "WHERE e.task_id = ?"
+    with read_session(db) as cur:
+        return cur.execute(
+            "SELECT e.run_id, e.policy, count(*) AS episodes "
+            f"FROM episodes e {where} GROUP BY e.run_id, e.policy ORDER BY e.run_id, e.policy",
+            [*params, task_id],
+        ).df()
+
+
 @dataclass(frozen=True)
 class EpisodeOutcome:
     """What an evaluation's figures need of one logged episode."""

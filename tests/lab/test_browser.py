@@ -33,7 +33,7 @@ from tests.lab.conftest import ROOT
 CHROMIUM = "/usr/bin/chromium"
 ARTIFACTS = ROOT / "test-artifacts" / "lab"
 PAGES = ("", "replay", "train", "failure_lab", "compare", "diff", "ctde", "runs")
-CHART_PAGES = ("replay", "train", "failure_lab", "compare", "ctde")
+CHART_PAGES = ("replay", "train", "failure_lab", "compare", "sidebyside", "ctde")
 """The pages that draw a chart as soon as they open."""
 
 pytestmark = [

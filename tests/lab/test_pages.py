@@ -9,6 +9,7 @@ import sys
 import time
 import zipfile
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 import numpy as np
 import pandas as pd
@@ -156,6 +157,11 @@ def test_a_link_opens_that_episode_at_that_round(lab_env):
     assert any("Round 3 of 3" in m.value for m in at.markdown)
     record = load_episode(db, ids["chain"], 7).record
     assert _edges(_chart(at, "replay_graph"), 0) == [tuple(e) for e in record.rounds[2].edges]
+    # "Compare with another run" opens this episode as side A of the side-by-side view.
+    (compare,) = [el.proto for el in at.get("page_link") if el.proto.label.startswith("Compare")]
+    assert compare.page == "sidebyside" and dict(parse_qsl(compare.query_string)) == {
+        "a": ids["chain"], "pa": "chain", "task": record.task_id, "ea": "7",
+    } | ({"healthy": "false"} if record.failures else {})  # fmt: skip
     # A bad link is named, not a crash.
     at = _open("views/replay.py", run="no-such-run", episode="3")
     assert any("does not exist" in w.value for w in at.warning)
