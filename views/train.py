@@ -376,6 +376,18 @@ else:
                     f"Already in the store on this stream, not played again: {', '.join(skipped)}."
                 )
             st.toast("Evaluation started.", icon=":material/fact_check:")
+with ui.friendly():
+    evaluated = data.evaluations_of(db, eval_run)
+if not evaluated.empty:
+    st.caption(
+        f"Evaluations of {eval_run} in the store: "
+        + ", ".join(
+            f"[{r['id']}](/compare?benchmark={r['benchmark']}) ({r['status']}, {r['episodes']:,} "
+            f"episodes, stream {r['seed']})"
+            for _, r in evaluated.iterrows()
+        )
+        + "."
+    )
 
 
 def _cancel(job_id: str) -> None:

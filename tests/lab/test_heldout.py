@@ -84,6 +84,9 @@ def test_a_finished_run_is_evaluated_from_the_train_page_and_its_point_is_on_com
     assert get_run(db, run).config["source_run"] == trained
     assert any("8 of 8 episodes" in p.proto.text for p in at.get("progress"))
     assert any(run in link.proto.label for link in at.get("page_link"))
+    assert [
+        c for c in at.caption if c.value.startswith(f"Evaluations of {trained}") and run in c.value
+    ]
 
     # Compare shows the new point (n = 4) at once, and star beside it.
     compare = _page("views/compare.py")
