@@ -13,8 +13,11 @@ from streamlit.testing.v1 import AppTest
 
 from core.cli import main
 from core.store.queries import get_run, list_runs
+from core.store.synthetic import synthetic_episode
+from core.store.writer import RunLogger
 from core.team.topologies import FIXED_TOPOLOGIES
 from lab import data
+from lab.palette import policy_color
 from tests.lab.conftest import ROOT
 
 APP = str(ROOT / "app.py")
@@ -118,28 +121,32 @@ def test_a_run_with_no_checkpoint_says_so(lab_env):
     ]
 
 
-def test_training_episodes_on_compare_are_hollow_named_and_off_the_front(lab_env):
+def test_training_episodes_on_compare_are_hollow_named_and_off_the_front(own_db, seeded_db):
     """With "Include training" on, a training run's episodes are drawn as what they are
-    (hollow, ``qmix training (exploring)``, a hover saying how it explored) and never join
-    the front; without it, they are not drawn at all."""
-    _, ids = lab_env
-    assert not [t for t in _chart(_page("views/compare.py"), "compare_pareto")["data"]
-                if data.TRAINING_LABEL in t["name"]]  # fmt: skip
+    (hollow, in its method's colour, ``qmix training (exploring)``, a hover saying how it
+    explored) and never join the front (without it they are not drawn: test_pages.py)."""
+    ids = seeded_db[1]
+    config = {"team": {"token_weight": 0.3}, "method": {"name": "agentprune", "config": {}}}
+    with RunLogger(own_db, "train", config, policy="agentprune", benchmark="mixed") as log:
+        log.log_episodes(synthetic_episode(7000 + k, policy="env") for k in range(3))
+        prune_run = log.run_id
     at = _page("views/compare.py", training="true")
     traces = {t["name"]: t for t in _chart(at, "compare_pareto")["data"]}
     train = traces[f"qmix {data.TRAINING_LABEL}"]
     assert train["marker"]["symbol"] == "circle-open"
     assert [c[0] for c in train["customdata"]] == [ids["train"]]
-    assert (
-        "ε-greedy" in train["customdata"][0][3]
-        and "not a held-out result" in train["customdata"][0][3]
-    )
+    assert "ε-greedy" in train["customdata"][0][3]
+    assert "not a held-out result" in train["customdata"][0][3]
+    prune = traces[f"agentprune {data.TRAINING_LABEL}"]
+    assert prune["marker"]["color"] == policy_color("agentprune")
+    assert [c[0] for c in prune["customdata"]] == [prune_run]
+    assert "sampled" in prune["customdata"][0][3] and "ε" not in prune["customdata"][0][3]
     assert not [c for c in at.caption if "Pareto front" in c.value and "training" in c.value]
-    # The front is drawn through the policies only, even where the training point would
-    # dominate: put it at no tokens and full accuracy.
+    # The front is drawn through the policies only, even where a training point would
+    # dominate: put one at no tokens and full accuracy.
     from lab.figures import fronts, pareto_figure
 
-    agg = data.aggregate.__wrapped__(db=str(lab_env[0]), by=("run_id", "policy", "backend", "model"),
+    agg = data.aggregate.__wrapped__(str(own_db), ("run_id", "policy", "backend", "model"),
                                      include_training=True)  # fmt: skip
     agg.loc[agg["training"], ["mean_tokens", "accuracy"]] = [1.0, 1.0]
     assert not any(front["training"].any() for front in fronts(agg).values())
