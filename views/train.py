@@ -334,6 +334,8 @@ st.caption(
     "team already played there are not played again). Runs as `agentqmix compare` / `eval` in "
     "the background; its points appear on Compare, apart from the training episodes."
 )
+if st.session_state.get("train_eval_run") not in watched:
+    st.session_state["train_eval_run"] = watched[0]
 eval_run = st.selectbox(
     "Training run to evaluate", watched, format_func=labels.get, key="train_eval_run"
 )
@@ -353,7 +355,11 @@ else:
             "Stream seed", 0, 2**31 - 1, heldout.default_seed(eval_info), key="train_eval_seed",
             help=f"The held-out stream (never the training run's seed, {eval_info.seed}).",
         )  # fmt: skip
-        eval_fixed = e3.checkbox("Also the fixed topologies", True, key="train_eval_fixed")
+        eval_fixed = e3.checkbox(
+            "Also the fixed topologies", True, key="train_eval_fixed",
+            help="Every fixed topology on the same episodes, except those this team already "
+            "played on this stream in the store (at least as many episodes).",
+        )  # fmt: skip
         evaluate = st.form_submit_button(
             "Evaluate on held-out tasks", type="primary", disabled=read_only,
             icon=":material/fact_check:",
@@ -412,7 +418,7 @@ def eval_jobs() -> None:
                 run_id = data.run_of_eval_job(db, job.pid, job.started_at)
                 run = data.run_info(db, run_id) if run_id else None
             done, total = heldout.progress(run) if run is not None else (0, 0)
-            j1, j2 = st.columns([6, 1])
+            j1, j2 = st.columns([5, 1])
             j1.progress(
                 done / total if total else 0.0,
                 text=f"{job.label} · **{job.status}** · {done:,} of {total or '…'} episodes",
