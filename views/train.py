@@ -9,6 +9,7 @@ import json
 import time
 from dataclasses import asdict
 from pathlib import Path
+from urllib.parse import quote
 
 import streamlit as st
 
@@ -388,8 +389,8 @@ if not evaluated.empty:
     st.caption(
         f"Evaluations of {eval_run} in the store: "
         + ", ".join(
-            f"[{r['id']}](/compare?benchmark={r['benchmark']}) ({r['status']}, {r['episodes']:,} "
-            f"episodes, stream {r['seed']})"
+            f"[{r['id']}](/compare?benchmark={quote(r['benchmark'])}) ({r['status']}, "
+            f"{r['episodes']:,} episodes, stream {r['seed']})"
             for _, r in evaluated.iterrows()
         )
         + "."

@@ -16,7 +16,7 @@ from core.store.queries import get_run, list_runs
 from core.store.synthetic import synthetic_episode
 from core.store.writer import RunLogger
 from core.team.topologies import FIXED_TOPOLOGIES
-from lab import data
+from lab import data, heldout
 from lab.palette import policy_color
 from tests.lab.conftest import ROOT
 
@@ -67,17 +67,22 @@ def test_a_finished_run_is_evaluated_from_the_train_page_and_its_point_is_on_com
 
     at = _page("views/train.py", runs=trained)
     assert at.number_input(key="train_eval_seed").value == 1000
-    # Bad input is one sentence and starts nothing.
+    # Bad input is one sentence and starts nothing (the training seed: lab.heldout.problem,
+    # the same path).
     assert _errors(_fill(at, 0, 1000)) == [
         "Episodes must be at least 1 (got 0): nothing was started."
     ]
-    assert len(_errors(_fill(at, 4, 3))) == 1 and "trained on" in _errors(at)[0]
+    info = get_run(db, trained)
+    assert "trained on" in heldout.problem(info, heldout.HeldOut(4, info.seed))
     assert not jobs.jobs("eval")
 
     _fill(at, 4, 1000)
     (job,) = jobs.jobs("eval")
     assert "--topologies" in job.argv and job.argv[job.argv.index("--topologies") + 1] == "star"
     assert job.wait(120) == 0, job.log_tail()
+    # Cancel (from any session): a stand-in child that would run a minute.
+    busy = jobs.start("evaluate elsewhere", [sys.executable, "-c", "import time; time.sleep(60)"],
+                      kind="eval")  # fmt: skip
     data.clear()
     at.run()
     assert not at.exception, [e.message for e in at.exception]
@@ -90,27 +95,20 @@ def test_a_finished_run_is_evaluated_from_the_train_page_and_its_point_is_on_com
     assert [
         c for c in at.caption if c.value.startswith(f"Evaluations of {trained}") and run in c.value
     ]
+    # A checkpoint file gone: one sentence, no form (shown at the click's rerun).
+    moved = shutil.move(ckpt, tmp_path / "away.pt")
+    at.button(key=f"train_eval_cancel_{busy.id}").click().run()
+    assert not at.exception and busy.status == "stopped"
+    assert any("stopped" in p.proto.text for p in at.get("progress"))
+    assert [i.value for i in at.info if "is gone" in i.value]
+    assert "train_eval_episodes" not in {w.key for w in at.number_input}
+    shutil.move(moved, ckpt)
 
     # Compare shows the new point (n = 4) at once, and star beside it.
     compare = _page("views/compare.py")
     points = {tuple(c[:3]) for t in _chart(compare, "compare_pareto")["data"]
               for c in t.get("customdata") or []}  # fmt: skip
     assert {(run, "qmix", 4), (run, "star", 4)} <= points
-
-    # Cancel (from any session): a stand-in child that would run a minute, stopped at once.
-    busy = jobs.start("evaluate elsewhere", [sys.executable, "-c", "import time; time.sleep(60)"],
-                      kind="eval")  # fmt: skip
-    at.run()
-    at.button(key=f"train_eval_cancel_{busy.id}").click().run()
-    assert not at.exception and busy.status == "stopped"
-    assert any("stopped" in p.proto.text for p in at.get("progress"))
-
-    # A checkpoint file gone: one sentence, no form; a run with no checkpoint: the same.
-    moved = shutil.move(ckpt, tmp_path / "away.pt")
-    at.run()
-    assert [i.value for i in at.info if "is gone" in i.value]
-    assert "train_eval_episodes" not in {w.key for w in at.number_input}
-    shutil.move(moved, ckpt)
 
 
 def test_a_run_with_no_checkpoint_says_so(lab_env):
