@@ -33,7 +33,7 @@ from lab import jobs as jobs_module
 from lab.demo import ROOT, DemoStatus, read_status
 from lab.jobs import JobManager
 from lab.palette import LEARNED_METHODS
-from lab.policies import describe_policy, knob_text
+from lab.policies import describe_policy, describe_training, knob_text
 from lab.stats import with_intervals
 
 TTL_S = 3
@@ -343,8 +343,22 @@ def aggregate(
         df["label"] = [
             f"{p} · {short_run(r)}" for p, r in zip(df["policy"], df["run_id"], strict=True)
         ]
-        df = with_methods(df, db)
+        df = _training_points(with_methods(df, db), db)
     return with_intervals(df) if not df.empty else df
+
+
+def _training_points(df: pd.DataFrame, db: str) -> pd.DataFrame:
+    """Mark the training episodes' rows (``training``) and say what they are: the method
+    their run learns (their colour), family ``training``, and a hover that says they are
+    no held-out result (:func:`describe_training`); charts keep them off every front."""
+    df = df.assign(training=df["policy_id"] == TRAINING_POLICY)
+    for i in df.index[df["training"]]:
+        method, weight, knob = train_run_method(run_info(db, df.at[i, "run_id"]))
+        df.at[i, "method"], df.at[i, "family"] = method, "training"
+        df.at[i, "token_weight"], df.at[i, "knob"] = weight, knob
+        df.at[i, "label"] = f"{method} {TRAINING_LABEL} · {short_run(df.at[i, 'run_id'])}"
+        df.at[i, "description"] = describe_training(method)
+    return df
 
 
 @st.cache_data(ttl=TTL_S, show_spinner=False)
@@ -531,6 +545,68 @@ def run_of_job(db: str, pid: int, since: float) -> str | None:
     return None
 
 
+def run_of_eval_job(db: str, pid: int, since: float) -> str | None:
+    """The evaluation run (``eval`` or ``compare``) a lab job logs, once the store has it
+    (as :func:`run_of_job`); None before. Not cached: the page asks until it shows."""
+    for kind in ("compare", "eval"):
+        df = q.list_runs(db, kind=kind)
+        if df.empty:
+            continue
+        for run_id in df.loc[df["started_at"] >= pd.Timestamp(since - 2, unit="s"), "id"]:
+            info = q.get_run(db, run_id)
+            if info is not None and info.pid == pid:
+                return str(run_id)
+    return None
+
+
+def evaluations_of(db: str, train_run: str) -> pd.DataFrame:
+    """The evaluation runs that played ``train_run``'s checkpoint (``config["source_run"]``),
+    newest first (:func:`runs`' columns)."""
+    df = runs(db)
+    if df.empty:
+        return df
+    return df[df["source_run"] == train_run].sort_values("started_at", ascending=False)
+
+
+TEAM_IDENTITY = (
+    "benchmark", "backend", "model", "preset", "society", "roles", "rounds", "token_weight",
+    "token_budget", "token_penalty", "idle", "pass_through", "actions", "embedding",
+    "fail_prob", "failures",
+)  # fmt: skip
+"""The team fields that decide what an evaluation's episodes are and what they score: two
+runs that agree on them (and on the stream) played the same episodes."""
+
+
+def _identity(team: dict[str, Any]) -> tuple:
+    opts = options_from_dict(team)
+    return tuple(getattr(opts, name) for name in TEAM_IDENTITY)
+
+
+@st.cache_data(ttl=TTL_S, show_spinner=False)
+def evaluated_topologies(db: str, team: str, seed: int, episodes: int) -> frozenset[str]:
+    """The fixed topologies already played healthy on held-out episodes 0..episodes-1 of
+    stream ``seed`` by the team ``team`` (the JSON of a ``config["team"]``, failures and all:
+    :data:`TEAM_IDENTITY`), in a finished ``eval`` or ``compare`` run of the store: a new
+    evaluation need not play them again."""
+    want = _identity(json.loads(team))
+    done: set[str] = set()
+    for kind in ("eval", "compare"):
+        df = q.list_runs(db, kind=kind, status="finished")
+        for run_id in df.loc[df["seed"] == seed, "id"] if not df.empty else ():
+            info = q.get_run(db, run_id)
+            plan = info.config.get("eval") if info is not None else None
+            if (
+                not plan
+                or plan.get("command") not in ("eval", "compare")
+                or plan.get("first", 0) != 0
+                or plan.get("per_policy", 0) < episodes
+                or _identity(info.config.get("team", {})) != want
+            ):
+                continue
+            done.update(p for p in plan.get("policies", ()) if p in FIXED_TOPOLOGIES)
+    return frozenset(done)
+
+
 @st.cache_data(ttl=TTL_S, show_spinner=False)
 def action_mix(db: str, run_id: str, bucket: int) -> pd.DataFrame:
     return q.action_mix_over_time(db, run_id, bucket)
@@ -575,7 +651,8 @@ def clear() -> None:
     """Forget cached query results (after this lab wrote or deleted something)."""
     for fn in (runs, episodes, count, distinct, aggregate, action_distribution, robustness,
                curves, action_mix, checkpoints, run_info, episode_position,
-               run_values, sweeps, sweep_points, policy_descriptions):  # fmt: skip
+               run_values, sweeps, sweep_points, policy_descriptions,
+               evaluated_topologies):  # fmt: skip
         fn.clear()
 
 

@@ -823,8 +823,11 @@ def pareto_front(df: pd.DataFrame, x: str = "mean_tokens", y: str = "accuracy") 
     """The rows no other row beats: fewer (or equal) tokens *and* higher (or equal) accuracy.
 
     Sorted by ``x``; a row is on the front if its ``y`` is strictly above every row with
-    fewer tokens.
+    fewer tokens. Rows of training episodes (``training`` true: :func:`lab.data.aggregate`)
+    are never on it: exploring is no policy's result.
     """
+    if "training" in df:
+        df = df[~df["training"].fillna(False).astype(bool)]
     rows = df.dropna(subset=[x, y]).sort_values([x, y], ascending=[True, False])
     keep, best = [], -math.inf
     for idx, value in zip(rows.index, rows[y], strict=True):
@@ -1006,7 +1009,11 @@ def pareto_figure(df: pd.DataFrame, height: int = 480) -> go.Figure:
     }
     fig, panels = _facets(df)
     shown: set[str] = set()
+    training = df["training"].fillna(False).astype(bool) if "training" in df else None
     for panel, col in panels:
+        if training is not None:
+            _training_traces(fig, panel[training.loc[panel.index]], panels, col, shown)
+            panel = panel[~training.loc[panel.index]]
         for policy, part in panel.groupby("policy", sort=True):
             err_x, err_y = _error_bars(part)
             method = str(part["method"].iloc[0])
@@ -1052,6 +1059,35 @@ def pareto_figure(df: pd.DataFrame, height: int = 480) -> go.Figure:
         _trade_off_axes(fig, df, height, panels)
     fig.update_layout(clickmode="event+select", dragmode="zoom")
     return _layout(fig, height)
+
+
+def _training_traces(
+    fig: go.Figure,
+    part: pd.DataFrame,
+    panels: list[tuple[pd.DataFrame, int]],
+    col: int,
+    shown: set[str],
+) -> None:
+    """Training episodes on a trade-off chart: one hollow marker per training run, in its
+    method's colour, named ``qmix training (exploring)`` in the legend and the hover (with
+    how the method explored): never mistaken for a policy's point, never on the front."""
+    for method, runs in part.groupby("method", sort=True):
+        name = f"{method} {runs['policy'].iloc[0]}"
+        err_x, err_y = _error_bars(runs)
+        fig.add_scatter(
+            x=runs["mean_tokens"], y=runs["accuracy"], mode="markers", name=name,
+            legendgroup=name, showlegend=name not in shown,
+            marker=dict(size=12, color=policy_color(str(method)), symbol="circle-open",
+                        line=dict(width=2)),
+            error_x=err_x, error_y=err_y, customdata=_customdata(runs, "policy_id"),
+            hovertext=runs["label"],
+            hovertemplate=(
+                "<b>%{hovertext}</b><br>%{customdata[3]}<br>tokens %{x:,.0f}"
+                "<br>accuracy %{y:.1%}<br>n = %{customdata[2]} episodes<extra></extra>"
+            ),
+            **_in_panel(panels, col),
+        )  # fmt: skip
+        shown.add(name)
 
 
 def point_key(fig: go.Figure, point: dict) -> str | None:

@@ -45,3 +45,14 @@ def short_policy(method: str, token_weight: float | None = None, knob: Any = Non
     if knob_text(knob):
         parts.append(knob_text(knob))
     return " ".join(parts)
+
+
+def describe_training(method: str) -> str:
+    """What a training run's own episodes are, for a hover: how the method explored while
+    it learned, and that they are no held-out result of its policy."""
+    how = (
+        "ε-greedy exploration, ε annealed"
+        if method == "qmix"
+        else "graphs sampled from its edge probabilities while it learned"
+    )
+    return f"{method} training episodes ({how}): not a held-out result of its policy"

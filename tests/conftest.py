@@ -42,6 +42,7 @@ SLOW_FILES = {
     "tests/lab/test_pages.py": "every page rendered on a seeded store (Streamlit's AppTest)",
     "tests/lab/test_page_state.py": "pages rerun through their widget states (AppTest)",
     "tests/lab/test_methods_view.py": "a tiny methods contest trained, then its page (AppTest)",
+    "tests/lab/test_heldout.py": "a tiny run trained, evaluated by the Train page's job (AppTest)",
     # From the first timing of the quick tier (benchmarks/RESULTS.md, "Quick tier"): its
     # slowest tests, each a long training, a killed-and-resumed run or a benchmark end to end.
     "tests/core/experiment/test_train.py": "trains on the society until it really learns",

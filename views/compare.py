@@ -78,6 +78,13 @@ st.caption(
     "Simulated and real-model runs are drawn in separate panels, each with its own front: "
     "their tokens and accuracies are not one trade-off."
 )
+if training:
+    st.caption(
+        f"Hollow circles: {data.TRAINING_LABEL} episodes, one per training run in its method's "
+        "colour — played while the method explored (Agent Q-Mix: ε-greedy), not a policy's "
+        "held-out result, so never on a front. *Evaluate on held-out tasks* (Train page) plays "
+        "a finished run's policy."
+    )
 fig = figures.pareto_figure(agg)
 ui.chart(fig, key="compare_pareto", on_select=lambda: _picked(fig))
 for engine, front in figures.fronts(agg).items():

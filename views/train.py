@@ -5,13 +5,15 @@ every lab server on that database) sees them and can stop them. Linkable:
 ``/train?runs=RUN_A,RUN_B&smoothing=0.8``.
 """
 
+import json
 import time
 from dataclasses import asdict
 from pathlib import Path
+from urllib.parse import quote
 
 import streamlit as st
 
-from lab import data, figures, params, ui
+from lab import data, figures, heldout, params, ui
 from lab.jobs import (
     LAB_BENCHMARKS,
     ROLE_POOL,
@@ -324,3 +326,117 @@ for run_id in watched:
             )  # fmt: skip
         st.caption(f"checkpoint: `{info.checkpoint or '—'}`")
         st.json(info.config, expanded=2)
+
+# ---------------------------------------------------------------- evaluate on held-out tasks
+st.subheader("Evaluate on held-out tasks")
+st.caption(
+    "A finished run's checkpoint (any method) played greedily on held-out episodes of a stream "
+    "it never trained on — and, if asked, every fixed topology on the same episodes (those this "
+    "team already played there are not played again). Runs as `agentqmix compare` / `eval` in "
+    "the background; its points appear on Compare, apart from the training episodes."
+)
+if st.session_state.get("train_eval_run") not in watched:
+    st.session_state["train_eval_run"] = watched[0]
+eval_run = st.selectbox(
+    "Training run to evaluate", watched, format_func=labels.get, key="train_eval_run"
+)
+with ui.friendly():
+    eval_info = data.run_info(db, eval_run)
+why = heldout.problem(eval_info)
+if why is not None:
+    st.info(why, icon=":material/info:")
+else:
+    with st.form("train_eval_form", border=True):
+        e1, e2, e3 = st.columns(3)
+        eval_episodes = e1.number_input(
+            "Episodes", 0, 100_000, heldout.EPISODES, step=50, key="train_eval_episodes",
+            help="Held-out episodes per policy; 300 make 95 % intervals about ±4 points wide.",
+        )  # fmt: skip
+        eval_seed = e2.number_input(
+            "Stream seed", 0, 2**31 - 1, heldout.default_seed(eval_info), key="train_eval_seed",
+            help=f"The held-out stream (never the training run's seed, {eval_info.seed}).",
+        )  # fmt: skip
+        eval_fixed = e3.checkbox(
+            "Also the fixed topologies", True, key="train_eval_fixed",
+            help="Every fixed topology on the same episodes, except those this team already "
+            "played on this stream in the store (at least as many episodes).",
+        )  # fmt: skip
+        evaluate = st.form_submit_button(
+            "Evaluate on held-out tasks", type="primary", disabled=read_only,
+            icon=":material/fact_check:",
+        )  # fmt: skip
+    if evaluate:
+        held = heldout.HeldOut(int(eval_episodes), int(eval_seed), bool(eval_fixed))
+        why = heldout.problem(eval_info, held)
+        if why is not None:
+            st.error(why)
+        else:
+            team_json = json.dumps(asdict(heldout.eval_team(eval_info.config)))
+            with ui.friendly():
+                done = data.evaluated_topologies(db, team_json, held.seed, held.episodes)
+            todo = heldout.still_to_play(held, done)
+            label, argv = heldout.command(db, eval_info, held, todo)
+            manager.start(label, argv, kind=heldout.EVAL_KIND)
+            skipped = sorted(done) if held.fixed else []
+            if skipped:
+                st.caption(
+                    f"Already in the store on this stream, not played again: {', '.join(skipped)}."
+                )
+            st.toast("Evaluation started.", icon=":material/fact_check:")
+with ui.friendly():
+    evaluated = data.evaluations_of(db, eval_run)
+if not evaluated.empty:
+    st.caption(
+        f"Evaluations of {eval_run} in the store: "
+        + ", ".join(
+            f"[{r['id']}](/compare?benchmark={quote(r['benchmark'])}) ({r['status']}, "
+            f"{r['episodes']:,} episodes, stream {r['seed']})"
+            for _, r in evaluated.iterrows()
+        )
+        + "."
+    )
+
+
+def _cancel(job_id: str) -> None:
+    job = manager.get(job_id)
+    if job is not None:
+        job.stop()
+    data.clear()
+
+
+_evals_live = bool(manager.running(heldout.EVAL_KIND))
+
+
+@st.fragment(run_every=ui.LIVE_POLL_S if _evals_live else None)
+def eval_jobs() -> None:
+    """Every evaluation job (from any session): its progress in episodes, Cancel, its end."""
+    if bool(manager.running(heldout.EVAL_KIND)) != _evals_live:
+        data.clear()  # one ended (or started): Compare shows its points from the next draw
+        st.rerun()
+    for job in manager.jobs(heldout.EVAL_KIND)[:4]:
+        with st.container(border=True):
+            with ui.friendly():
+                run_id = data.run_of_eval_job(db, job.pid, job.started_at)
+                run = data.run_info(db, run_id) if run_id else None
+            done, total = heldout.progress(run) if run is not None else (0, 0)
+            j1, j2 = st.columns([5, 1])
+            j1.progress(
+                done / total if total else 0.0,
+                text=f"{job.label} · **{job.status}** · {done:,} of {total or '…'} episodes",
+            )
+            j2.button(
+                "Cancel", key=f"train_eval_cancel_{job.id}", on_click=_cancel, args=(job.id,),
+                disabled=job.status != "running", icon=":material/cancel:",
+            )  # fmt: skip
+            if run is not None and run.status == "finished":
+                st.page_link(
+                    "views/compare.py", label=f"{run_id}: its points are on Compare",
+                    icon=":material/scatter_plot:", query_params={"benchmark": run.benchmark},
+                )  # fmt: skip
+            elif job.status == "stopped":
+                st.caption(f"Cancelled: the {done:,} episodes it logged stay in the store.")
+            elif job.status == "failed":
+                st.error((job.log_tail(1) or "The evaluation ended without output.").strip())
+
+
+eval_jobs()

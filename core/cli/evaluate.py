@@ -32,6 +32,14 @@ from core.team.failures import FAILURE_MODES
 from core.team.options import TeamOptions
 from core.team.topologies import FIXED_TOPOLOGIES
 
+SourceRun = Annotated[
+    str | None,
+    typer.Option(
+        help="The training run whose checkpoint this evaluates (stored as the run's "
+        "config source_run: the lab lists the evaluation under that run)."
+    ),
+]
+
 
 def _resume_evaluation(
     run_id: str, db: str | None, device: str, as_json: bool, command: str, budget: Any = None
@@ -71,12 +79,14 @@ def evaluate(
     db: Db = None,
     no_log: NoLog = False,
     resume: Resume = None,
+    source_run: SourceRun = None,
     budget_tokens: BudgetTokens = None,
     budget_calls: BudgetCalls = None,
     as_json: Json = False,
 ) -> None:
     """Run a policy greedily and decentralised (each agent on its own Q-values), held out;
     on a real back-end, after an estimate and within the budget given."""
+    from core.experiment.evaluate import source_run_config
     from core.experiment.finetune import Budget
 
     budget = Budget(budget_tokens, budget_calls)
@@ -96,6 +106,7 @@ def evaluate(
         return None
     from core.experiment import evaluate_team, resolve_policy
 
+    source = source_run_config(db, source_run) if not no_log else {}
     chosen = resolve_policy(policy, checkpoint, opts, device)
     with budget_meter(
         replace(opts, seed=seed), budget, episodes, split="eval", policy=chosen,
@@ -103,7 +114,7 @@ def evaluate(
     ):  # fmt: skip
         summary, _ = evaluate_team(
             opts, chosen, episodes, seed, db=db, log=not no_log, first=first,
-            checkpoint=checkpoint, extra_config=budget.run_config(),
+            checkpoint=checkpoint, extra_config={**budget.run_config(), **source},
         )  # fmt: skip
     _report_evaluation(summary, as_json)
 
@@ -133,11 +144,19 @@ def compare(
         ),
     ] = None,
     episodes: Annotated[int, typer.Option(min=1, help="Held-out episodes per policy.")] = 100,
+    topologies: Annotated[
+        str | None,
+        typer.Option(
+            help=f"Fixed topologies to play beside the checkpoints, comma-separated "
+            f"({', '.join(FIXED_TOPOLOGIES)}; none for none); default: every one."
+        ),
+    ] = None,
     seed: Seed = 0,
     device: Device = "auto",
     db: Db = None,
     no_log: NoLog = False,
     resume: Resume = None,
+    source_run: SourceRun = None,
     budget_tokens: BudgetTokens = None,
     budget_calls: BudgetCalls = None,
     as_json: Json = False,
@@ -146,6 +165,7 @@ def compare(
     tasks, with 95% intervals and the accuracy/token front (on a real back-end, after an
     estimate and within the budget given)."""
     from core.experiment import compare_team
+    from core.experiment.evaluate import parse_topologies, source_run_config
     from core.experiment.finetune import Budget
 
     budget = Budget(budget_tokens, budget_calls)
@@ -153,11 +173,15 @@ def compare(
         return _resume_evaluation(resume, db, device, as_json, "compare", budget)
     if benchmark is None:
         raise UserError("compare needs --benchmark NAME (or --resume RUN_ID).")
-    total = episodes * (len(checkpoint or []) + len(FIXED_TOPOLOGIES))
+    fixed = parse_topologies(topologies)
+    if not fixed and not checkpoint:
+        raise UserError("compare --topologies none needs at least one --checkpoint CKPT.")
+    source = source_run_config(db, source_run) if not no_log else {}
+    total = episodes * (len(checkpoint or []) + len(fixed))
     with budget_meter(replace(opts, seed=seed), budget, total, split="eval"):
         rows = compare_team(
             opts, checkpoint or [], episodes, seed, db=db, log=not no_log, device=device,
-            extra_config=budget.run_config(),
+            topologies=fixed, extra_config={**budget.run_config(), **source},
         )  # fmt: skip
     _report_comparison(rows, benchmark, episodes, seed, as_json, opts.token_weight)
 

@@ -410,6 +410,36 @@ def _plan_policies(plan: EvalPlan, opts: TeamOptions, device: str) -> list[Any]:
 # --------------------------------------------------------------------------- the commands
 
 
+def source_run_config(db: str | None, run_id: str | None) -> dict[str, Any]:
+    """``{"source_run": RUN_ID}`` for an evaluation of training run ``run_id``'s checkpoint
+    (``--source-run``: the lab then lists the evaluation under that run); ``{}`` for none.
+    A run that is not a training run of the store is a mistake, said in one sentence."""
+    if run_id is None:
+        return {}
+    from core.store.queries import get_run
+
+    info = get_run(db, run_id)
+    if info is None or info.kind != "train":
+        raise UserError(f"--source-run {run_id!r} is not a training run of this database.")
+    return {"source_run": run_id}
+
+
+def parse_topologies(text: str | None) -> tuple[str, ...]:
+    """``--topologies star,chain`` -> the fixed topologies named, in the registry's order;
+    None -> every one; ``none`` -> none."""
+    if text is None:
+        return tuple(FIXED_TOPOLOGIES)
+    names = {part.strip() for part in text.split(",") if part.strip()}
+    if names == {"none"}:
+        return ()
+    unknown = sorted(names - set(FIXED_TOPOLOGIES))
+    if unknown or not names:
+        raise UserError(
+            f"--topologies takes names of {', '.join(FIXED_TOPOLOGIES)} (or none), not {text!r}."
+        )
+    return tuple(t for t in FIXED_TOPOLOGIES if t in names)
+
+
 def evaluate_team(
     opts: TeamOptions,
     policy: TeamPolicy | QMixPolicy,

@@ -732,7 +732,8 @@ SELECT id,
        json_extract_string(config, '$.fork.run') AS fork_run,
        TRY_CAST(json_extract_string(config, '$.fork.episode') AS BIGINT) AS fork_episode,
        json_extract_string(config, '$.fork.label') AS fork_label,
-       json_extract_string(config, '$.robustness.mode') AS robustness_mode
+       json_extract_string(config, '$.robustness.mode') AS robustness_mode,
+       json_extract_string(config, '$.source_run') AS source_run
 FROM runs
 """
 
@@ -742,7 +743,9 @@ def run_tags(db: Db) -> pd.DataFrame:
     (``config["sweep"]``: ``sweep_id``, ``sweep_token_weight``, ``sweep_seed``,
     ``sweep_pass_through``), the episode
     a lab fork was played from (``config["fork"]``: ``fork_run``, ``fork_episode``,
-    ``fork_label``) and a robustness run's failure mode; NULL where a run has none."""
+    ``fork_label``), a robustness run's failure mode and the training run an evaluation
+    played the checkpoint of (``config["source_run"]``: ``source_run``); NULL where a run
+    has none."""
     with read_session(db) as cur:
         return cur.execute(_RUN_TAGS).df()
 

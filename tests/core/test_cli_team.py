@@ -404,3 +404,32 @@ def test_code_runs_in_bubblewrap_or_not_at_all_and_the_run_says_which(tmp_path: 
     assert sandbox_of(sim["run_id"]) == "none"
     listed = ok_json(cli("runs", "--db", str(db), "--json"))
     assert {r["sandbox"] for r in listed} == {"bwrap", "process", "none"}
+
+
+def test_compare_plays_the_topologies_named_and_records_the_training_run(tmp_path: Path) -> None:
+    """What the lab's *Evaluate on held-out tasks* runs: only the fixed topologies the store
+    lacks (``--topologies``), the evaluation linked to its training run (``--source-run``);
+    a name that is neither is one sentence and exit 2."""
+    from core.store.synthetic import synthetic_episode
+    from core.store.writer import RunLogger
+
+    db = tmp_path / "s.duckdb"
+    with RunLogger(db, "train", {}, policy="qmix", benchmark="mixed") as log:
+        log.log_episode(synthetic_episode(0, policy="env"))
+        trained = log.run_id
+    flags = ["--benchmark", "mixed", "--episodes", "2", "--seed", "1000", "--db", str(db)]
+    table = run_json(
+        "compare", *flags, "--topologies", "star,single", "--source-run", trained, "--json"
+    )
+    assert [p["policy"] for p in sorted(table["policies"], key=lambda p: p["policy"])] == [
+        "single", "star"
+    ]  # fmt: skip
+    assert get_run(db, table["policies"][0]["run_id"]).config["source_run"] == trained
+    for args in (
+        ("compare", *flags, "--topologies", "star,hub"),
+        ("compare", *flags, "--topologies", "none"),
+        ("compare", *flags, "--source-run", "train-nope"),
+        ("eval", *flags, "--policy", "star", "--source-run", table["policies"][0]["run_id"]),
+    ):
+        code, _, err = run_main(*args)
+        assert code == 2 and len(err.strip().splitlines()) == 1, err
