@@ -66,6 +66,19 @@ def policy_label(policy: str | None) -> str:
     return TRAINING_LABEL if policy == TRAINING_POLICY else str(policy)
 
 
+def replay_first(runs: pd.DataFrame) -> str | None:
+    """The run Replay opens on when no link names one: the newest held-out evaluation of a
+    learned policy (the first-start demo's shipped policy), else the newest evaluation that
+    is not a robustness sweep, else the newest run with an episode. ``runs`` newest first,
+    as :func:`runs` returns them."""
+    played = runs[runs["episodes"] > 0]
+    held = played[played["kind"].isin(["eval", "compare"]) & (played["policy"] != "robustness")]
+    for frame in (held[held["policy"].isin(LEARNED_METHODS)], held, played):
+        if not frame.empty:
+            return str(frame["id"].iloc[0])
+    return None
+
+
 def _family(method: str) -> str | None:
     """``learned`` / ``fixed`` for a name the project ships, else None."""
     if method in LEARNED_METHODS:

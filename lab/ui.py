@@ -253,8 +253,8 @@ class UrlState:
             return True
         st.warning(
             f"The link's `{param}={params.shown(raw)}` names a run that does not exist in "
-            "this database (deleted, or a link from another database); showing the first "
-            "run instead. The runs it has:",
+            "this database (deleted, or a link from another database); showing the page's "
+            "default run instead. The runs it has:",
             icon=":material/link_off:",
         )
         listed = list(labels.items())[:RUNS_OFFERED]

@@ -69,6 +69,9 @@ labels = {r["id"]: ui.run_label(r) for _, r in runs.iterrows()}
 if url.seed_run("replay_run", "run", {r: labels[r] for r in run_ids}):
     # A link names a run: start from its plain listing, then apply the rest of the link.
     _reset_for_run()
+elif st.session_state.get("replay_run") not in run_ids:
+    # No link: a learned policy's held-out episodes, not the newest robustness sweep.
+    st.session_state["replay_run"] = data.replay_first(runs)
 run_id = st.selectbox(
     "Run", run_ids, format_func=labels.get, key="replay_run", on_change=_reset_for_run
 )

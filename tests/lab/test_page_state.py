@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import pandas as pd
 import pytest
 
 from core.store.queries import list_runs
@@ -93,11 +94,28 @@ def test_a_bad_link_value_is_replaced_by_the_default_and_named(lab_env, page, qu
 
 
 def test_a_link_to_a_run_that_does_not_exist_says_so_and_offers_the_runs(lab_env):
-    _, ids = lab_env
+    db, ids = lab_env
     at = _open("views/replay.py", run="eval-19990101-000000-dead")
     assert _said(at, "eval-19990101-000000-dead", "does not exist")
     listed = [m.value for m in at.markdown if ids["qmix"] in m.value]
     assert listed, "the runs that do exist are offered"
+    # Replay's default run: the learned policy's held-out episodes, not the newest run.
+    assert at.selectbox(key="replay_run").value == ids["qmix"] != list_runs(str(db)).id[0]
+
+
+def test_replay_opens_on_a_learned_policys_evaluation_not_a_robustness_sweep():
+    runs = pd.DataFrame(
+        {
+            "id": ["rob", "fixed", "learned", "train", "empty"],
+            "kind": ["compare", "eval", "eval", "train", "eval"],
+            "policy": ["robustness", "star", "qmix", "qmix", "qmix"],
+            "episodes": [300, 50, 50, 400, 0],
+        }
+    )  # newest first, as the runs table lists them
+    assert data.replay_first(runs) == "learned"
+    assert data.replay_first(runs[runs.policy != "qmix"]) == "fixed"
+    assert data.replay_first(runs[runs.id.isin(["rob", "train"])]) == "rob"
+    assert data.replay_first(runs[runs.id == "empty"]) is None
 
 
 # ------------------------------------------------------------------ 3. Replay's own link
