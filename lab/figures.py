@@ -775,7 +775,7 @@ def training_curve_figure(
         )  # fmt: skip
         smoothed = f"{name}smoothed (EMA {smoothing:g})" if smoothing > 0 else f"{name}unsmoothed"
         fig.add_scatter(
-            x=x, y=ema(y, smoothing), mode="lines", name=smoothed, legendgroup=label,
+            x=x, y=ema(y, smoothing, at=x), mode="lines", name=smoothed, legendgroup=label,
             line=dict(color=color, width=2.6, dash=dashes[k % len(dashes)]),
             hovertemplate=f"{label}<br>episode %{{x}}: %{{y:.4g}}<extra></extra>",
         )  # fmt: skip

@@ -55,18 +55,31 @@ def with_intervals(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def ema(values: pd.Series | np.ndarray, smoothing: float) -> np.ndarray:
+def ema(
+    values: pd.Series | np.ndarray,
+    smoothing: float,
+    at: pd.Series | np.ndarray | None = None,
+) -> np.ndarray:
     """Exponential moving average with weight ``smoothing`` in [0, 1) on the past, debiased
-    (TensorBoard's smoothing): ``0`` returns the values; NaNs are skipped, not propagated."""
+    (TensorBoard's smoothing): ``0`` returns the values; NaNs are skipped, not propagated.
+
+    ``at``: where each value sits (episode or step numbers, increasing). A value ``d``
+    steps after the previous one weighs the past ``smoothing ** d``: a curve thinned to
+    one point per k episodes (each the mean of its k) smooths as its every episode did,
+    whatever k — without it, smoothing a thinned curve changed its shape as the run grew."""
     if not 0.0 <= smoothing < 1.0:
         raise ValueError(f"smoothing must be in [0, 1), got {smoothing}")
     x = np.asarray(values, dtype=float)
+    where = np.arange(len(x), dtype=float) if at is None else np.asarray(at, dtype=float)
     out = np.full_like(x, np.nan)
-    acc, weight = 0.0, 0.0
+    acc, weight, previous = 0.0, 0.0, None
     for i, v in enumerate(x):
         if math.isnan(v):
             continue
-        acc = smoothing * acc + (1 - smoothing) * v
-        weight = smoothing * weight + (1 - smoothing)
+        steps = 1.0 if at is None or previous is None else max(where[i] - previous, 1.0)
+        past = smoothing**steps
+        acc = past * acc + (1 - past) * v
+        weight = past * weight + (1 - past)
         out[i] = acc / weight
+        previous = where[i]
     return out

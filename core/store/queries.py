@@ -679,15 +679,22 @@ def _stride_param(max_points: int | None) -> int:
 
 
 def _thinned(select: str, order: str) -> str:
-    """``select`` ordered by ``order``, keeping every k-th row and the last; the extra
-    parameter is the row budget (0 = keep all)."""
+    """``select`` ordered by ``order``, in at most about ``budget`` rows (the extra
+    parameter; 0 = every row): consecutive rows in buckets of k, each bucket one row — the
+    mean of each measured column, and, for ``order``, ``episode``, ``wall_time`` and the
+    moving averages (``*_ma``, already over every row), the bucket's last row. A bucket's
+    mean is what every one of its rows says; picking every k-th row (as before) kept one
+    noisy row of k, and a curve smoothed over the picks changed shape as k grew."""
+    last = f"c IN ('{order}', 'episode', 'wall_time') OR ends_with(c, '_ma')"
     return (
         f"WITH c AS ({select}), n AS (SELECT ?::BIGINT AS budget), "
         f"t AS (SELECT c.*, row_number() OVER (ORDER BY {order}) - 1 AS _i, "
-        "count(*) OVER () AS _n FROM c) "
-        "SELECT t.* EXCLUDE (_i, _n) FROM t, n "
-        "WHERE n.budget = 0 OR _i % greatest(1, ceil(_n / n.budget)::BIGINT) = 0 OR _i = _n - 1 "
-        f"ORDER BY {order}"
+        "count(*) OVER () AS _n FROM c), "
+        "b AS (SELECT t.* EXCLUDE (_i, _n), CASE WHEN n.budget = 0 THEN _i "
+        "ELSE _i // greatest(1, ceil(_n / n.budget)::BIGINT) END AS _b FROM t, n) "
+        f"SELECT arg_max(COLUMNS(lambda c: {last}), {order}), "
+        f"avg(COLUMNS(lambda c: NOT ({last}) AND c != '_b')::DOUBLE) "
+        f"FROM b GROUP BY _b ORDER BY {order}"
     )
 
 
