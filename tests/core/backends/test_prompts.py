@@ -271,14 +271,18 @@ def test_the_prompt_style_is_one_setting_stored_only_when_it_is_not_full():
     caps and is stored in the run's ``prompting``; a run in the full style stores what it
     stored before styles existed (no ``style`` key), so recorded configs are unchanged."""
     from core.backends.openai_backend import COMPACT_MAX_TOKENS, MAX_TOKENS
+    from core.backends.registry import prompt_settings
     from core.team.options import TeamOptions
 
     remote = dict(backend="openai", model="m", base_url="http://127.0.0.1:9/v1")
-    full = TeamOptions(**remote).run_config()["prompting"]
-    compact = TeamOptions(**remote, prompt_style="compact").run_config()["prompting"]
+    full = prompt_settings(TeamOptions(**remote))
+    compact = prompt_settings(TeamOptions(**remote, prompt_style="compact"))
     assert "style" not in full and compact["style"] == "compact"
     assert full["max_tokens"]["math/agent"] == MAX_TOKENS[("math", "agent")]
     assert compact["max_tokens"]["math/agent"] == COMPACT_MAX_TOKENS[("math", "agent")]
     assert compact["max_tokens"]["code/agent"] == full["max_tokens"]["code/agent"]
-    capped = TeamOptions(**remote, prompt_style="compact", max_tokens=8).run_config()
-    assert set(capped["prompting"]["max_tokens"].values()) == {8}  # --max-tokens still wins
+    capped = prompt_settings(TeamOptions(**remote, prompt_style="compact", max_tokens=8))
+    assert set(capped["max_tokens"].values()) == {8}  # --max-tokens still wins
+    assert TeamOptions(**remote, prompt_style="compact").make_backend().config.prompt_style == (
+        "compact"
+    )
