@@ -154,12 +154,13 @@ turn's own (:func:`opening`)."""
 
 
 def check_style(style: str) -> None:
+    """Raise ``ValueError`` unless ``style`` is one of :data:`STYLES`."""
     if style not in STYLES:
         raise ValueError(f"prompt style must be one of {STYLES}, got {style!r}")
 
 
-def _compact_system(task: Task) -> str:
-    domain = _domain(task)
+def _compact_system(domain: str) -> str:
+    """The compact style's system line for a task domain: the task, then the format."""
     return f"{COMPACT_TASK[domain]} {COMPACT_FORMAT[domain]}".strip()
 
 
@@ -169,7 +170,7 @@ def _domain(task: Task) -> str:
 
 def _compact_head(task: Task) -> Chat:
     """The compact chat's start: the system line, then the worked examples as turns."""
-    chat: Chat = [{"role": "system", "content": _compact_system(task)}]
+    chat: Chat = [{"role": "system", "content": _compact_system(_domain(task))}]
     for question, reply in COMPACT_SHOTS[_domain(task)]:
         chat += [{"role": "user", "content": question}, {"role": "assistant", "content": reply}]
     return chat
@@ -179,7 +180,7 @@ def _compact_domain(chat: Chat) -> str | None:
     """The task domain whose compact system line opens ``chat``; None: not a compact chat."""
     if not chat or chat[0].get("role") != "system":
         return None
-    systems = {f"{COMPACT_TASK[d]} {COMPACT_FORMAT[d]}".strip(): d for d in COMPACT_FORMAT}
+    systems = {_compact_system(d): d for d in COMPACT_FORMAT}
     return systems.get(chat[0]["content"])
 
 
