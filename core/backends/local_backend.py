@@ -36,7 +36,7 @@ from core.backends.cache import request_key
 from core.backends.local_server import LocalServer
 from core.backends.native_server import slot_of
 from core.backends.openai_backend import MAX_TOKENS, OpenAIBackend, OpenAIBackendConfig
-from core.backends.prompts import opening
+from core.backends.prompts import continues, opening
 from core.records import Chat
 
 log = logging.getLogger(__name__)
@@ -71,6 +71,9 @@ LOCAL_PROMPT_LAYOUT = "conversation"
 (:data:`core.backends.prompts.LAYOUTS`), so the server's prompt cache
 (``LocalServerConfig.prompt_cache_mb``) restores an agent's last request and reply and
 computes only the new message (benchmarks/RESULTS.md, issue 18, "Prompt layout")."""
+LOCAL_PROMPT_STYLE = "full"
+"""The local model's recipe: how the team's messages are worded
+(:data:`core.backends.prompts.STYLES`; ``--prompt-style compact`` for the short one)."""
 LOCAL_CONVERSATION_TOKENS = 2048
 """The local model's recipe: an agent's conversation that has grown past this many tokens
 starts over (:func:`core.backends.prompts.conversation_start`). On 2 cores a request's
@@ -224,8 +227,8 @@ class LocalBackend(OpenAIBackend):
     def request_extras(self, request: dict[str, Any]) -> dict[str, Any]:
         if not self.native:
             return {}
-        continues = any(m.get("role") == "assistant" for m in request["messages"])
-        reuse = continues or self.opened.get(self.slot(request)) is not None
+        # The compact style's worked examples are assistant turns too: not a conversation.
+        reuse = continues(request["messages"]) or self.opened.get(self.slot(request)) is not None
         return {"id_slot": self.slot(request), "cache_prompt": reuse}
 
     async def _once(self, request: dict[str, Any], timeout: float) -> Any:

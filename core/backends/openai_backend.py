@@ -75,6 +75,26 @@ execute_verify's follow-up; ``decision``: the decision agent (docs/openai.md). E
 short derivation and the answer lines; a code reply must hold a whole function."""
 DEFAULT_MAX_TOKENS = 256
 """The cap for a task kind the table does not name."""
+COMPACT_MAX_TOKENS: dict[tuple[str, str], int] = {
+    ("math", "agent"): 48,
+    ("math", "check"): 48,
+    ("math", "decision"): 48,
+    ("mcq", "agent"): 24,
+    ("mcq", "check"): 24,
+    ("mcq", "decision"): 24,
+}
+"""The compact prompt style's caps (:data:`core.backends.prompts.STYLES`), on every back-end:
+its replies are one line (a two-step calculation and its answer line is ~25 tokens), so
+what runs past the cap is rambling. Code keeps the recipe's caps: a function is as long as
+it is."""
+
+
+def style_caps(caps: dict[tuple[str, str], int], style: str) -> dict[tuple[str, str], int]:
+    """The completion caps a back-end with ``caps`` uses in prompt style ``style``: the
+    compact style's own (:data:`COMPACT_MAX_TOKENS`) where they are lower."""
+    if style != "compact":
+        return caps
+    return {**caps, **{k: min(v, caps.get(k, v)) for k, v in COMPACT_MAX_TOKENS.items()}}
 
 
 def examples_confidence(checked: int) -> float:
@@ -111,6 +131,10 @@ class OpenAIBackendConfig:
     """How an agent's requests are written (:data:`core.backends.prompts.LAYOUTS`): ``fresh``
     (a new chat every turn) or ``conversation`` (one growing chat per agent, which a server
     with a prefix cache computes only the new part of; the local model's recipe)."""
+    prompt_style: str = "full"
+    """How the team's messages are worded (:data:`core.backends.prompts.STYLES`): ``full``
+    (persona, round instruction, answer format and confidence) or ``compact`` (a one-line
+    system prompt, worked examples as earlier turns, the question; for small models)."""
     conversation_tokens: int | None = None
     """``conversation`` layout: once an agent's conversation has grown past this many tokens
     (the server's count of its last request and reply), its next request starts a new one
@@ -171,6 +195,10 @@ class OpenAIBackendConfig:
         if self.verify_tests not in prompts.VERIFY_TESTS:
             raise ValueError(
                 f"verify_tests must be one of {prompts.VERIFY_TESTS}, got {self.verify_tests!r}"
+            )
+        if self.prompt_style not in prompts.STYLES:
+            raise ValueError(
+                f"prompt_style must be one of {prompts.STYLES}, got {self.prompt_style!r}"
             )
         if self.prompt_layout not in prompts.LAYOUTS:
             raise ValueError(
@@ -407,7 +435,7 @@ class OpenAIBackend:
     def _max_tokens(self, task: Task, kind: str) -> int:
         if self.config.max_tokens:
             return self.config.max_tokens
-        caps = self.config.completion_caps or MAX_TOKENS
+        caps = style_caps(self.config.completion_caps or MAX_TOKENS, self.config.prompt_style)
         return caps.get((task.domain, kind), DEFAULT_MAX_TOKENS)
 
     async def _complete(
@@ -607,11 +635,11 @@ class OpenAIBackend:
 
     # -- the Backend protocol -----------------------------------------------------------
 
-    def _writing(self) -> tuple[int, str, int | None]:
-        """How an agent's requests are written: the cut of earlier replies, the layout and
-        the conversation budget (:func:`core.backends.prompts.agent_messages`)."""
+    def _writing(self) -> tuple[int, str, int | None, str]:
+        """How an agent's requests are written: the cut of earlier replies, the layout, the
+        conversation budget and the style (:func:`core.backends.prompts.agent_messages`)."""
         c = self.config
-        return c.peer_chars, c.prompt_layout, c.conversation_tokens
+        return c.peer_chars, c.prompt_layout, c.conversation_tokens, c.prompt_style
 
     async def agent_turn(self, turn: AgentTurn) -> TurnResult:
         sample = [turn.episode_seed, turn.agent]
@@ -731,7 +759,7 @@ class OpenAIBackend:
             return TurnResult("", None, 0.0, call, failed=True)
         view = DecisionTurn(turn.task, finals, turn.episode_seed, turn.n_rounds)
         done = await self._complete(
-            prompts.decision_messages(view, self.config.peer_chars),
+            prompts.decision_messages(view, self.config.peer_chars, self.config.prompt_style),
             DECISION_AGENT,
             turn.n_rounds,
             [turn.episode_seed, DECISION_AGENT],

@@ -5,7 +5,8 @@ instruction per communication action, the agent's own previous answer (temporal
 edge) and the peers' answers it read this round, the decision agent's prompt, and
 the follow-up prompts of ``execute_verify`` (test feedback for code, an independent
 re-derivation for maths and multiple choice). Every reply ends with an answer line
-and ``Confidence: <0-100>``; :func:`parse_reply` reads both.
+and ``Confidence: <0-100>``; :func:`parse_reply` reads both. That is the ``full`` style; the
+``compact`` style (:data:`STYLES`) words the same turns for small models.
 
 The builders take plain record data (:func:`agent_chat`, :func:`decision_chat`): the
 back-end calls them with a live turn, the lab's Replay with what a logged episode holds,
@@ -93,6 +94,158 @@ BYZANTINE_INSTRUCTION = (
     "(Fault injection for a robustness experiment: you are a faulty agent this round. "
     "Give a plausible but WRONG final answer and state high confidence.)"
 )
+
+
+STYLES = ("full", "compact")
+"""How the team's messages are worded (``prompt_style``). ``full``: the team's system prompt,
+the problem, a role, the round's instruction and the answer format with a confidence line
+(~250 prompt tokens before a 135M model writes a word; more than half its replies to
+``arith`` then committed to no answer, benchmarks/RESULTS.md, issue 35). ``compact``: a
+one-line system prompt, a few worked examples as earlier turns of the chat (the form an
+instruction-tuned model was trained on: it copies their one-line answers), then the
+question alone; what the agent reads (its last answer, its teammates' replies, each on one
+line) and a one-line instruction follow the question only when there is something to read.
+No role persona and no confidence line (a reply's confidence is then
+:data:`DEFAULT_CONFIDENCE`)."""
+
+COMPACT_FORMAT: dict[str, str] = {
+    "math": "Reply in one line: the calculation, then Answer: <number>.",
+    "mcq": "Reply in one line: Answer: <letter>.",
+    "code": "Reply with one ```python block holding the complete function.",
+}
+"""The compact style's answer format by task domain (every line of it readable by
+:func:`parse_answer`)."""
+COMPACT_TASK = {"math": "Solve the problem.", "mcq": "Pick the right option.", "code": ""}
+COMPACT_SHOTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "math": (
+        ("Tom has 5 toys. He finds 4 more toys. How many toys does Tom have now?",
+         "5 + 4 = 9. Answer: 9"),
+        ("Ana has 12 pens. She gives 7 pens away. How many pens does Ana have now?",
+         "12 - 7 = 5. Answer: 5"),
+        ("Leo has 3 boxes with 6 cars in each. How many cars does Leo have in all?",
+         "3 x 6 = 18. Answer: 18"),
+    ),
+    "mcq": (
+        ("Which of these is a fruit?\n\nA. a chair\nB. an apple\nC. a shoe\nD. a cloud",
+         "Answer: B"),
+    ),
+    "code": (),
+}  # fmt: skip
+"""The compact style's worked examples (question, reply) by task domain, sent as earlier
+user and assistant turns. Written by hand with names and things no generated task uses
+(``arith`` and ``math`` draw theirs from :data:`core.tasks.math.NAMES` and ``ITEMS``), so
+no example is a task."""
+COMPACT_ACTIONS: dict[Action, str] = {
+    Action.SOLO_PROCESS: "Solve it again yourself.",
+    Action.BROADCAST_ALL: "Solve it; your teammates will read your reply.",
+    Action.SELECTIVE_QUERY: "Check your teammate's answer before you use it.",
+    Action.AGGREGATE_REFINE: "Check your teammates' answers and give the right one.",
+    Action.EXECUTE_VERIFY: "Solve it and check your answer.",
+    Action.DEBATE_CHECK: "Check your partner's answer and give the right one.",
+}
+"""The compact style's one-line instruction per action (shown when the turn reads something)."""
+COMPACT_BYZANTINE = "(Fault injection: give a wrong answer.)"
+COMPACT_PEER_CHARS = 200
+"""The compact style cuts an earlier reply to at most this many characters (a one-line answer
+is ~20 tokens)."""
+COMPACT_OPENING_END = "\n\nRound "
+"""Where a compact chat's first user message leaves the question: what follows it is the
+turn's own (:func:`opening`)."""
+
+
+def check_style(style: str) -> None:
+    """Raise ``ValueError`` unless ``style`` is one of :data:`STYLES`."""
+    if style not in STYLES:
+        raise ValueError(f"prompt style must be one of {STYLES}, got {style!r}")
+
+
+def _compact_system(domain: str) -> str:
+    """The compact style's system line for a task domain: the task, then the format."""
+    return f"{COMPACT_TASK[domain]} {COMPACT_FORMAT[domain]}".strip()
+
+
+def _domain(task: Task) -> str:
+    return task.domain if task.domain in COMPACT_FORMAT else "math"
+
+
+def _compact_head(task: Task) -> Chat:
+    """The compact chat's start: the system line, then the worked examples as turns."""
+    chat: Chat = [{"role": "system", "content": _compact_system(_domain(task))}]
+    for question, reply in COMPACT_SHOTS[_domain(task)]:
+        chat += [{"role": "user", "content": question}, {"role": "assistant", "content": reply}]
+    return chat
+
+
+def _compact_domain(chat: Chat) -> str | None:
+    """The task domain whose compact system line opens ``chat``; None: not a compact chat."""
+    if not chat or chat[0].get("role") != "system":
+        return None
+    systems = {_compact_system(d): d for d in COMPACT_FORMAT}
+    return systems.get(chat[0]["content"])
+
+
+def _head_length(chat: Chat) -> int:
+    """How many messages open ``chat`` before its turns: the system message, and the compact
+    style's worked examples when it is a compact chat (0: no system message)."""
+    if not chat or chat[0].get("role") != "system":
+        return 0
+    domain = _compact_domain(chat)
+    return 1 + 2 * len(COMPACT_SHOTS[domain]) if domain is not None else 1
+
+
+def continues(chat: Chat) -> bool:
+    """Whether ``chat`` continues a conversation: it holds a reply of the agent's own (an
+    assistant message after the style's worked examples)."""
+    return any(m.get("role") == "assistant" for m in chat[_head_length(chat) :])
+
+
+def _line(text: str, limit: int) -> str:
+    """A reply on one line, cut to ``limit`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit] + " [...]"
+
+
+def _compact_read(
+    task: Task, previous: AgentStep | None, messages: Sequence[Message], peer_chars: int
+) -> list[str]:
+    """What a compact turn reads, a line each: its own last answer, then each message's reply
+    on one line (a code answer: the function, fenced, as the full style shows it)."""
+    limit = min(peer_chars, COMPACT_PEER_CHARS)
+    lines = []
+    if previous is not None and previous.answer is not None:
+        answer, quoted = _quoted(task, previous.answer, previous.text, limit)
+        lines.append(f"Your last answer: {quoted if task.domain == 'code' else answer}")
+    for m in messages:
+        answer, quoted = _quoted(task, m.answer, m.text, limit)
+        shown = quoted if task.domain == "code" and m.answer is not None else _line(m.text, limit)
+        lines.append(f"Agent {m.src}: {shown or 'no answer'}")
+    return lines
+
+
+def _compact_round_text(
+    task: Task,
+    action: int,
+    round_: int,
+    n_rounds: int,
+    messages: Sequence[Message],
+    byzantine: bool,
+    peer_chars: int,
+    previous: AgentStep | None,
+    opening: bool,
+) -> str:
+    """One compact turn's user message: the question (``opening``: it starts the chat), then,
+    when the turn reads something, the round, what it reads and the action's line; a turn
+    that continues a conversation ends with the answer format again."""
+    parts = [question_text(task)] if opening else []
+    read = _compact_read(task, previous, messages, peer_chars)
+    if read or not opening:
+        instruction = COMPACT_ACTIONS[Action(action)]
+        parts.append("\n".join([f"Round {round_ + 1} of {n_rounds}.", *read, instruction]))
+    if byzantine:
+        parts.append(COMPACT_BYZANTINE)
+    if not opening:
+        parts.append(COMPACT_FORMAT[_domain(task)])
+    return "\n\n".join(parts)
 
 
 def role_prompt(role: str) -> str:
@@ -193,13 +346,19 @@ def opening(chat: Chat) -> Chat | None:
     system message (:data:`TEAM_SYSTEM` and the answer format) and its user message up to
     the end of the problem (:data:`OPENING_END`) — the same text for every agent's first
     request and the decision agent's, so a server can compute it once for them all
-    (:mod:`core.backends.local_backend`). ``None``: ``chat`` continues a conversation, or
-    is not laid out as an opening.
+    (:mod:`core.backends.local_backend`). A compact chat (:data:`STYLES`) opens with its
+    system line, its worked examples and the question (up to :data:`COMPACT_OPENING_END`).
+    ``None``: ``chat`` continues a conversation, or is not laid out as an opening.
 
-    Shapes: ``chat`` = ``[system, user]`` -> ``[system, user cut at the problem's end]``."""
-    if [m.get("role") for m in chat] != ["system", "user"]:
+    Shapes: ``chat`` = ``[system, user]`` -> ``[system, user cut at the problem's end]``;
+    compact ``[system, (user, assistant) * k, user]`` -> the same, the last user cut."""
+    head = _head_length(chat)
+    if head == 0 or [m.get("role") for m in chat[head:]] != ["user"]:
         return None
-    user = chat[1]["content"]
+    user = chat[head]["content"]
+    if _compact_domain(chat) is not None:
+        end = user.find(COMPACT_OPENING_END)
+        return [*chat[:head], {"role": "user", "content": user if end < 0 else user[:end]}]
     end = user.find(OPENING_END, len("Problem:\n"))
     if not user.startswith("Problem:\n") or end < 0:
         return None
@@ -234,8 +393,14 @@ def _round_text(
     peer_chars: int,
     previous: AgentStep | None = None,
     opening: bool = True,
+    style: str = "full",
 ) -> str:
     """One turn's user message; ``opening``: it starts the chat (problem and role first)."""
+    if style == "compact":
+        return _compact_round_text(
+            task, action, round_, n_rounds, [*earlier, *inbox], byzantine, peer_chars,
+            previous, opening,
+        )  # fmt: skip
     head = f"Problem:\n{question_text(task)}\n\n{role_prompt(role)}\n\n" if opening else ""
     text = (
         f"{head}Round {round_ + 1} of {n_rounds}. "
@@ -263,6 +428,7 @@ def agent_chat(
     history: Sequence[PastTurn] = (),
     layout: str = "fresh",
     restart_after: int | None = None,
+    style: str = "full",
 ) -> Chat:
     """The chat for one agent's turn: the team's shared system prompt + format, then the
     task, the agent's role, action, memory and inbox — shared text first, so that the
@@ -276,11 +442,19 @@ def agent_chat(
     ``conversation`` replays ``history`` (the agent's earlier turns that answered, oldest
     first) as user and assistant messages instead of quoting ``previous``, from where the
     conversation last started over (:func:`conversation_start` with ``restart_after``
-    tokens); with no history both layouts write the same chat.
+    tokens); with no history both layouts write the same chat. ``style`` (:data:`STYLES`):
+    ``compact`` starts with its system line and worked examples instead, and words each
+    turn as :func:`_compact_round_text` does.
     """
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    chat: Chat = [{"role": "system", "content": f"{TEAM_SYSTEM}\n\n{answer_format(task)}"}]
+    check_style(style)
+    chat: Chat = (
+        _compact_head(task)
+        if style == "compact"
+        else [{"role": "system", "content": f"{TEAM_SYSTEM}\n\n{answer_format(task)}"}]
+    )
+    start = len(chat)
     replayed = history[conversation_start(history, restart_after) :]
     if layout == "conversation" and replayed:
         for k, past in enumerate(replayed):
@@ -289,7 +463,7 @@ def agent_chat(
             asked = _round_text(
                 task, role, t.action, t.round, t.n_rounds, t.inbox, t.fault == "byzantine",
                 t.earlier, peer_chars, previous=t.previous if k == 0 else None,
-                opening=k == 0,
+                opening=k == 0, style=style,
             )  # fmt: skip
             chat += [
                 {"role": "user", "content": asked},
@@ -298,7 +472,7 @@ def agent_chat(
         previous = None
     user = _round_text(
         task, role, action, round_, n_rounds, inbox, byzantine, earlier, peer_chars,
-        previous=previous, opening=len(chat) == 1,
+        previous=previous, opening=len(chat) == start, style=style,
     )  # fmt: skip
     return [*chat, {"role": "user", "content": user}]
 
@@ -308,6 +482,7 @@ def agent_messages(
     peer_chars: int = PEER_TEXT_CHARS,
     layout: str = "fresh",
     restart_after: int | None = None,
+    style: str = "full",
 ) -> Chat:
     """:func:`agent_chat` of a live turn."""
     return agent_chat(
@@ -324,7 +499,13 @@ def agent_messages(
         history=turn.history,
         layout=layout,
         restart_after=restart_after,
+        style=style,
     )
+
+
+def _format(task: Task, style: str) -> str:
+    """The answer format a follow-up ends with, in ``style``."""
+    return COMPACT_FORMAT[_domain(task)] if style == "compact" else answer_format(task)
 
 
 def code_feedback_messages(
@@ -334,10 +515,11 @@ def code_feedback_messages(
     peer_chars: int = PEER_TEXT_CHARS,
     layout: str = "fresh",
     restart_after: int | None = None,
+    style: str = "full",
 ) -> Chat:
     """execute_verify on code: the examples' outcome goes back to the agent for a revision
     (``report``: what the checker's examples mode says, never anything of the hidden tests)."""
-    return agent_messages(turn, peer_chars, layout, restart_after) + [
+    return agent_messages(turn, peer_chars, layout, restart_after, style) + [
         {"role": "assistant", "content": first},
         {
             "role": "user",
@@ -345,7 +527,8 @@ def code_feedback_messages(
                 "Your code was run in a sandbox on the task's examples and did not pass. "
                 "Here is what it does on them:\n"
                 f"<<<\n{_cut(report, 2000)}\n>>>\n\n"
-                "Find the bug and give the corrected complete function. " + answer_format(turn.task)
+                "Find the bug and give the corrected complete function. "
+                + _format(turn.task, style)
             ),
         },
     ]
@@ -357,11 +540,12 @@ def write_tests_messages(
     peer_chars: int = PEER_TEXT_CHARS,
     layout: str = "fresh",
     restart_after: int | None = None,
+    style: str = "full",
 ) -> Chat:
     """execute_verify on code, recipe ``examples+written``: the agent writes test cases of
     its own from the task statement (read by :func:`core.tasks.code_checker.written_examples`)."""
     entry = turn.task.meta.get("entry_point", "f")
-    return agent_messages(turn, peer_chars, layout, restart_after) + [
+    return agent_messages(turn, peer_chars, layout, restart_after, style) + [
         {"role": "assistant", "content": first},
         {
             "role": "user",
@@ -382,15 +566,22 @@ def rederive_messages(
     peer_chars: int = PEER_TEXT_CHARS,
     layout: str = "fresh",
     restart_after: int | None = None,
+    style: str = "full",
 ) -> Chat:
     """execute_verify on maths / multiple choice: an independent re-derivation of the answer."""
+    if style == "compact":
+        return agent_messages(turn, peer_chars, layout, restart_after, style) + [
+            {"role": "assistant", "content": first},
+            {"role": "user", "content": f"Check your answer ({answer!s}) once more. "
+             + _format(turn.task, style)},
+        ]  # fmt: skip
     check = (
         "Check each option against the question again, independently of your first pass."
         if turn.task.domain == "mcq"
         else "Re-derive the result independently, by a different method where possible "
         "(substitute back, estimate magnitudes, recount cases)."
     )
-    return agent_messages(turn, peer_chars, layout, restart_after) + [
+    return agent_messages(turn, peer_chars, layout, restart_after, style) + [
         {"role": "assistant", "content": first},
         {
             "role": "user",
@@ -408,10 +599,25 @@ def readable_finals(finals: Sequence[AgentStep]) -> list[AgentStep]:
 
 
 def decision_chat(
-    task: Task, finals: Sequence[AgentStep], n_rounds: int, peer_chars: int = PEER_TEXT_CHARS
+    task: Task,
+    finals: Sequence[AgentStep],
+    n_rounds: int,
+    peer_chars: int = PEER_TEXT_CHARS,
+    style: str = "full",
 ) -> Chat:
     """The decision agent reads the agents' final answers (``finals``, already
-    :func:`readable_finals`, each reply cut to ``peer_chars``) and gives the team's answer."""
+    :func:`readable_finals`, each reply cut to ``peer_chars``) and gives the team's answer;
+    ``compact`` (:data:`STYLES`): after the style's examples, the question, then each final
+    reply on one line."""
+    check_style(style)
+    if style == "compact":
+        lines = [f"Agent {s.agent}: {_line(s.text, min(peer_chars, COMPACT_PEER_CHARS))}"
+                 if task.domain != "code" else
+                 f"Agent {s.agent}:\n{_quoted(task, s.answer, s.text, peer_chars)[1]}"
+                 for s in finals]  # fmt: skip
+        body = "\n".join([f"Round {n_rounds} of {n_rounds}. Your team's answers:", *lines])
+        user = f"{question_text(task)}\n\n{body}\nGive the team's final answer."
+        return [*_compact_head(task), {"role": "user", "content": user}]
     system = f"{TEAM_SYSTEM}\n\n{answer_format(task)}"
     persona = (
         "You are the decision agent of the team. After several rounds of discussion you "
@@ -434,9 +640,11 @@ def decision_chat(
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
-def decision_messages(turn: DecisionTurn, peer_chars: int = PEER_TEXT_CHARS) -> Chat:
+def decision_messages(
+    turn: DecisionTurn, peer_chars: int = PEER_TEXT_CHARS, style: str = "full"
+) -> Chat:
     """:func:`decision_chat` of a live decision turn."""
-    return decision_chat(turn.task, turn.finals, turn.n_rounds, peer_chars)
+    return decision_chat(turn.task, turn.finals, turn.n_rounds, peer_chars, style)
 
 
 _CONFIDENCE = re.compile(r"(?i)confidence\s*[:：=]?\s*\**\s*(\d+(?:\.\d+)?)\s*(%?)")

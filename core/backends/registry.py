@@ -36,6 +36,7 @@ class BackendSettings(Protocol):
     roles: tuple[str, ...]
     max_tokens: int | None
     prompt_layout: str | None
+    prompt_style: str | None
     verify_tests: str
     deadline_s: float | None
     sandbox: str
@@ -94,25 +95,29 @@ class RequestRecipe:
     """A conversation longer than this starts over (``None``: never)."""
     verify_tests: str = "examples"
     """What execute_verify runs code on (:data:`core.backends.prompts.VERIFY_TESTS`)."""
+    style: str = "full"
+    """How the team's messages are worded (:data:`core.backends.prompts.STYLES`)."""
 
 
 def _request_recipe(opts: BackendSettings, local: bool) -> RequestRecipe:
-    """The local model's recipe, or every other server's; ``--prompt-layout`` overrides the
-    recipe's layout."""
+    """The local model's recipe, or every other server's; ``--prompt-layout`` and
+    ``--prompt-style`` override the recipe's layout and style."""
     from core.backends import local_backend as lb
-    from core.backends.openai_backend import MAX_TOKENS
+    from core.backends.openai_backend import MAX_TOKENS, style_caps
     from core.backends.prompts import PEER_TEXT_CHARS
 
     if local:
         recipe = RequestRecipe(
             lb.LOCAL_MAX_TOKENS, lb.LOCAL_PEER_CHARS, lb.LOCAL_PROMPT_LAYOUT,
-            lb.LOCAL_CONVERSATION_TOKENS,
+            lb.LOCAL_CONVERSATION_TOKENS, style=lb.LOCAL_PROMPT_STYLE,
         )  # fmt: skip
     else:
         recipe = RequestRecipe(MAX_TOKENS, PEER_TEXT_CHARS, "fresh", None)
+    style = opts.prompt_style or recipe.style
     return replace(
-        recipe, layout=opts.prompt_layout or recipe.layout, verify_tests=opts.verify_tests
-    )
+        recipe, caps=style_caps(recipe.caps, style), layout=opts.prompt_layout or recipe.layout,
+        verify_tests=opts.verify_tests, style=style,
+    )  # fmt: skip
 
 
 def _client_config(opts: BackendSettings, local: bool, **endpoint: Any) -> OpenAIBackendConfig:
@@ -133,6 +138,7 @@ def _client_config(opts: BackendSettings, local: bool, **endpoint: Any) -> OpenA
         completion_caps=recipe.caps,
         peer_chars=recipe.peer_chars,
         prompt_layout=recipe.layout,
+        prompt_style=recipe.style,
         conversation_tokens=recipe.conversation_tokens,
         verify_tests=recipe.verify_tests,
         deadline_s=opts.deadline_s or (LOCAL_DEADLINE_S if local else OPENAI_DEADLINE_S),
@@ -154,11 +160,14 @@ def _openai(opts: BackendSettings) -> Backend:
 def prompt_settings(opts: BackendSettings) -> dict[str, Any] | None:
     """How a real back-end of these options writes its requests (stored in the run's
     config): the completion cap of each (task kind, call kind), the cut of earlier replies
-    in a prompt, the prompt layout and the conversation budget. None for the synthetic
-    society (it is asked nothing)."""
+    in a prompt, the prompt layout, the conversation budget and, when it is not ``full``,
+    the prompt style (so the configs of runs in the full style stay as they were, and a
+    sweep stored before styles existed resumes). None for the synthetic society (it is
+    asked nothing)."""
     if opts.backend not in ("openai", "local"):
         return None
     recipe = _request_recipe(opts, opts.backend == "local")
+    style = {"style": recipe.style} if recipe.style != "full" else {}
     return {
         "max_tokens": {
             f"{domain}/{kind}": opts.max_tokens or cap
@@ -168,6 +177,7 @@ def prompt_settings(opts: BackendSettings) -> dict[str, Any] | None:
         "layout": recipe.layout,
         "conversation_tokens": recipe.conversation_tokens,
         "verify_tests": recipe.verify_tests,
+        **style,
     }
 
 

@@ -145,6 +145,17 @@ TEAM_FLAGS: dict[str, TeamFlag] = {
             ),
         ],
     ),
+    "prompt_style": TeamFlag(
+        "prompt_style",
+        Annotated[
+            str | None,
+            typer.Option(
+                help="openai/local: full (persona, round instruction, answer format) or "
+                "compact (a one-line system prompt, worked examples, the question; for "
+                "small models); default: full."
+            ),
+        ],
+    ),
     "verify_tests": TeamFlag(
         "verify_tests",
         Annotated[
@@ -304,6 +315,7 @@ BACKEND = (
     "local_engine",
     "max_tokens",
     "prompt_layout",
+    "prompt_style",
     "verify_tests",
     "concurrency",
     "no_cache",

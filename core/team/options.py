@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from core.actions import ACTION_SETS
 from core.backends.local_server import DEFAULT_ENGINE, ENGINES
-from core.backends.prompts import LAYOUTS, VERIFY_TESTS
+from core.backends.prompts import LAYOUTS, STYLES, VERIFY_TESTS
 from core.backends.registry import (
     BACKENDS,
     LABEL_BACKENDS,
@@ -81,6 +81,10 @@ class TeamOptions:
     prompt_layout: str | None = None
     """openai/local: ``fresh`` or ``conversation`` (:data:`core.backends.prompts.LAYOUTS`);
     None = the back-end's recipe (``conversation`` on the local model, ``fresh`` elsewhere)."""
+    prompt_style: str | None = None
+    """openai/local: how the team's messages are worded (:data:`core.backends.prompts.STYLES`):
+    ``full`` or ``compact`` (a one-line system prompt, worked examples as earlier turns, the
+    question; for small models); None = the back-end's recipe (``full`` on both)."""
     verify_tests: str = "examples"
     """openai/local: what execute_verify runs code on: ``examples`` (the docstring's) or
     ``examples+written`` (plus test cases the agent writes in one more call); never the
@@ -171,6 +175,13 @@ class TeamOptions:
                 )
             if self.backend not in ("openai", "local"):
                 raise UserError("--prompt-layout is for --backend openai or local.")
+        if self.prompt_style is not None:
+            if self.prompt_style not in STYLES:
+                raise UserError(
+                    f"--prompt-style must be one of {', '.join(STYLES)}, not {self.prompt_style!r}."
+                )
+            if self.backend not in ("openai", "local"):
+                raise UserError("--prompt-style is for --backend openai or local.")
         if self.verify_tests not in VERIFY_TESTS:
             raise UserError(
                 f"--verify-tests must be one of {', '.join(VERIFY_TESTS)}, "

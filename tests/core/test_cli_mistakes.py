@@ -298,6 +298,16 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
         "--prompt-layout is for --backend openai or local",
         INPROC,
     ),
+    "unknown prompt style": (
+        lambda f: ["eval", "--backend", "local", "--prompt-style", "terse", "--no-log"],
+        "--prompt-style must be one of full, compact, not 'terse'",
+        INPROC,
+    ),
+    "prompt style on the simulator": (
+        lambda f: ["eval", "--prompt-style", "compact", "--no-log"],
+        "--prompt-style is for --backend openai or local",
+        INPROC,
+    ),
     "verification that would read the hidden tests": (
         lambda f: ["eval", "--backend", "local", "--verify-tests", "hidden", "--no-log"],
         "--verify-tests must be one of examples, examples+written, not 'hidden'",

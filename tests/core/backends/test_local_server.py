@@ -438,6 +438,13 @@ def test_the_local_model_writes_its_requests_with_its_own_recipe(local_server: L
     assert set(capped.run_config()["prompting"]["max_tokens"].values()) == {8}
     assert capped.make_backend().config.prompt_layout == "fresh"
     assert capped.run_config()["prompting"]["layout"] == "fresh"
+    assert backend.config.prompt_style == "full" and "style" not in stored
+    compact = options.TeamOptions(backend="local", benchmark="math", prompt_style="compact")
+    assert compact.make_backend().config.prompt_style == "compact"
+    assert (
+        compact.run_config()["prompting"]["max_tokens"]["math/agent"]
+        < stored["max_tokens"]["math/agent"]
+    )
     remote = options.TeamOptions(backend="openai", model="m", base_url="http://127.0.0.1:9/v1")
     assert remote.run_config()["prompting"]["layout"] == "fresh"
     assert remote.run_config()["prompting"]["conversation_tokens"] is None

@@ -667,3 +667,41 @@ def test_a_conversation_request_begins_with_the_agents_last_request_and_reply(tm
             return [re.sub(r"Reply \d+", "Reply N", _canonical(c.prompt)) for c in rec.calls]
 
         assert blanked(always) == blanked(fresh_again)
+
+
+def test_a_compact_episode_sends_the_compact_style_and_caps_on_any_endpoint(tmp_path):
+    """``prompt_style="compact"`` on a plain OpenAI endpoint: over a real 2-round episode in
+    the conversation layout, every request opens with the style's system line and worked
+    examples, asks at most the style's cap, an agent's second request grows its first by
+    its reply and a one-line round, and the decision agent reads the finals on one line
+    each; the team's answer is read from the one-line replies."""
+    from core.backends.openai_backend import COMPACT_MAX_TOKENS
+    from core.backends.prompts import COMPACT_SHOTS
+    from core.team.plan import plan_for
+    from core.team.runtime import RuntimeConfig, TeamEpisode
+
+    async def episode(backend: OpenAIBackend):
+        team = TeamEpisode(MATH, ["solver", "analyst"], backend, config=RuntimeConfig(n_rounds=2))
+        await team.play_round(plan_for([Action.BROADCAST_ALL, Action.BROADCAST_ALL]))
+        await team.play_round(plan_for([Action.AGGREGATE_REFINE, Action.EXECUTE_VERIFY]))
+        record = await team.finish()
+        await backend.aclose()
+        return record
+
+    with FakeOpenAIServer(responder=lambda m: "12 + 21 = 33. Answer: 33") as srv:
+        record = asyncio.run(
+            episode(make(srv, tmp_path, use_cache=False, prompt_layout="conversation",
+                         prompt_style="compact"))
+        )  # fmt: skip
+        bodies = [r["body"] for r in srv.requests]
+    head = 1 + 2 * len(COMPACT_SHOTS["math"])
+    assert len(bodies) == 2 + 3 + 1  # round 0, round 1 (verify's check), the decision
+    assert all(b["messages"][:head] == bodies[0]["messages"][:head] for b in bodies)
+    assert {b["max_tokens"] for b in bodies} <= set(COMPACT_MAX_TOKENS.values())
+    assert max(b["max_tokens"] for b in bodies) < MAX_TOKENS[("math", "agent")]
+    grown = next(c.prompt for c in record.calls if c.agent == 0 and c.round == 1)
+    assert grown[head + 1] == {"role": "assistant", "content": "12 + 21 = 33. Answer: 33"}
+    # Its own reply is the assistant message before, so the round shows only the teammate's.
+    assert grown[-1]["content"].startswith("Round 2 of 2.\nAgent 1: 12 + 21 = 33. Answer: 33\n")
+    assert "Your team's answers:\nAgent 0: 12 + 21 = 33" in bodies[-1]["messages"][-1]["content"]
+    assert record.team_answer == "33" and "Confidence" not in json.dumps(bodies)

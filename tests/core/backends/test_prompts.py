@@ -210,3 +210,79 @@ def test_every_conversation_of_a_task_starts_with_one_opening():
     odd = Task("q2", "mcq", "mcq", "Say:\n\nYou are the best.", "A", choices=("x", "y"))
     cut = opening(agent_messages(turn(odd, Action.SOLO_PROCESS)))
     assert cut is not None and cut[1]["content"] == "Problem:\nSay:"  # cut early, still shared
+
+
+def test_the_compact_style_asks_the_question_after_worked_examples_and_shows_reads_on_one_line():
+    """``compact``: a one-line system prompt, worked examples as earlier turns (each reply
+    readable as its own answer), then the question alone when the turn reads nothing; a turn
+    that reads something adds the round, its last answer, each teammate's reply on one line
+    and the action's line. No persona, no confidence line. Every agent's first request and
+    the decision agent's share one opening; the examples' replies do not make a chat a
+    conversation."""
+    from core.backends.prompts import COMPACT_ACTIONS, COMPACT_SHOTS, continues
+
+    solo = agent_messages(turn(MATH, Action.BROADCAST_ALL, role="analyst"), style="compact")
+    shots = COMPACT_SHOTS["math"]
+    assert [m["role"] for m in solo] == ["system"] + ["user", "assistant"] * len(shots) + ["user"]
+    assert solo[-1]["content"] == "What is 6 * 7?" and "Answer: <number>" in solo[0]["content"]
+    examples = [Task(f"s{i}", "math", "math", q, r.rsplit(" ", 1)[-1]) for i, (q, r) in
+                enumerate(shots)]  # fmt: skip
+    assert all(parse_answer(t, r) == t.answer for t, (_, r) in zip(examples, shots, strict=True))
+    prev = AgentStep(agent=1, role="solver", round=0, action=0, answer="41", text="6 x 7 = 41")
+    inbox = [Message(0, 1, 1, "6 x 7 = 42.\nAnswer: 42", "42", 0.9, 9)]
+    read = agent_messages(
+        turn(MATH, Action.AGGREGATE_REFINE, previous=prev, inbox=inbox), style="compact"
+    )[-1]["content"]
+    assert read.splitlines() == [
+        "What is 6 * 7?", "", "Round 2 of 3.", "Your last answer: 41",
+        "Agent 0: 6 x 7 = 42. Answer: 42", COMPACT_ACTIONS[Action.AGGREGATE_REFINE],
+    ]  # fmt: skip
+    assert "Confidence" not in str(solo + [read]) and "solver" not in read
+    finals = [AgentStep(agent=0, role="solver", round=2, action=0, answer="42", text="Answer: 42")]
+    decision = decision_messages(DecisionTurn(MATH, finals, n_rounds=3), style="compact")
+    assert "Agent 0: Answer: 42" in decision[-1]["content"]
+    firsts = [solo, agent_messages(turn(MATH, Action.DEBATE_CHECK, inbox=inbox), style="compact"),
+              decision]  # fmt: skip
+    assert all(opening(c) == solo for c in firsts)  # the question is the whole opening
+    assert not any(continues(c) for c in firsts)
+    history = [PastTurn(turn(MATH, Action.SOLO_PROCESS), "6 x 7 = 42. Answer: 42", 9)]
+    grown = agent_messages(
+        turn(MATH, Action.SOLO_PROCESS, history=history), layout="conversation", style="compact"
+    )
+    assert continues(grown) and opening(grown) is None and grown[: len(solo)] == solo
+    assert grown[-1]["content"].startswith("Round 2 of 3.")
+    mcq = agent_messages(turn(MCQ, Action.SOLO_PROCESS), style="compact")
+    assert mcq[-1]["content"].endswith("D. 8") and "Answer: <letter>" in mcq[0]["content"]
+
+
+def test_no_worked_example_of_the_compact_style_is_a_generated_task():
+    """The examples are written with names and things the generators never use, so none is
+    one of ``arith``'s or ``math``'s tasks (a held-out task shown solved would leak)."""
+    from core.backends.prompts import COMPACT_SHOTS
+    from core.tasks.math import ITEMS, NAMES
+
+    words = {w for q, _ in COMPACT_SHOTS["math"] for w in q.replace(".", " ").split()}
+    assert not words & {n for n, _ in NAMES}
+    assert not words & {x for pair in ITEMS for x in pair}
+
+
+def test_the_prompt_style_is_one_setting_stored_only_when_it_is_not_full():
+    """``--prompt-style compact`` reaches any real back-end's config with the style's lower
+    caps and is stored in the run's ``prompting``; a run in the full style stores what it
+    stored before styles existed (no ``style`` key), so recorded configs are unchanged."""
+    from core.backends.openai_backend import COMPACT_MAX_TOKENS, MAX_TOKENS
+    from core.backends.registry import prompt_settings
+    from core.team.options import TeamOptions
+
+    remote = dict(backend="openai", model="m", base_url="http://127.0.0.1:9/v1")
+    full = prompt_settings(TeamOptions(**remote))
+    compact = prompt_settings(TeamOptions(**remote, prompt_style="compact"))
+    assert "style" not in full and compact["style"] == "compact"
+    assert full["max_tokens"]["math/agent"] == MAX_TOKENS[("math", "agent")]
+    assert compact["max_tokens"]["math/agent"] == COMPACT_MAX_TOKENS[("math", "agent")]
+    assert compact["max_tokens"]["code/agent"] == full["max_tokens"]["code/agent"]
+    capped = prompt_settings(TeamOptions(**remote, prompt_style="compact", max_tokens=8))
+    assert set(capped["max_tokens"].values()) == {8}  # --max-tokens still wins
+    assert TeamOptions(**remote, prompt_style="compact").make_backend().config.prompt_style == (
+        "compact"
+    )
