@@ -109,6 +109,12 @@ class GDesignerConfig(MethodConfig):
     ``bilinear``: ``σ(6 tanh((z_i^T W z_j + b) / 6))`` (absolute logits, the earlier reading)."""
     temperature: float = 1.0
     """T of the released decoder (released: 1, "must be >= 1")."""
+    minmax_diagonal: bool = False
+    """Released decoder: whether the query's min-max spans the diagonal too (an agent with
+    itself, never an edge), as released. Off (ours): the off-diagonal pairs only, so the top
+    pair sits at p = 0.73 and the empty graph cannot be played; on, the diagonal (with ``W``
+    the identity, the pair scores' maximum) pushed every pair below 0.5 on the tests'
+    per-query family and the trained graph was empty on seeds 0 and 1 (docs/baselines.md)."""
     decodes: ClassVar[tuple[str, ...]] = ("threshold", "sample")
 
     def validate(self) -> None:
@@ -215,7 +221,8 @@ class GDesigner(GraphMethod):
         self._z = z
         raw = z @ self.decoder @ z.transpose(1, 2)  # (B, N, N)
         if self.config.decoder == "released":
-            logits = _min_max(raw, self.support) / self.config.temperature
+            span = torch.ones_like(self.support) if self.config.minmax_diagonal else self.support
+            logits = _min_max(raw, span) / self.config.temperature
         else:
             # Soft-bounded to ±LOGIT_BOUND: a saturated edge (p = 0 or 1) would stop learning.
             logits = LOGIT_BOUND * torch.tanh((raw + self.bias) / LOGIT_BOUND)
@@ -253,9 +260,10 @@ def role_profiles(roles: tuple[str, ...], embed: Callable[[str], np.ndarray]) ->
 
 
 def _min_max(raw: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
-    """``raw (B, N, N)`` rescaled per episode so that its supported entries span [−1, 1]
-    (the released code's ``min_max_norm``, taken over the off-diagonal pairs only: the
-    diagonal is never an edge). A query whose scores are all equal maps to 0 (p = 0.5)."""
+    """``raw (B, N, N)`` rescaled per episode so that the entries of ``support (N, N)``
+    span [−1, 1] (the released code's ``min_max_norm``: over every entry, the diagonal
+    included, with an all-ones support). A query whose scores are all equal maps to 0
+    (p = 0.5)."""
     mask = support.bool().expand_as(raw)
     big = torch.finfo(raw.dtype).max
     low = raw.masked_fill(~mask, big).amin(dim=(1, 2), keepdim=True)
