@@ -159,3 +159,26 @@ def test_gdesigner_defaults_follow_the_released_code(anchor):
     assert method_config("gdesigner").anchor == "full"
     assert method_config("gdesigner").anchor_weight == 0.0
     assert config.anchor == anchor
+
+
+@pytest.mark.parametrize("diagonal", [False, True])
+def test_gdesigner_released_min_max_spans_the_diagonal_only_when_asked(diagonal):
+    """With ``W`` the identity (the released ``z z^T``) an agent's score with itself is the
+    top of the query's range (Cauchy-Schwarz), so when the min-max spans the diagonal, as
+    released, no pair reaches the top p = σ(1) and the empty graph is reachable; over the
+    off-diagonal pairs alone (our default) the top pair always sits at σ(1)."""
+    embed = make_embedder()
+    roles = ("solver", "coder", "analyst", "verifier")
+    shape = TeamShape(4, 1, embed.dim + 6, roles)
+    config = method_config("gdesigner", {"minmax_diagonal": diagonal})
+    torch.manual_seed(0)
+    method = build_method("gdesigner", config, shape, embed)
+    task = torch.randn(5, embed.dim + 6)
+    context = method.context(task, explore=False, generator=None)
+    with torch.no_grad():
+        p = method.graph_probs(context, 5)["spatial"] * off_diagonal(4)  # (B, N, N)
+    top = p.amax(dim=(1, 2))
+    if diagonal:
+        assert (top < torch.sigmoid(torch.tensor(1.0)) - 1e-3).all(), top
+    else:
+        assert torch.allclose(top, torch.sigmoid(torch.tensor(1.0)).expand(5)), top
