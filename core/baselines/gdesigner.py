@@ -31,7 +31,8 @@ Mapping onto this runtime (docs/baselines.md):
   the released inner product ``z z^T``, and may become asymmetric). ``decoder = released``
   (default): as the released code, the query's scores are min-max normalised to [−1, 1]
   and ``p_ij = σ(ŝ_ij / T)``, so every query's graph is its own ranking of the pairs (p in
-  [0.27, 0.73] at T = 1); ``bilinear`` (the earlier reading): ``p_ij = σ(6 tanh((s_ij +
+  [0.27, 0.73] at T = 1); the range is taken over the off-diagonal pairs, or, as released,
+  over the diagonal too (``minmax_diagonal``: then no pair need reach 0.73); ``bilinear`` (the earlier reading): ``p_ij = σ(6 tanh((s_ij +
   b) / 6))``, absolute logits — which in the contest drove every edge of every query to
   the −6 bound (p ≈ 0.0025), one empty graph for all queries (docs/baselines.md);
 * loss: REINFORCE on the episode reward (utility − cost: ``score − w_tok · token
