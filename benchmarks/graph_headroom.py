@@ -13,7 +13,14 @@ has nothing to gain from designing a graph per query: collapsing to one graph is
 right answer. The in-hindsight maxima on the evaluation stream alone are printed as an
 optimistic bound (they select and judge on the same dice).
 
-    agentqmix bench graph-headroom --episodes 500 --select-seed 300 --seed 5000 --json
+The difficulty is hidden from every policy (docs/simulator.md); the domain is in the task
+features. So beside the true subsets the choice is also made per *predicted* difficulty —
+a ridge regression of the difficulty on the task features every policy observes (the
+embedding, text statistics, domain), fitted on the selection stream — the per-difficulty
+design a policy reading those features could reach; how well they predict the difficulty
+on the evaluation stream is printed (R², share predicted exactly).
+
+    agentqmix bench graph-headroom --episodes 500 --select-seed 300 --seed 5000 [--embedding minilm] --json
 """
 
 from __future__ import annotations
@@ -25,10 +32,14 @@ import numpy as np
 
 from benchmarks.common import Parser, float_in, int_in, run_main, user_errors
 from core.baselines.plans import EpisodeGraph
+from core.tasks.base import DOMAINS
+from core.team.embedding import make_embedder, text_stats
 from core.team.env import TeamEnv
 from core.team.options import TeamOptions
 
-SPLITS = ("domain", "difficulty", "domain×difficulty")
+SPLITS = ("domain", "difficulty", "domain×difficulty", "predicted difficulty")
+RIDGE = 1.0
+"""L2 weight of the difficulty read-out (features are standardised first)."""
 
 
 def acyclic_graphs(n: int) -> list[np.ndarray]:
@@ -80,7 +91,8 @@ def name_of(adj: np.ndarray) -> str:
 
 def play(opts: TeamOptions, graphs: list[np.ndarray], episodes: int) -> dict[str, np.ndarray]:
     """Every graph on episodes ``0..episodes-1`` of ``opts``'s evaluation stream:
-    ``reward, tokens (G, E)`` and each episode's ``domain, difficulty (E,)``."""
+    ``reward, tokens (G, E)``, each episode's ``domain, difficulty (E,)`` and the task
+    ``features (E, F)`` every policy observes."""
     env = TeamEnv(opts, "eval")
     try:
         reward = np.zeros((len(graphs), episodes))
@@ -97,6 +109,43 @@ def play(opts: TeamOptions, graphs: list[np.ndarray], episodes: int) -> dict[str
         "tokens": tokens,
         "domain": np.array([r.domain for r in records]),
         "difficulty": np.array([r.difficulty for r in records]),
+        "features": task_features(opts, records),
+    }
+
+
+def task_features(opts: TeamOptions, records: list) -> np.ndarray:
+    """``(E, F)``: the embedding, text statistics and domain of each episode's task — the
+    task part of every agent's observation (:mod:`core.team.observations`)."""
+    embed = make_embedder(opts.embedding, opts.embedding_dim)
+    rows = []
+    for r in records:
+        domain = np.zeros(len(DOMAINS), dtype=np.float32)
+        domain[DOMAINS.index(r.domain)] = 1.0
+        rows.append(np.concatenate([embed(r.question), text_stats(r.question), domain]))
+    return np.stack(rows)
+
+
+def fit_difficulty(select: dict[str, np.ndarray], judge: dict[str, np.ndarray]) -> dict:
+    """A ridge read-out of the difficulty from the task features, fitted on ``select``;
+    writes ``predicted difficulty`` (1..5) into both runs and returns its fit on ``judge``."""
+    x = select["features"]
+    mean, std = x.mean(axis=0), x.std(axis=0) + 1e-6
+
+    def design(run: dict[str, np.ndarray]) -> np.ndarray:
+        z = (run["features"] - mean) / std
+        return np.hstack([z, np.ones((len(z), 1))])
+
+    a = design(select)
+    y = select["difficulty"].astype(float)
+    w = np.linalg.solve(a.T @ a + RIDGE * np.eye(a.shape[1]), a.T @ y)
+    for run in (select, judge):
+        run["predicted difficulty"] = np.clip(np.rint(design(run) @ w), 1, 5).astype(int)
+    truth = judge["difficulty"].astype(float)
+    residual = truth - design(judge) @ w
+    r2 = 1 - residual.var() / truth.var() if truth.var() > 0 else float("nan")
+    return {
+        "r2": round(float(r2), 4),
+        "exact": round(float((judge["predicted difficulty"] == truth).mean()), 4),
     }
 
 
@@ -130,11 +179,13 @@ def headroom(
     """The best single graph against the best graph per subset, chosen on ``select`` and
     played on ``judge`` (paired by episode), and the in-hindsight bounds on ``judge``."""
     rng = np.random.default_rng(seed)
+    fit = fit_difficulty(select, judge)
     single = int(select["reward"].mean(axis=1).argmax())
     cols = np.arange(judge["reward"].shape[1])
     base = judge["reward"][single]
     out: dict[str, Any] = {
         "graphs": len(graphs),
+        "difficulty_from_features": fit,
         "single": {
             "graph": name_of(graphs[single]),
             "reward": round(float(base.mean()), 4),
@@ -173,11 +224,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int_in(0, 2**63 - 1), default=5000)
     parser.add_argument("--token-weight", type=float_in(0.0, 1e6), default=0.1)
     parser.add_argument("--bootstrap", type=int_in(10, 10**5), default=1000)
+    parser.add_argument("--embedding", default="hash", help="task embedding: hash or minilm")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.select_seed == args.seed:
         parser.error("--select-seed and --seed must differ: the choice is judged on fresh tasks")
-    base = {"benchmark": args.benchmark, "token_weight": args.token_weight, "actions": "graph"}
+    base = {
+        "benchmark": args.benchmark,
+        "token_weight": args.token_weight,
+        "actions": "graph",
+        "embedding": args.embedding,
+    }
     with user_errors():
         chooser = TeamOptions(seed=args.select_seed, **base)
         judge = TeamOptions(seed=args.seed, **base)

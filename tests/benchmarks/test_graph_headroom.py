@@ -26,6 +26,7 @@ def _run(reward: np.ndarray, domain: list[str]) -> dict[str, np.ndarray]:
         "tokens": np.ones_like(reward),
         "domain": np.array(domain),
         "difficulty": np.ones(e, dtype=int),
+        "features": np.array([[d == "math"] for d in domain], dtype=float),
     }
 
 
