@@ -31,8 +31,9 @@ Mapping onto this runtime (docs/baselines.md):
   the released inner product ``z z^T``, and may become asymmetric). ``decoder = released``
   (default): as the released code, the query's scores are min-max normalised to [−1, 1]
   and ``p_ij = σ(ŝ_ij / T)``, so every query's graph is its own ranking of the pairs (p in
-  [0.27, 0.73] at T = 1); the range is taken over the off-diagonal pairs, or, as released,
-  over the diagonal too (``minmax_diagonal``: then no pair need reach 0.73); ``bilinear`` (the earlier reading): ``p_ij = σ(6 tanh((s_ij +
+  [0.27, 0.73] at T = 1); as released the range spans the diagonal too (an agent's score
+  with itself, the maximum while ``W`` is the identity), so no pair need reach 0.73 and the
+  empty graph can be played (``minmax_diagonal=false``: the off-diagonal pairs only); ``bilinear`` (the earlier reading): ``p_ij = σ(6 tanh((s_ij +
   b) / 6))``, absolute logits — which in the contest drove every edge of every query to
   the −6 bound (p ≈ 0.0025), one empty graph for all queries (docs/baselines.md);
 * loss: REINFORCE on the episode reward (utility − cost: ``score − w_tok · token
@@ -110,12 +111,12 @@ class GDesignerConfig(MethodConfig):
     ``bilinear``: ``σ(6 tanh((z_i^T W z_j + b) / 6))`` (absolute logits, the earlier reading)."""
     temperature: float = 1.0
     """T of the released decoder (released: 1, "must be >= 1")."""
-    minmax_diagonal: bool = False
-    """Released decoder: whether the query's min-max spans the diagonal too (an agent with
-    itself, never an edge), as released. Off (ours): the off-diagonal pairs only, so the top
-    pair sits at p = 0.73 and the empty graph cannot be played; on, the diagonal (with ``W``
-    the identity, the pair scores' maximum) pushed every pair below 0.5 on the tests'
-    per-query family and the trained graph was empty on seeds 0 and 1 (docs/baselines.md)."""
+    minmax_diagonal: bool = True
+    """Released decoder: the query's min-max spans the diagonal too (an agent with itself,
+    never an edge), as released — with ``W`` the identity the diagonal holds the maximum, so
+    no pair need reach p = 0.73 and the empty graph can be played. Off: the off-diagonal
+    pairs only (the top pair always at 0.73), the reading under which the tests' per-query
+    family is solved (docs/baselines.md)."""
     decodes: ClassVar[tuple[str, ...]] = ("threshold", "sample")
 
     def validate(self) -> None:
