@@ -40,6 +40,7 @@ def test_a_per_domain_choice_gains_only_where_the_best_graph_differs():
     assert out["single"]["reward"] == 0.5
     assert out["domain"]["choice"] == {"code": "0>1", "math": "1>0"}
     assert out["domain"]["gain_over_single"] == 0.5 and out["domain"]["distinct_graphs"] == 2
+    assert out["hindsight_single"]["reward"] == 0.5 and out["domain"]["hindsight_gain"] == 0.5
     # One graph best everywhere: nothing to gain per domain.
     same = np.array([[0.5] * 8, [1.0] * 8, [0.0] * 8])
     flat = headroom(_run(same, domain), _run(same, domain), graphs, resamples=50)
