@@ -35,9 +35,16 @@ def _count(plans: list[tuple]) -> dict:
 
 def count_graphs(records) -> dict:
     """``{"all": {...}, "domain=D": {...}, "difficulty=K": {...}}``: episodes, distinct
-    round-0 plans, share of the most common."""
+    round-0 plans, share of the most common; for all episodes also the mean reward and
+    tokens they earned (so two decode rules can be compared on the same tasks)."""
     plans = [_plan(r) for r in records]
-    out = {"all": _count(plans)}
+    out = {
+        "all": {
+            **_count(plans),
+            "reward": round(sum(r.reward for r in records) / len(records), 4),
+            "tokens": round(sum(r.tokens for r in records) / len(records), 1),
+        }
+    }
     for key in ("domain", "difficulty"):
         for value in sorted({getattr(r, key) for r in records}):
             chosen = [p for p, r in zip(plans, records, strict=True) if getattr(r, key) == value]

@@ -143,9 +143,12 @@ def _config(cls: type, values: Any, path: Path) -> Any:
 
 def _earlier(cls: type, values: dict[str, Any]) -> dict[str, Any]:
     """A config written before a setting existed keeps the behaviour it was trained with:
-    G-Designer checkpoints without ``decoder`` learned the bilinear decoder."""
+    G-Designer checkpoints without ``decoder`` learned the bilinear decoder, those without
+    ``minmax_diagonal`` the min-max over the off-diagonal pairs."""
     if cls.__name__ == "GDesignerConfig" and "decoder" not in values:
-        return {**values, "decoder": "bilinear"}
+        values = {**values, "decoder": "bilinear"}
+    if cls.__name__ == "GDesignerConfig" and "minmax_diagonal" not in values:
+        values = {**values, "minmax_diagonal": False}
     return values
 
 

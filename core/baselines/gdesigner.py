@@ -31,7 +31,9 @@ Mapping onto this runtime (docs/baselines.md):
   the released inner product ``z z^T``, and may become asymmetric). ``decoder = released``
   (default): as the released code, the query's scores are min-max normalised to [−1, 1]
   and ``p_ij = σ(ŝ_ij / T)``, so every query's graph is its own ranking of the pairs (p in
-  [0.27, 0.73] at T = 1); ``bilinear`` (the earlier reading): ``p_ij = σ(6 tanh((s_ij +
+  [0.27, 0.73] at T = 1); as released the range spans the diagonal too (an agent's score
+  with itself, the maximum while ``W`` is the identity), so no pair need reach 0.73 and the
+  empty graph can be played (``minmax_diagonal=false``: the off-diagonal pairs only); ``bilinear`` (the earlier reading): ``p_ij = σ(6 tanh((s_ij +
   b) / 6))``, absolute logits — which in the contest drove every edge of every query to
   the −6 bound (p ≈ 0.0025), one empty graph for all queries (docs/baselines.md);
 * loss: REINFORCE on the episode reward (utility − cost: ``score − w_tok · token
@@ -109,6 +111,12 @@ class GDesignerConfig(MethodConfig):
     ``bilinear``: ``σ(6 tanh((z_i^T W z_j + b) / 6))`` (absolute logits, the earlier reading)."""
     temperature: float = 1.0
     """T of the released decoder (released: 1, "must be >= 1")."""
+    minmax_diagonal: bool = True
+    """Released decoder: the query's min-max spans the diagonal too (an agent with itself,
+    never an edge), as released — with ``W`` the identity the diagonal holds the maximum, so
+    no pair need reach p = 0.73 and the empty graph can be played. Off: the off-diagonal
+    pairs only (the top pair always at 0.73), the reading under which the tests' per-query
+    family is solved (docs/baselines.md)."""
     decodes: ClassVar[tuple[str, ...]] = ("threshold", "sample")
 
     def validate(self) -> None:
@@ -215,7 +223,8 @@ class GDesigner(GraphMethod):
         self._z = z
         raw = z @ self.decoder @ z.transpose(1, 2)  # (B, N, N)
         if self.config.decoder == "released":
-            logits = _min_max(raw, self.support) / self.config.temperature
+            span = torch.ones_like(self.support) if self.config.minmax_diagonal else self.support
+            logits = _min_max(raw, span) / self.config.temperature
         else:
             # Soft-bounded to ±LOGIT_BOUND: a saturated edge (p = 0 or 1) would stop learning.
             logits = LOGIT_BOUND * torch.tanh((raw + self.bias) / LOGIT_BOUND)
@@ -253,9 +262,10 @@ def role_profiles(roles: tuple[str, ...], embed: Callable[[str], np.ndarray]) ->
 
 
 def _min_max(raw: torch.Tensor, support: torch.Tensor) -> torch.Tensor:
-    """``raw (B, N, N)`` rescaled per episode so that its supported entries span [−1, 1]
-    (the released code's ``min_max_norm``, taken over the off-diagonal pairs only: the
-    diagonal is never an edge). A query whose scores are all equal maps to 0 (p = 0.5)."""
+    """``raw (B, N, N)`` rescaled per episode so that the entries of ``support (N, N)``
+    span [−1, 1] (the released code's ``min_max_norm``: over every entry, the diagonal
+    included, with an all-ones support). A query whose scores are all equal maps to 0
+    (p = 0.5)."""
     mask = support.bool().expand_as(raw)
     big = torch.finfo(raw.dtype).max
     low = raw.masked_fill(~mask, big).amin(dim=(1, 2), keepdim=True)

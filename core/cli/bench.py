@@ -22,6 +22,7 @@ BENCHMARKS: dict[str, str] = {
     "actions-by-difficulty": "what a trained policy does on easy and hard tasks",
     "graphs-per-query": "distinct round-0 graphs a learned policy plays over held-out tasks",
     "headroom": "the oracle, a hand-written adaptive plan and the best fixed plan per task",
+    "graph-headroom": "best graph per domain/difficulty against the best single graph (held out)",
     "fuzz-checker": "the maths checker on random explosive expressions (time per check)",
     "humaneval-checker": "every HumanEval reference passes and an exit-0 forgery fails",
     "extraction": "our answer reader vs math-verify: precision/recall on the labelled fixture, recorded replies, hostile answers",

@@ -131,12 +131,17 @@ def test_gdesigner_designs_a_graph_per_query():
     G-Designer with the released defaults, trained briefly, plays a *different graph* for a
     maths query than for a multiple-choice one — each with the three edges out of that
     query's expert — so every held-out task is solved. Seed 1 of 0-2: at this budget seed 0
-    separates the domains only partly and seed 2 plays one graph (docs/baselines.md)."""
+    separates the domains only partly and seed 2 plays one graph (docs/baselines.md). The
+    min-max over the off-diagonal pairs: with the released range (the diagonal too) every
+    seed of 0-2 played the empty graph here at this budget (docs/baselines.md)."""
     team = domain_expert_team(seed=1)
     try:
         torch.manual_seed(1)
         method = build_method(
-            "gdesigner", method_config("gdesigner"), shape_of(team), make_embedder()
+            "gdesigner",
+            method_config("gdesigner", {"minmax_diagonal": False}),
+            shape_of(team),
+            make_embedder(),
         )
         train_method(team.vectorized, method, BaselineTrainConfig(episodes=2560, n_envs=16, seed=1))
         policy = GraphPolicy(method, explore=False, generator=torch.Generator().manual_seed(0))
@@ -159,3 +164,26 @@ def test_gdesigner_defaults_follow_the_released_code(anchor):
     assert method_config("gdesigner").anchor == "full"
     assert method_config("gdesigner").anchor_weight == 0.0
     assert config.anchor == anchor
+
+
+@pytest.mark.parametrize("diagonal", [False, True])
+def test_gdesigner_released_min_max_spans_the_diagonal_only_when_asked(diagonal):
+    """With ``W`` the identity (the released ``z z^T``) an agent's score with itself is the
+    top of the query's range (Cauchy-Schwarz), so when the min-max spans the diagonal, as
+    released, no pair reaches the top p = σ(1) and the empty graph is reachable; over the
+    off-diagonal pairs alone (our default) the top pair always sits at σ(1)."""
+    embed = make_embedder()
+    roles = ("solver", "coder", "analyst", "verifier")
+    shape = TeamShape(4, 1, embed.dim + 6, roles)
+    config = method_config("gdesigner", {"minmax_diagonal": diagonal})
+    torch.manual_seed(0)
+    method = build_method("gdesigner", config, shape, embed)
+    task = torch.randn(5, embed.dim + 6)
+    context = method.context(task, explore=False, generator=None)
+    with torch.no_grad():
+        p = method.graph_probs(context, 5)["spatial"] * off_diagonal(4)  # (B, N, N)
+    top = p.amax(dim=(1, 2))
+    if diagonal:
+        assert (top < torch.sigmoid(torch.tensor(1.0)) - 1e-3).all(), top
+    else:
+        assert torch.allclose(top, torch.sigmoid(torch.tensor(1.0)).expand(5)), top

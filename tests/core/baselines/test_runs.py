@@ -111,10 +111,14 @@ def test_a_gdesigner_checkpoint_from_before_the_decoder_setting_keeps_its_decode
     _, paths = trained
     payload = read_payload(paths["gdesigner"])
     assert payload["config"]["decoder"] == "released"
-    config = {k: v for k, v in payload["config"].items() if k not in ("decoder", "temperature")}
+    assert payload["config"]["minmax_diagonal"] is True
+    dropped = ("decoder", "temperature", "minmax_diagonal")
+    config = {k: v for k, v in payload["config"].items() if k not in dropped}
     old = write_payload(tmp_path / "old.pt", {**payload, "config": config})
     loaded = load_method(old, expect=team_shape(TeamOptions(benchmark="math")))
     assert loaded.method.config.decoder == "bilinear"
+    # ...and those before ``minmax_diagonal`` the min-max over the off-diagonal pairs.
+    assert loaded.method.config.minmax_diagonal is False
     assert load_method(paths["gdesigner"]).method.config.decoder == "released"
 
 
