@@ -232,10 +232,13 @@ def real_options(opts: TeamOptions) -> TeamOptions:
 
 def sim_options(opts: TeamOptions, society: str | None, base: str) -> TeamOptions:
     """The simulated team of ``society`` (None: the stock preset ``base``), rewarded with the
-    real team's token budget so that every policy is trained for the reward it is judged by."""
+    real team's token budget so that every policy is trained for the reward it is judged by.
+    The real back-end's own settings (its model, server, prompt layout and style) stay
+    behind: the simulator has no prompts."""
     return replace(
         opts, backend="sim", preset=base, society=society, model=None, base_url=None,
-        model_file=None, token_budget=opts.resolved_token_budget(),
+        model_file=None, prompt_layout=None, prompt_style=None,
+        token_budget=opts.resolved_token_budget(),
     )  # fmt: skip
 
 
@@ -614,6 +617,7 @@ def run_study(
         raise UserError("a transfer study plays real agents: give --backend local or openai.")
     opts = real_options(opts)
     opts.validate()
+    sim_options(opts, None, config.base).validate()  # the training team, before any spend
     state = StudyFolder(folder, config, opts)
     out = folder / "result.json"
     if out.exists() and state.run_id("study"):

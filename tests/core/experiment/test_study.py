@@ -243,3 +243,16 @@ def test_the_study_fine_tunes_with_the_real_model_recipe(tmp_path: Path) -> None
     (steps,) = query(db, f"SELECT count(*) AS n FROM train_metrics WHERE run_id = '{run.id}'")
     assert steps["n"] >= 1
     assert "finetuned" in [r["policy"] for r in state["policies"]]
+
+
+def test_the_simulated_team_leaves_the_real_back_ends_prompt_settings_behind() -> None:
+    """`study transfer --prompt-style compact` trained on the simulator, which refused the
+    flag (it has no prompts) after the real calibration episodes had been paid for."""
+    from core.experiment.study import sim_options
+    from core.team.options import TeamOptions
+
+    real = TeamOptions(backend="local", prompt_style="compact", prompt_layout="fresh")
+    real.validate()
+    sim = sim_options(real, None, "flash-lite")
+    sim.validate()  # one sentence and exit 2 before the fix
+    assert (sim.backend, sim.prompt_style, sim.prompt_layout) == ("sim", None, None)
