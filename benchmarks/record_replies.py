@@ -94,6 +94,8 @@ PLAN_HELDOUT_3 = (
     ("arith", "debate", 3, 210),
     ("mcq", "star", 2, 203),
     ("math", "single", 2, 220),
+    ("math", "debate", 3, 230),
+    ("arith", "star", 3, 230),
 )
 """The third held-out batch (issue 32, to judge the reader change designed on the dev
 half and the read held-out halves): episodes 200-224, which no earlier batch played, and
