@@ -14,7 +14,7 @@ the other sources, and the hand-written hostile items of issue 32, are kept):
     PYTHONPATH=$PWD python -m benchmarks.record_replies [--db /tmp/reader_replies.duckdb]
     # a fresh held-out batch (issue 32, second round): other episodes, unseen tasks only
     PYTHONPATH=$PWD python -m benchmarks.record_replies --batch heldout-2 --db /tmp/h2.duckdb
-    # the third (issue 32, third round): episodes 200-224, arith too
+    # the third (issue 32, third round): episodes 200-232, arith too
     PYTHONPATH=$PWD python -m benchmarks.record_replies --batch heldout-3 --db /tmp/h3.duckdb
 
 The last two start the local model once (as the local recipe serves it), runs the episodes of
@@ -98,7 +98,7 @@ PLAN_HELDOUT_3 = (
     ("arith", "star", 3, 230),
 )
 """The third held-out batch (issue 32, to judge the reader change designed on the dev
-half and the read held-out halves): episodes 200-224, which no earlier batch played, and
+half and the read held-out halves): episodes 200-232, which no earlier batch played, and
 ``arith`` (the easy maths family, whose replies commit to an answer more often) beside
 math, gsm8k and mcq; each (benchmark, policy) once, as :func:`logged_episodes` counts;
 every benchmark and policy early (a loaded machine gave ~8 tokens/s: it may be stopped
