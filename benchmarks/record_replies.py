@@ -14,6 +14,8 @@ the other sources, and the hand-written hostile items of issue 32, are kept):
     PYTHONPATH=$PWD python -m benchmarks.record_replies [--db /tmp/reader_replies.duckdb]
     # a fresh held-out batch (issue 32, second round): other episodes, unseen tasks only
     PYTHONPATH=$PWD python -m benchmarks.record_replies --batch heldout-2 --db /tmp/h2.duckdb
+    # the third (issue 32, third round): episodes 200-232, arith too
+    PYTHONPATH=$PWD python -m benchmarks.record_replies --batch heldout-3 --db /tmp/h3.duckdb
 
 The last two start the local model once (as the local recipe serves it), runs the episodes of
 :data:`PLAN` through the real CLI (``eval --backend local --idle call --no-cache``: the
@@ -22,7 +24,8 @@ decision agent) and reads every reply back from the DuckDB store the runs logged
 rewriting the fixture after each run. A reply repeated word for word by the same role on
 the same task is kept once. ``--batch heldout-2`` runs :data:`PLAN_HELDOUT_2` instead and
 puts every reply in the split ``heldout-2`` (source ``eval:heldout-2``), dropping replies
-to a task the fixture already holds: a held-out half read by no one before it was scored.
+to a task the fixture already holds: a held-out half read by no one before it was scored;
+``--batch heldout-3`` likewise (:data:`PLAN_HELDOUT_3`, split ``heldout-3``).
 
 One JSON line per reply, the design of ``smollm_replies.jsonl`` plus fields: ``id``,
 ``kind`` (agent | decision), ``benchmark``, ``task_id``, ``role``, ``action``, ``round``,
@@ -79,7 +82,30 @@ PLAN_HELDOUT_2 = (
 """The fresh held-out batch (issue 32, after the first held-out half had been read):
 episodes far from :data:`PLAN`'s, maths above all, each kind early (a slow machine may
 stop it part-way); ``single`` adds replies of an agent alone."""
-BATCHES = {"eval": PLAN, "heldout-2": PLAN_HELDOUT_2}
+PLAN_HELDOUT_3 = (
+    ("arith", "random", 5, 200),
+    ("math", "random", 4, 200),
+    ("gsm8k", "debate", 3, 210),  # all three tasks were in the fixture: nothing kept
+    ("mcq", "random", 3, 200),
+    ("arith", "single", 3, 220),
+    ("gsm8k", "random", 2, 200),
+    ("math", "star", 3, 210),
+    ("gsm8k", "single", 2, 221),
+    ("arith", "debate", 3, 210),
+    ("mcq", "star", 2, 203),
+    ("math", "single", 2, 220),
+    ("math", "debate", 3, 230),
+    ("arith", "star", 3, 230),
+)
+"""The third held-out batch (issue 32, to judge the reader change designed on the dev
+half and the read held-out halves): episodes 200-232, which no earlier batch played, and
+``arith`` (the easy maths family, whose replies commit to an answer more often) beside
+math, gsm8k and mcq; each (benchmark, policy) once, as :func:`logged_episodes` counts;
+every benchmark and policy early (a loaded machine gave ~8 tokens/s: it may be stopped
+part-way). Episode ``i`` plays task ``i mod n`` of the eval split, which holds 23 gsm8k and
+15 mcq tasks, most in the fixture already: their first episodes are where unseen ones are
+(gsm8k 200, 201, 221, 222; mcq 202-204)."""
+BATCHES = {"eval": PLAN, "heldout-2": PLAN_HELDOUT_2, "heldout-3": PLAN_HELDOUT_3}
 ROUNDS = 2
 
 
