@@ -40,7 +40,7 @@ def test_reader_part_prints_precision_and_recall_per_reader_domain_and_half():
     assert out["items"] == len(rows)
     tasks = fixture_tasks(rows)
     for domain in ("math", "mcq"):
-        for half in ("dev", "heldout", "heldout-2"):
+        for half in ("dev", "heldout", "heldout-2", "heldout-3"):
             mine = [
                 (read_answer(tasks[(r["benchmark"], r["task_id"])], r["reply"]), r)
                 for r in rows

@@ -4,8 +4,8 @@
 (``benchmarks/record_replies.py``: new ``eval --backend local`` episodes with the local
 recipe, the calibration tests' recorded store, issue 18's recorded replies; maths: math
 and gsm8k; multiple choice: mcq; 202 of them a fresh held-out batch, ``heldout-2``) and 7
-hostile cases of issue 32, and a third fresh batch, ``heldout-3`` (arith too), not yet
-scored and kept out of these tests (:data:`UNSCORED`), each labelled by reading
+hostile cases of issue 32, and a third fresh batch, ``heldout-3`` (209 replies, arith too,
+labelled before the reader was scored on it, then scored once), each labelled by reading
 it: the answer it commits to (``reads_as``, null when none) and why (``reason``). The reader
 may miss a committed answer (:data:`MISSES`: it reads nothing there, a lost recall); it
 reads an answer that is not the label only where :data:`FALSE_READS` says.
@@ -23,13 +23,7 @@ from core.tasks.checkers import math_equal, read_answer
 from tests.core.tasks.test_real_replies import task_of_row
 
 FIXTURE = Path(__file__).with_name("data") / "reader_replies.jsonl"
-ALL_ROWS = [json.loads(line) for line in FIXTURE.read_text(encoding="utf-8").splitlines()]
-UNSCORED = "heldout-3"
-"""A fresh held-out batch (arith too), labelled before any reader was run on it: the lead
-scores it once (``python -m benchmarks.extraction --part reader``, its own half) and only
-then decides what enters :data:`ROWS` (its misses and false reads named below); until then
-no test asserts what the reader returns for it."""
-ROWS = [r for r in ALL_ROWS if r["split"] != UNSCORED]
+ROWS = [json.loads(line) for line in FIXTURE.read_text(encoding="utf-8").splitlines()]
 
 MISSES = {
     # dev half: a result stated without an answer marker
@@ -79,11 +73,39 @@ MISSES = {
     "heldout-2/mcq-085/random/r2/decision",  # a bare "D", then the echoed instruction
     # heldout-2 once seen: reported speech reads as none ("You explain that the answer is")
     "heldout-2/math-s0-000546/random/r1/solver",
+    # heldout-3 (a fresh batch on unseen tasks, scored once after the third pass's rules)
+    "heldout-3/arith-s0-000060/random/r0/solver",  # 'The answer to the question ... is 50.'
+    "heldout-3/arith-s0-000064/random/r1/coder",  # 'Her answer is 180' and 'The answer is 180.' repeated, cut o
+    "heldout-3/arith-s0-000123/debate/r0/solver",  # 'The final answer is: 3 * 5 = 15', then 'This is incorrect.
+    "heldout-3/arith-s0-000123/debate/r0/analyst",  # 'So, Noah now has 12 marbles.' (a result without a marker, t
+    "heldout-3/arith-s0-000123/debate/r1/analyst",  # 'So, Noah now has 11 marbles.' (a result without a marker, t
+    "heldout-3/arith-s0-000271/star/r0/coder",  # '8 - 4 = 4 more than ...', then '**Final answer: 8**' and 'L
+    "heldout-3/arith-s0-000271/star/r1/solver",  # 'This is your final answer. The answer is 15.' repeated, cut
+    "heldout-3/arith-s0-000271/star/r1/coder",  # 'You have a total of 4 * 2 + 8 = 16 books.' then 'This is yo
+    "heldout-3/gsm8k-test-0440/random/r1/solver",  # 'The answer: 360' repeated; the last, 'The answer: 36', cut
+    "heldout-3/gsm8k-test-0054/single/r0/solver",  # 'The answer is 22, but I'm not sure if it's correct' twice (
+    "heldout-3/math-s0-000098/random/r0/analyst",  # opens with a bare 1, then boilerplate with empty 'The answer
+    "heldout-3/math-s0-000098/random/r0/verifier",  # 'He has 7 pencils left.' (a result without a marker, the onl
+    "heldout-3/math-s0-000136/star/r1/solver",  # the whole reply is 'A: 27' (A: for Answer:, as in its round-
+    "heldout-3/math-s0-000139/star/r0/coder",  # steps ending 'In total, Omar earns 3*6 = 18 dollars.', then
+    "heldout-3/math-s0-000139/star/r1/coder",  # steps ending 'In total, he earns 3*18 = 54 dollars.', then a
+    "heldout-3/math-s0-000186/single/r0/solver",  # opens '100', 'Answer: 100', 'this is the final answer'
+    "heldout-3/math-s0-000236/debate/r1/coder",  # '20 - 8 = 12 shells', 'The answer is 12', then '>>>' and the
 }
 """Replies that commit to an answer the reader does not read (it reads nothing)."""
 FALSE_READS = {
     # held-out half: an answer stated, then contradicted by a number no marker states
     "store/math-s0-000028/debate/r1/analyst": "6",  # "The answer is 6:" ... "197 bags"
+    # heldout-3: scored once (benchmarks/RESULTS.md, issue 32, third pass)
+    "heldout-3/arith-s0-000060/random/r0/coder": "100",  # 'Your first answer is: 100' beside edge cases 100
+    "heldout-3/arith-s0-000064/random/r0/verifier": "180",  # echoes its role prompt and Agent 1's text (answer
+    "heldout-3/gsm8k-test-0440/random/r0/verifier": "360",  # '<<<' then the coder's reply word for word (its 'T
+    "heldout-3/math-s0-000139/star/r0/verifier": "100",  # '100: 321 12 321 ...' a run of the problem's numbe
+    "heldout-3/math-s0-000139/star/r1/verifier": "100",  # '100: 321 321 ...' a run of the problem's number;
+    "heldout-3/mcq-080/random/r0/coder": "A",  # 'D) Karl Marx', then 'The answer is A.': two choic
+    "heldout-3/mcq-034/star/r0/solver": "C",  # 'C) selection sort', then 'indeed A', 'actually C'
+    "heldout-3/mcq-034/star/r1/verifier": "A",  # 'A) Bubble sort': no option has that text
+    "heldout-3/mcq-034/star/r2/decision": "B",  # a bare 'D', then 'The answer is B.': two choices
 }
 """Replies the reader reads an answer from that is not the label, and what it reads
 (benchmarks/RESULTS.md, issue 32: the held-out precision)."""
@@ -94,10 +116,10 @@ def test_the_fixture_is_real_labelled_and_split():
     assert len(recorded) >= 200
     # eval --backend local (the local recipe), the calibration store, issue 18's recorder
     assert {r["source"].split(":")[0] for r in recorded} == {"eval", "store", "issue18"}
-    assert {r["benchmark"] for r in recorded} == {"math", "gsm8k", "mcq"}
+    assert {r["benchmark"] for r in recorded} == {"math", "gsm8k", "mcq", "arith"}
     # dev: read while the rules changed; heldout: scored once, then read; heldout-2: a
     # fresh batch on unseen tasks, labelled before the reader was scored on it
-    assert {r["split"] for r in recorded} == {"dev", "heldout", "heldout-2"}
+    assert {r["split"] for r in recorded} == {"dev", "heldout", "heldout-2", "heldout-3"}
     assert len({r["id"] for r in ROWS}) == len(ROWS)
     for row in recorded:
         assert row["usage"]["completion_tokens"] > 0 and row["usage"]["prompt_tokens"] > 100
@@ -109,14 +131,13 @@ def test_the_fixture_is_real_labelled_and_split():
     assert set(MISSES) | set(FALSE_READS) <= {r["id"] for r in ROWS}
 
 
-def test_the_unscored_batch_is_labelled_blind_on_unseen_tasks():
-    # Only its labels are checked here, never the reader's result (see UNSCORED).
-    fresh = [r for r in ALL_ROWS if r["split"] == UNSCORED]
+def test_the_third_batch_was_labelled_on_unseen_tasks():
+    fresh = [r for r in ROWS if r["split"] == "heldout-3"]
     assert len(fresh) >= 200 and sum(r["reads_as"] is not None for r in fresh) >= 60
-    assert all(r["source"] == f"eval:{UNSCORED}" and r["reason"].strip() for r in fresh)
-    seen = {(r["benchmark"], r["task_id"]) for r in ROWS}
+    assert all(r["source"] == "eval:heldout-3" and r["reason"].strip() for r in fresh)
+    seen = {(r["benchmark"], r["task_id"]) for r in ROWS if r["split"] != "heldout-3"}
     assert not seen & {(r["benchmark"], r["task_id"]) for r in fresh}
-    assert len({r["id"] for r in ALL_ROWS}) == len(ALL_ROWS)
+    assert len({r["id"] for r in ROWS}) == len(ROWS)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[r["id"] for r in ROWS])
