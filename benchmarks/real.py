@@ -16,7 +16,7 @@ one's. Prints JSON.
 
     agentqmix bench real [--topologies all|star,chain] [--episodes 3] [--first-episode 0]
                          [--engines native,python] [--benchmark mixed]
-                         [--prompt-layout fresh|conversation]
+                         [--prompt-layout fresh|conversation] [--prompt-style full|compact]
 
 ``--first-episode K`` plays held-out episodes K, K+1, ...: ``mixed`` episodes 0-4 hold
 multiple choice and maths only; 5, 6 and 9 are code. The JSON gives the median by task
@@ -354,6 +354,7 @@ def main() -> None:
     parser.add_argument("--benchmark", default="mixed")
     parser.add_argument("--model-file", default=None)
     parser.add_argument("--prompt-layout", default=None, help="default: the local recipe's")
+    parser.add_argument("--prompt-style", default=None, help="default: the local recipe's")
     args = parser.parse_args()
     with user_errors():
         topologies = (
@@ -374,6 +375,7 @@ def main() -> None:
             model_file=args.model_file,
             use_cache=False,
             prompt_layout=args.prompt_layout,
+            prompt_style=args.prompt_style,
         )
         opts.validate()
         result = play(opts, engines, topologies, args.episodes, args.first_episode)

@@ -563,6 +563,11 @@ MISTAKES: dict[str, tuple[Callable[[dict[str, Path]], list[str]], str, str]] = {
         "--seeds takes",
         INPROC,
     ),
+    "bench real prompt style": (
+        lambda f: ["bench", "real", "--prompt-style", "nope", "--episodes", "1"],
+        "--prompt-style must be one of",
+        INPROC,
+    ),
     "bench learner agents": (
         lambda f: ["bench", "learner", "--agents", "100000"],
         "--agents",
