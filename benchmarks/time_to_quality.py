@@ -29,6 +29,9 @@ per update (collection and logging included, from the first to the last copy), t
 learner's own milliseconds per update, and the seconds before the first update (imports,
 set-up) — so wall at a copy ≈ ``start_s + updates × wall_s_per_update``.
 
+``--stop-after-updates N`` ends each run cleanly after N updates with the whole recipe's
+schedules (ε, learning rate), so a tuning run can look at the first N updates only.
+
     agentqmix bench time-to-quality --seeds 0,1,2 --eval-seed 5000 --json
     agentqmix bench time-to-quality --seeds 100 --eval-seed 300 --log on --train="--td-lambda 0.5"
 """
