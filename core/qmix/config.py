@@ -113,9 +113,10 @@ class LearnerConfig:
     """Learner updates per collected episode (fractions accumulate)."""
     policy_ema: float = 0.0
     """Rate per update of an exponential moving average of the online weights that is the
-    greedy policy (what a checkpoint, an evaluation and a benchmark's copy hold): after each
-    update ``w_policy += policy_ema · (w_online - w_policy)``, so it averages roughly the
-    last ``1 / policy_ema`` updates. 0 = the greedy policy is the online network itself.
+    greedy policy (what a checkpoint, an evaluation and a benchmark's copy hold): after
+    update ``n`` ``w_policy += max(policy_ema, 1/n) · (w_online - w_policy)``, the mean of
+    all updates' weights until ``n = 1 / policy_ema``, then an exponential average of roughly
+    the last ``1 / policy_ema``. 0 = the greedy policy is the online network itself.
     Exploration always acts with the online weights (what is being learned)."""
     lr_decay_to: float = 1.0
     """Learning rate at the end of its decay, as a share of ``lr``: it falls linearly from

@@ -159,11 +159,16 @@ class QLearner:
         return stats
 
     def _update_policy(self) -> None:
-        """Move the averaged greedy policy ``policy_ema`` of the way to the online weights
-        (buffers such as running statistics are copied, not averaged)."""
-        rate = self.config.policy_ema
-        if rate <= 0:
+        """Move the averaged greedy policy ``max(policy_ema, 1 / updates)`` of the way to
+        the online weights (buffers are copied, not averaged).
+
+        The ``1 / updates`` warm-up makes it the plain mean of every update's weights until
+        ``1 / policy_ema`` updates, instead of an average that keeps the initial random
+        weights' share at ``(1 - policy_ema)^updates`` (~5 % after 300 updates at 0.01): the
+        tuning run without it held the untrained policy's plan for 300 updates."""
+        if self.config.policy_ema <= 0:
             return
+        rate = max(self.config.policy_ema, 1.0 / self.updates)
         pairs = ((self.policy_agent, self.agent), (self.policy_mixer, self.mixer))
         with torch.no_grad():
             for policy, online in pairs:

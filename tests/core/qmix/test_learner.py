@@ -167,12 +167,22 @@ def test_averaged_policy_moves_by_its_rate_toward_the_online_weights():
     with torch.no_grad():  # an average that differs from the online weights before the update
         for p in list(learner.policy_agent.parameters()) + list(learner.policy_mixer.parameters()):
             p.add_(torch.randn_like(p))
+    learner.updates = 100  # past the warm-up (1 / rate updates): the rate itself
     before = params(learner.policy_agent) + params(learner.policy_mixer)
     learner.train(fixed_batch())
     online = params(learner.agent) + params(learner.mixer)
     after = params(learner.policy_agent) + params(learner.policy_mixer)
     for o, p0, p1 in zip(online, before, after, strict=True):
         torch.testing.assert_close(p1, (1 - rate) * p0 + rate * o)
+    # In the warm-up it is the plain mean of the updates' weights: the first is a copy, the
+    # second halves the way.
+    fresh = make_learner(policy_ema=rate)
+    seen = []
+    for _ in range(2):
+        fresh.train(fixed_batch())
+        seen.append(params(fresh.agent))
+    for p, w1, w2 in zip(params(fresh.policy_agent), *seen, strict=True):
+        torch.testing.assert_close(p, (w1 + w2) / 2)
     assert all(not p.requires_grad for p in learner.policy_agent.parameters())
     # Off (the default): the greedy policy is the online network itself.
     plain = make_learner()
