@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> None:
             )
             timings[str(seed)] = round(time.perf_counter() - t0, 1)
         state = out.state
-        learned[seed] = QMixPolicy(state.agent, state.mixer, state.device, epsilon=0.0)
+        learned[seed] = state.greedy_policy()
     eval_opts = TeamOptions(
         benchmark=args.benchmark, token_weight=args.token_weight, idle=args.idle,
         pass_through=args.pass_through,

@@ -29,6 +29,9 @@ per update (collection and logging included, from the first to the last copy), t
 learner's own milliseconds per update, and the seconds before the first update (imports,
 set-up) — so wall at a copy ≈ ``start_s + updates × wall_s_per_update``.
 
+``--stop-after-updates N`` ends each run cleanly after N updates with the whole recipe's
+schedules (ε, learning rate), so a tuning run can look at the first N updates only.
+
     agentqmix bench time-to-quality --seeds 0,1,2 --eval-seed 5000 --json
     agentqmix bench time-to-quality --seeds 100 --eval-seed 300 --log on --train="--td-lambda 0.5"
 """
@@ -61,6 +64,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eval-episodes", type=int_in(1, 100_000), default=500)
     parser.add_argument("--thresholds", default=",".join(f"{t:g}" for t in THRESHOLDS))
     parser.add_argument("--train", default="", help="more flags for the timed `agentqmix train`")
+    parser.add_argument(
+        "--stop-after-updates",
+        type=int_in(0, 1_000_000),
+        default=0,
+        help="end each run cleanly after this many updates (0: the whole run); the recipe and "
+        "its schedules stay those of the whole run, so a tuning run can stop early",
+    )
     parser.add_argument("--json", action="store_true")
     # The timed process's own arguments (run_one passes them).
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
@@ -86,6 +96,7 @@ def main(argv: list[str] | None = None) -> None:
             "eval_seed": args.eval_seed,
             "eval_episodes": args.eval_episodes,
             "every_updates": args.every_updates,
+            "stop_after_updates": args.stop_after_updates,
             "thresholds": thresholds,
             "load_average": os.getloadavg(),
             "runs": runs,
@@ -107,6 +118,7 @@ def run_one(args: Any, seed: int, log: bool, thresholds: list[float]) -> dict[st
             "--benchmark", args.benchmark, "--every-updates", str(args.every_updates),
             "--eval-seed", str(args.eval_seed), "--eval-episodes", str(args.eval_episodes),
             f"--train={args.train}", "--stall-ms", str(args.stall_ms),
+            "--stop-after-updates", str(args.stop_after_updates),
         ]  # fmt: skip
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
@@ -216,12 +228,17 @@ def worker(args: Any, extra: list[str]) -> None:
                     # The training loop adds the episode count to this very dict after the
                     # update returns (core.qmix.training); read at the end.
                     "stats": stats,
-                    "weights": [clone(self.agent), clone(self.mixer)],
+                    # The greedy policy: the online weights, or their average (policy_ema).
+                    "weights": [clone(self.policy_agent), clone(self.policy_mixer)],
                 }
             )
+        updates_done[0] = self.updates
         return stats
 
+    updates_done = [0]
     QLearner.train = copying  # type: ignore[method-assign]
+    if args.stop_after_updates:
+        stop_after(args.stop_after_updates, updates_done)
     with tempfile.TemporaryDirectory(prefix="ttq-run-") as tmp:
         ckpt = Path(tmp) / "policy.pt"
         store = ["--db", str(Path(tmp) / "store.duckdb")] if args.log == "on" else ["--no-log"]
@@ -258,6 +275,21 @@ def worker(args: Any, extra: list[str]) -> None:
         copy["wall_s"] = round(copy["wall_s"], 2)
     result = {"command_wall_s": round(wall, 2), "learner_s": learner_s[0], "copies": copies}
     args.worker.write_text(json.dumps(result))
+
+
+def stop_after(limit: int, updates_done: list[int]) -> None:
+    """Make the training loop of this process end cleanly (as a Stop button does) once
+    ``updates_done[0]`` reaches ``limit``: the run keeps its whole recipe's schedules."""
+    from core.qmix import training
+
+    loop = training._train
+
+    def stopping(venv: Any, config: Any, hooks: Any, *rest: Any, **kw: Any) -> Any:
+        asked = hooks.should_stop
+        hooks.should_stop = lambda: updates_done[0] >= limit or asked()
+        return loop(venv, config, hooks, *rest, **kw)
+
+    training._train = stopping
 
 
 def clone(module: Any) -> dict[str, Any]:

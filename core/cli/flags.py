@@ -424,6 +424,30 @@ LEARNER_FLAGS: dict[str, LearnerFlag] = {
         0,
         low_open=True,
     ),  # fmt: skip
+    "policy_ema": LearnerFlag(
+        "learner.policy_ema",
+        float,
+        "Rate per update of the moving average of the weights that is the greedy policy "
+        "(0 = the online weights)",
+        0,
+        high=1,
+    ),  # fmt: skip
+    "lr_decay_to": LearnerFlag(
+        "learner.lr_decay_to",
+        float,
+        "Learning rate at the end of its linear decay, as a share of --lr (1 = constant)",
+        0,
+        low_open=True,
+        high=1,
+    ),  # fmt: skip
+    "lr_decay_fraction": LearnerFlag(
+        "learner.lr_decay_fraction",
+        float,
+        "Share of the run's updates over which the learning rate falls",
+        0,
+        low_open=True,
+        high=1,
+    ),  # fmt: skip
     "td_lambda": LearnerFlag(
         "learner.td_lambda", float, "λ of the TD(λ) targets (0 = one-step targets)", 0, high=1
     ),

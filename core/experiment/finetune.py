@@ -228,6 +228,7 @@ def initial_state(path: Path, shapes: EnvShapes, config: TrainConfig) -> TrainSt
     for net, weights in (
         (state.agent, ckpt.agent), (state.mixer, ckpt.mixer),
         (state.learner.target_agent, ckpt.agent), (state.learner.target_mixer, ckpt.mixer),
+        (state.learner.policy_agent, ckpt.agent), (state.learner.policy_mixer, ckpt.mixer),
     ):  # fmt: skip
         net.load_state_dict(weights.state_dict())
     return state

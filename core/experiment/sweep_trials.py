@@ -25,7 +25,6 @@ from core.baselines.training import BaselineTrainConfig
 from core.experiment.evaluate import run_policy
 from core.experiment.sweep_plan import TrialSpec
 from core.experiment.train import StoreHooks, save_training_checkpoint
-from core.qmix.policy import QMixPolicy
 from core.qmix.training import train
 from core.records import EpisodeRecord
 from core.team.env import TeamEnv
@@ -126,7 +125,7 @@ def train_trial(spec: TrialSpec) -> TrialResult:
             Path(tmp) / "trial.pt", state, spec.train, spec.team, None, {"sweep": spec.key}
         )
         blob = path.read_bytes()
-    policy = QMixPolicy(state.agent, state.mixer, state.device, epsilon=0.0, label="qmix")
+    policy = state.greedy_policy()
     held_out = run_policy(spec.team, policy, spec.eval_episodes, spec.eval_seed)
     return _trial_result(sink, blob, held_out, state.learner.updates, started)
 

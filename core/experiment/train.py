@@ -29,7 +29,6 @@ from core.experiment.finetune import (
 from core.qmix.buffer import ReplayBuffer
 from core.qmix.checkpoint import ensure_writable, load_checkpoint, save_checkpoint
 from core.qmix.env import EnvShapes, SerialVecEnv, load_env
-from core.qmix.policy import QMixPolicy
 from core.qmix.runner import EpisodeResult, rollout_all, summarize
 from core.qmix.seeding import seed_everything, torch_threads
 from core.qmix.training import TrainConfig, TrainHooks, TrainState, build_state, train
@@ -161,10 +160,15 @@ def save_training_checkpoint(
     if opts is not None and opts.backend != "sim" and state.buffer is not None:
         # Real episodes cost calls: a resumed fine-tune learns from those it already paid for.
         resume["replay"] = state.buffer.snapshot()
+    if learner.policy_agent is not state.agent:
+        # The checkpoint's policy is the averaged one (policy_ema); resuming needs the
+        # online weights the optimiser was training too.
+        resume["online_agent"] = state.agent.state_dict()
+        resume["online_mixer"] = state.mixer.state_dict()
     return save_checkpoint(
         path,
-        state.agent,
-        state.mixer,
+        learner.policy_agent,
+        learner.policy_mixer,
         state.shapes,
         config.agent,
         config.mixer,
@@ -180,10 +184,14 @@ def restore_state(path: Path, shapes: EnvShapes, config: TrainConfig) -> TrainSt
     if not ckpt.resume:
         raise UserError(f"checkpoint {path} holds no optimiser state to resume from.")
     state = build_state(shapes, config)
-    state.agent.load_state_dict(ckpt.agent.state_dict())
-    state.mixer.load_state_dict(ckpt.mixer.state_dict())
     learner = state.learner
     try:
+        # The checkpoint's weights are the greedy policy; with policy_ema the online ones
+        # are apart (a run saved without it has only the one pair).
+        learner.policy_agent.load_state_dict(ckpt.agent.state_dict())
+        learner.policy_mixer.load_state_dict(ckpt.mixer.state_dict())
+        state.agent.load_state_dict(ckpt.resume.get("online_agent", ckpt.agent.state_dict()))
+        state.mixer.load_state_dict(ckpt.resume.get("online_mixer", ckpt.mixer.state_dict()))
         learner.target_agent.load_state_dict(ckpt.resume["target_agent"])
         learner.target_mixer.load_state_dict(ckpt.resume["target_mixer"])
         learner.optimiser.load_state_dict(ckpt.resume["optimiser"])
@@ -314,7 +322,7 @@ def train_team(
         evaluation = {}
         # A budgeted run spends nothing past its budget: evaluate it with agentqmix eval.
         if eval_episodes > 0 and meter is None:
-            policy = QMixPolicy(state.agent, state.mixer, state.device, epsilon=0.0)
+            policy = state.greedy_policy()
             evaluation = summarize_records(run_policy(opts, policy, eval_episodes, opts.seed))
         status = "finished" if state.episodes_done >= config.episodes else "interrupted"
         stopped = meter.reason if meter is not None and status == "interrupted" else None
@@ -446,7 +454,7 @@ def train_env(
         return SerialVecEnv(envs, config.seed, "train", where=f"--env {spec}")
 
     state = train(make_venv, config, progress=progress)
-    policy = QMixPolicy(state.agent, state.mixer, state.device, epsilon=0.0)
+    policy = state.greedy_policy()
     width = 8
     envs = [load_env(spec) for _ in range(width)]
     venv = SerialVecEnv(envs, config.seed, "eval", where=f"--env {spec}")

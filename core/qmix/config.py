@@ -111,6 +111,19 @@ class LearnerConfig:
     """Soft (Polyak) target update rate per update; 0 = hard updates."""
     updates_per_episode: float = 1.0
     """Learner updates per collected episode (fractions accumulate)."""
+    policy_ema: float = 0.0
+    """Rate per update of an exponential moving average of the online weights that is the
+    greedy policy (what a checkpoint, an evaluation and a benchmark's copy hold): after
+    update ``n`` ``w_policy += max(policy_ema, 1/n) · (w_online - w_policy)``, the mean of
+    all updates' weights until ``n = 1 / policy_ema``, then an exponential average of roughly
+    the last ``1 / policy_ema``. 0 = the greedy policy is the online network itself.
+    Exploration always acts with the online weights (what is being learned)."""
+    lr_decay_to: float = 1.0
+    """Learning rate at the end of its decay, as a share of ``lr``: it falls linearly from
+    ``lr`` to ``lr · lr_decay_to`` over the first ``lr_decay_fraction`` of the run's
+    updates, then stays there. 1 = a constant learning rate."""
+    lr_decay_fraction: float = 1.0
+    """Share of the run's planned updates over which the learning rate falls."""
     td_lambda: float = 0.0
     """λ of the TD(λ) targets (:func:`core.qmix.learner.lambda_targets`): 0 = one-step targets; towards 1 the
     episode's own return replaces the target network's bootstrapped estimate. The returns
@@ -141,6 +154,12 @@ class LearnerConfig:
             raise ValueError(f"tau must be in [0, 1], got {self.tau}")
         if self.updates_per_episode <= 0:
             raise ValueError(f"updates_per_episode must be > 0, got {self.updates_per_episode}")
+        if not 0.0 <= self.policy_ema <= 1.0:
+            raise ValueError(f"policy_ema must be in [0, 1], got {self.policy_ema}")
+        if not 0.0 < self.lr_decay_to <= 1.0:
+            raise ValueError(f"lr_decay_to must be in (0, 1], got {self.lr_decay_to}")
+        if not 0.0 < self.lr_decay_fraction <= 1.0:
+            raise ValueError(f"lr_decay_fraction must be in (0, 1], got {self.lr_decay_fraction}")
         if not 0.0 <= self.td_lambda <= 1.0:
             raise ValueError(f"td_lambda must be in [0, 1], got {self.td_lambda}")
         if self.precision not in PRECISIONS:

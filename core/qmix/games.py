@@ -37,7 +37,6 @@ import numpy as np
 
 from core.qmix.config import TrainConfig
 from core.qmix.env import SerialVecEnv
-from core.qmix.policy import QMixPolicy
 from core.qmix.runner import rollout_all, summarize
 from core.qmix.training import train
 
@@ -209,6 +208,6 @@ def greedy_return(game: str, seed: int, **settings: Any) -> float:
         return SerialVecEnv([spec.factory() for _ in range(width)], seed, "train")
 
     state = train(venv, config)
-    policy = QMixPolicy(state.agent, state.mixer, state.device, epsilon=0.0)
+    policy = state.greedy_policy()
     held_out = SerialVecEnv([spec.factory() for _ in range(8)], seed, "eval")
     return float(summarize(rollout_all(held_out, policy, range(16), 8))["mean_return"])

@@ -31,6 +31,7 @@ class TrainState:
     """Networks and progress; what a checkpoint saves and ``--resume`` restores."""
 
     agent: AgentNetwork
+    """The online networks (what exploration acts with and the learner trains)."""
     mixer: torch.nn.Module
     learner: QLearner
     shapes: EnvShapes
@@ -40,6 +41,14 @@ class TrainState:
     buffer: ReplayBuffer | None = None
     """The replay buffer the run fills (set by :func:`train`; a resumed fine-tune's comes
     back from its checkpoint with the real episodes it had played)."""
+
+    def greedy_policy(self, label: str = "qmix") -> QMixPolicy:
+        """The trained greedy policy (ε = 0): the learner's policy networks, the online ones
+        or their average (``LearnerConfig.policy_ema``)."""
+        learner = self.learner
+        return QMixPolicy(
+            learner.policy_agent, learner.policy_mixer, self.device, epsilon=0.0, label=label
+        )
 
 
 class TrainHooks:
@@ -68,8 +77,13 @@ def build_state(shapes: EnvShapes, config: TrainConfig) -> TrainState:
     device = resolve_device(config.device)
     agent = AgentNetwork(shapes.obs_dim, shapes.n_agents, shapes.n_actions, config.agent).to(device)
     mixer = make_mixer(shapes.n_agents, shapes.state_dim, config.mixer).to(device)
-    learner = QLearner(agent, mixer, config.learner)
+    learner = QLearner(agent, mixer, config.learner, planned_updates(config))
     return TrainState(agent=agent, mixer=mixer, learner=learner, shapes=shapes, device=device)
+
+
+def planned_updates(config: TrainConfig) -> int:
+    """The updates a run of ``config`` makes in all (the learning-rate schedule's length)."""
+    return int(config.episodes * updates_per_episode(config))
 
 
 def updates_per_episode(config: TrainConfig) -> float:

@@ -7,6 +7,8 @@ import json
 from dataclasses import fields
 from pathlib import Path
 
+import pytest
+
 from core.cli import main
 from core.qmix.checkpoint import load_checkpoint
 from core.qmix.config import LearnerConfig, TrainConfig
@@ -88,3 +90,20 @@ def test_continuing_a_policy_on_a_real_model_defaults_to_the_finetune_recipe():
     assert finetune.learner.updates_per_episode >= 1 and finetune.max_updates == 0
     assert finetune.prefill_episodes >= finetune.learner.batch_size
     assert finetune.n_envs <= 4
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [
+        ("--tau", "1.5", "--tau must be a finite number >= 0 and <= 1, not 1.5."),
+        ("--policy-ema", "-0.1", "--policy-ema must be a finite number >= 0 and <= 1, not -0.1."),
+        ("--lr-decay-to", "0", "--lr-decay-to must be a finite number > 0 and <= 1, not 0.0."),
+    ],
+)
+def test_a_stabiliser_setting_out_of_range_is_one_sentence(
+    tmp_path: Path, capsys, flag, value, says
+):
+    argv = ["train", "--benchmark", "math", flag, value, "--out", str(tmp_path / "x.pt")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in " ".join(err.split()) and not (tmp_path / "x.pt").exists()

@@ -8,14 +8,16 @@ tests/core/test_cli_resume.py.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from core.errors import UserError
 from core.experiment import TeamOptions, run_policy, train_team
-from core.experiment.train import save_training_checkpoint
+from core.experiment.train import restore_state, save_training_checkpoint
+from core.qmix.checkpoint import load_checkpoint
 from core.qmix.encoders import AgentNetConfig
 from core.qmix.env import EnvShapes
 from core.qmix.training import TrainConfig, build_state
@@ -84,3 +86,26 @@ def test_resume_refuses_a_run_whose_checkpoint_file_is_gone(tmp_path: Path) -> N
     with pytest.raises(UserError, match="checkpoint .* is missing"):
         train_team(OPTS, CONFIG, None, db=db, resume_run=run_id, eval_episodes=0)
     assert len(logged_episodes(db, run_id)) == LOGGED
+
+
+def test_the_averaged_policy_is_what_evaluates_and_saves_and_resume_keeps_both(tmp_path: Path):
+    """With ``policy_ema`` the greedy policy (evaluation, checkpoint weights) is the average;
+    resuming restores the average and the online weights the optimiser trains, apart."""
+    config = replace(CONFIG, learner=replace(CONFIG.learner, policy_ema=0.05))
+    shapes = EnvShapes(n_agents=2, n_actions=3, obs_dim=5, state_dim=7, max_steps=3)
+    state = build_state(shapes, config)
+    with torch.no_grad():  # online weights that differ from their average
+        for p in list(state.agent.parameters()) + list(state.mixer.parameters()):
+            p.add_(1.0)
+    greedy = state.greedy_policy()
+    assert greedy.agent is state.learner.policy_agent is not state.agent
+    assert greedy.mixer is state.learner.policy_mixer and greedy.epsilon == 0.0
+    out = tmp_path / "ema.pt"
+    save_training_checkpoint(out, state, config, OPTS, None, {})
+    saved = load_checkpoint(out).agent.state_dict()
+    for name, value in state.learner.policy_agent.state_dict().items():
+        assert torch.equal(saved[name], value)
+    back = restore_state(out, shapes, config)
+    for mine, theirs in ((back.agent, state.agent), (back.learner.policy_agent, greedy.agent)):
+        for a, b in zip(mine.parameters(), theirs.parameters(), strict=True):
+            assert torch.equal(a, b)

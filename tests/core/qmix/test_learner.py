@@ -13,6 +13,7 @@ from core.qmix.learner import (
     batch_aggregator,
     lambda_targets,
     last_actions,
+    lr_at,
     unroll,
 )
 from core.qmix.mixers import MixerConfig, make_mixer
@@ -159,6 +160,48 @@ def test_soft_target_update_is_polyak_averaging():
     assert not all(torch.equal(a, b) for a, b in zip(online, target, strict=True))
 
 
+def test_averaged_policy_moves_by_its_rate_toward_the_online_weights():
+    rate = 0.1
+    learner = make_learner(policy_ema=rate)
+    assert learner.policy_agent is not learner.agent and learner.policy_mixer is not learner.mixer
+    with torch.no_grad():  # an average that differs from the online weights before the update
+        for p in list(learner.policy_agent.parameters()) + list(learner.policy_mixer.parameters()):
+            p.add_(torch.randn_like(p))
+    learner.updates = 100  # past the warm-up (1 / rate updates): the rate itself
+    before = params(learner.policy_agent) + params(learner.policy_mixer)
+    learner.train(fixed_batch())
+    online = params(learner.agent) + params(learner.mixer)
+    after = params(learner.policy_agent) + params(learner.policy_mixer)
+    for o, p0, p1 in zip(online, before, after, strict=True):
+        torch.testing.assert_close(p1, (1 - rate) * p0 + rate * o)
+    # In the warm-up it is the plain mean of the updates' weights: the first is a copy, the
+    # second halves the way.
+    fresh = make_learner(policy_ema=rate)
+    seen = []
+    for _ in range(2):
+        fresh.train(fixed_batch())
+        seen.append(params(fresh.agent))
+    for p, w1, w2 in zip(params(fresh.policy_agent), *seen, strict=True):
+        torch.testing.assert_close(p, (w1 + w2) / 2)
+    assert all(not p.requires_grad for p in learner.policy_agent.parameters())
+    # Off (the default): the greedy policy is the online network itself.
+    plain = make_learner()
+    assert plain.policy_agent is plain.agent and plain.policy_mixer is plain.mixer
+
+
+def test_learning_rate_falls_linearly_to_its_floor_then_stays():
+    cfg = LearnerConfig(lr=1e-3, lr_decay_to=0.1, lr_decay_fraction=0.5)
+    got = [lr_at(cfg, u, 100) for u in (0, 25, 50, 99)]
+    torch.testing.assert_close(torch.tensor(got), torch.tensor([1e-3, 5.5e-4, 1e-4, 1e-4]))
+    assert lr_at(LearnerConfig(lr=1e-3), 99, 100) == 1e-3  # no decay by default
+    assert lr_at(cfg, 99, 0) == 1e-3  # a run whose length is unknown keeps its rate
+    learner = make_learner(lr_decay_to=0.1, lr_decay_fraction=0.5)
+    learner.total_updates = 4
+    rates = [learner.train(fixed_batch())["lr"] for _ in range(3)]
+    torch.testing.assert_close(torch.tensor(rates), torch.tensor([1e-3, 5.5e-4, 1e-4]))
+    assert learner.optimiser.param_groups[0]["lr"] == rates[-1]
+
+
 def test_targets_never_get_gradients():
     learner = make_learner()
     learner.train(fixed_batch())
@@ -174,6 +217,9 @@ def test_targets_never_get_gradients():
         ("batch_size", 0),
         ("target_update_interval", 0),
         ("tau", -0.1),
+        ("policy_ema", 1.5),
+        ("lr_decay_to", 0.0),
+        ("lr_decay_fraction", 0.0),
         ("precision", "fp16"),
     ],
 )
