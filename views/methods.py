@@ -101,7 +101,10 @@ metric = c2.radio(
     "Figure", list(methods.METRICS), format_func=methods.METRICS.get, key="methods_metric",
     horizontal=True,
 )  # fmt: skip
-everyone = c3.toggle("With the fixed topologies and ablations", key="methods_all")
+everyone = c3.toggle(
+    "Fixed and ablations", key="methods_all",
+    help="Draw the fixed topologies and the papers' readings (ablations) beside the contestants.",
+)  # fmt: skip
 shown = standings.policies
 if not everyone:
     shown = shown[shown["kind"] == "contestant"]
