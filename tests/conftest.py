@@ -1,8 +1,22 @@
 """Fixtures every test folder may use; the order test files run in; which of them are slow."""
 
+import atexit
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from tests.local_model import local_env, local_server
+
+if "AGENTQMIX_DB" not in os.environ:
+    # A command a test runs without --db logs to the default store, ./agentqmix.duckdb of the
+    # folder the suite runs in — the store the lab then opens (a fresh clone's lab showed a
+    # test's run instead of its first-start demo). Every such write goes here instead.
+    _STORE = Path(tempfile.mkdtemp(prefix="agentqmix-tests-"))
+    os.environ["AGENTQMIX_DB"] = str(_STORE / "default.duckdb")
+    atexit.register(shutil.rmtree, _STORE, ignore_errors=True)
 
 __all__ = ["local_env", "local_server"]
 

@@ -291,9 +291,13 @@ def test_gdesigner_with_the_minilm_encoder_on_the_openai_back_end(monkeypatch, t
         assert loaded.team["embedding"] == "minilm"
         assert tuple(loaded.method.profiles.shape) == (4, 384)
         served = len(server.requests)
-        out = run_json(capsys, "eval", *team, "--checkpoint", str(ckpt), "--episodes", "2")
+        out = run_json(
+            capsys, "eval", *team, "--checkpoint", str(ckpt), "--episodes", "2", "--no-log"
+        )
         assert out["accuracy"] == 1.0 and len(server.requests) > served
-    code = main(["eval", "--benchmark", "math", "--checkpoint", str(ckpt), "--episodes", "1"])
+    code = main(
+        ["eval", "--benchmark", "math", "--checkpoint", str(ckpt), "--episodes", "1", "--no-log"]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "does not fit this team" in err and len(err.strip().splitlines()) == 1
 
