@@ -303,6 +303,31 @@ def unknown_page_notice(pages: list[Any], page: Any) -> None:
         )
 
 
+def step_round(prefix: str, delta: int, n_rounds: int) -> None:
+    """Move ``st.session_state[f"{prefix}_round"]`` by ``delta``, within 1..``n_rounds``."""
+    key = f"{prefix}_round"
+    st.session_state[key] = min(max(st.session_state[key] + delta, 1), n_rounds)
+
+
+def round_stepper(prefix: str, n_rounds: int, label: str, sides: str = "") -> int:
+    """Back / next buttons and a slider over rounds 1..``n_rounds`` that all drive
+    ``st.session_state[f"{prefix}_round"]`` (keys ``{prefix}_prev`` / ``_next`` / ``_round``);
+    ``sides`` ends the buttons' help (", on both sides"). The buttons take the width their
+    labels need (fixed columns cut them to "‹ s…"). Returns the round shown (from 1)."""
+    steps, slider = st.columns([1, 3])
+    now = st.session_state[f"{prefix}_round"]
+    with steps.container(horizontal=True):
+        st.button("back", key=f"{prefix}_prev", on_click=step_round, args=(prefix, -1, n_rounds),
+                  disabled=now <= 1, icon=":material/chevron_left:",
+                  help=f"The previous round{sides}.")  # fmt: skip
+        st.button("next", key=f"{prefix}_next", on_click=step_round, args=(prefix, 1, n_rounds),
+                  disabled=now >= n_rounds, icon=":material/chevron_right:",
+                  icon_position="right", help=f"The next round{sides}.")  # fmt: skip
+    if n_rounds > 1:
+        slider.slider(label, 1, n_rounds, key=f"{prefix}_round")
+    return st.session_state[f"{prefix}_round"]
+
+
 def replay_link(run_id: str, episode: int, round_index: int | None = None) -> str:
     """``/replay?run=…&episode=…`` (and ``&round=…``): opens that episode at that round.
 

@@ -269,31 +269,14 @@ st.button(
 )  # fmt: skip
 
 
-def _step(delta: int) -> None:
-    st.session_state["replay_round"] = min(
-        max(st.session_state["replay_round"] + delta, 1), n_rounds
-    )
-
-
 @st.fragment(run_every=PLAY_PAUSE_S if playing else None)
 def panels() -> None:
     # Each timed rerun while playing moves one round on; the rerun that starts playing does not.
     if st.session_state["replay_playing"] and not st.session_state.pop(
         "replay_just_started", False
     ):
-        _step(+1)
-    # The buttons take the width their labels need (fixed columns cut them to "‹ s…").
-    steps, slider = st.columns([1, 3])
-    now = st.session_state["replay_round"]
-    with steps.container(horizontal=True):
-        st.button("back", key="replay_prev", on_click=_step, args=(-1,), disabled=now <= 1,
-                  icon=":material/chevron_left:", help="The previous round.")  # fmt: skip
-        st.button("next", key="replay_next", on_click=_step, args=(+1,), disabled=now >= n_rounds,
-                  icon=":material/chevron_right:", icon_position="right",
-                  help="The next round.")  # fmt: skip
-    if n_rounds > 1:
-        slider.slider("Round", 1, n_rounds, key="replay_round")
-    number = st.session_state["replay_round"]
+        ui.step_round("replay", +1, n_rounds)
+    number = ui.round_stepper("replay", n_rounds, "Round")
     url.write(round=number)
     r = number - 1  # the record's index of the round
     figs = data.replay_figures(db, run_id, int(index), r)

@@ -245,21 +245,7 @@ with st.container(border=True):
 
 
 # ---------------------------------------------------------------- one round control, two sides
-def _step(delta: int) -> None:
-    st.session_state["sbs_round"] = min(max(st.session_state["sbs_round"] + delta, 1), n_rounds)
-
-
-now = st.session_state["sbs_round"]
-steps, slider = st.columns([1, 3])
-with steps.container(horizontal=True):
-    st.button("back", key="sbs_prev", on_click=_step, args=(-1,), disabled=now <= 1,
-              icon=":material/chevron_left:", help="The previous round, on both sides.")  # fmt: skip
-    st.button("next", key="sbs_next", on_click=_step, args=(+1,), disabled=now >= n_rounds,
-              icon=":material/chevron_right:", icon_position="right",
-              help="The next round, on both sides.")  # fmt: skip
-if n_rounds > 1:
-    slider.slider("Round (both sides)", 1, n_rounds, key="sbs_round")
-number = st.session_state["sbs_round"]
+number = ui.round_stepper("sbs", n_rounds, "Round (both sides)", sides=", on both sides")
 url.write(**view, task=task, round=number, ea=pins["a"], eb=pins["b"])
 
 

@@ -5,7 +5,6 @@ Compare."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 
@@ -18,24 +17,9 @@ from core.store.writer import RunLogger
 from core.team.topologies import FIXED_TOPOLOGIES
 from lab import data, heldout
 from lab.palette import policy_color
-from tests.lab.conftest import ROOT
+from tests.lab.test_pages import _chart, _open
 
-APP = str(ROOT / "app.py")
 TEAM = ["--benchmark", "mixed", "--agents", "solver,coder"]
-
-
-def _page(page: str, **query: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    for name, value in query.items():
-        at.query_params[name] = value
-    at.switch_page(page)
-    at.run()
-    assert not at.exception, [e.message for e in at.exception]
-    return at
-
-
-def _chart(at: AppTest, key: str) -> dict:
-    return next(json.loads(el.proto.spec) for el in at.get("plotly_chart") if el.key == key)
 
 
 def _errors(at: AppTest) -> list[str]:
@@ -65,7 +49,7 @@ def test_a_finished_run_is_evaluated_from_the_train_page_and_its_point_is_on_com
                  "--db", db, "--json"]) == 0  # fmt: skip
     jobs = data.jobs(db)  # the page's own manager: it holds the child and its exit code
 
-    at = _page("views/train.py", runs=trained)
+    at = _open("views/train.py", runs=trained)
     assert at.number_input(key="train_eval_seed").value == 1000
     # Bad input is one sentence and starts nothing (the training seed: lab.heldout.problem,
     # the same path).
@@ -105,7 +89,7 @@ def test_a_finished_run_is_evaluated_from_the_train_page_and_its_point_is_on_com
     shutil.move(moved, ckpt)
 
     # Compare shows the new point (n = 4) at once, and star beside it.
-    compare = _page("views/compare.py")
+    compare = _open("views/compare.py")
     points = {tuple(c[:3]) for t in _chart(compare, "compare_pareto")["data"]
               for c in t.get("customdata") or []}  # fmt: skip
     assert {(run, "qmix", 4), (run, "star", 4)} <= points
@@ -113,7 +97,7 @@ def test_a_finished_run_is_evaluated_from_the_train_page_and_its_point_is_on_com
 
 def test_a_run_with_no_checkpoint_says_so(lab_env):
     _, ids = lab_env
-    at = _page("views/train.py")
+    at = _open("views/train.py")
     assert f"{ids['train']} saved no checkpoint, so there is no policy to evaluate." in [
         i.value for i in at.info
     ]
@@ -128,7 +112,7 @@ def test_training_episodes_on_compare_are_hollow_named_and_off_the_front(own_db,
     with RunLogger(own_db, "train", config, policy="agentprune", benchmark="mixed") as log:
         log.log_episodes(synthetic_episode(7000 + k, policy="env") for k in range(3))
         prune_run = log.run_id
-    at = _page("views/compare.py", training="true")
+    at = _open("views/compare.py", training="true")
     traces = {t["name"]: t for t in _chart(at, "compare_pareto")["data"]}
     train = traces[f"qmix {data.TRAINING_LABEL}"]
     assert train["marker"]["symbol"] == "circle-open"
